@@ -1,0 +1,156 @@
+/* wbcl — internals shared by host/ files. Not installed, not public API.
+ *
+ * Conventions for op implementations (the files in host/ops):
+ *   1. validate arguments with the wbcl__check_* helpers (they set the message);
+ *   2. get kernels with wbcl__kernel(ctx, family, extra_options, name, &k);
+ *   3. set arguments with WBCL_ARG / wbcl__set_arg, enqueue with wbcl__launch.
+ * Every failure path calls wbcl__fail / wbcl__cl_fail, which record the
+ * message in the context and return the status to propagate. */
+#ifndef WBCL_INTERNAL_H
+#define WBCL_INTERNAL_H
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wbcl/status.h"
+#include "wbcl/device.h"
+#include "wbcl/context.h"
+#include "wbcl/tensor.h"
+
+#if defined(__GNUC__)
+#define WBCL_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define WBCL_PRINTF(a, b)
+#endif
+
+/* ---- per-device-class kernel parameters (CLBlast-style table) ---------- */
+typedef struct wbcl_params {
+    int wg_size;      /* work-group size for 1-D elementwise kernels (0 = let runtime choose) */
+    int gemm_mr;      /* packed GEMM: rows of C per work-item                    */
+    int gemm_nr;      /* packed GEMM: columns of C per work-item (vector width)  */
+    int gemm_tile;    /* GPU-shaped kernels: square local-memory tile edge       */
+    int reduce_rows;  /* CPU row-block reductions: rows streamed per work-item   */
+    int reduce_wg;    /* GPU work-group reductions: work-group size              */
+} wbcl_params;
+
+/* ---- program cache --------------------------------------------------------- */
+enum { WBCL_ORIGIN_SOURCE = 0, WBCL_ORIGIN_BINARY_DIR = 1, WBCL_ORIGIN_CACHE = 2 };
+
+typedef struct wbcl_program {
+    char *family;          /* "gemm", "ops", ...            */
+    char *options;         /* full build options            */
+    char key[33];          /* hex hash: cache file name     */
+    cl_program program;
+    int used;              /* a kernel of it was launched   */
+    int saved;             /* binary on disk is current     */
+    int origin;            /* WBCL_ORIGIN_*: where it came from */
+    uint64_t build_ns;
+} wbcl_program;
+
+typedef struct wbcl_kern {
+    cl_kernel kernel;
+    wbcl_program *prog;
+    char *name;
+} wbcl_kern;
+
+#define WBCL_SCRATCH_SLOTS 8
+
+struct wbcl_context {
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context cl;
+    cl_command_queue queue;
+    wbcl_device_info info;
+    wbcl_params params;
+    wbcl_variant variant;           /* resolved */
+    wbcl_gemm_backend gemm_backend; /* resolved */
+    int timing;
+    uint64_t kernel_ns;
+    uint64_t build_ns;
+    char *last_error;               /* heap, grows to hold build logs */
+    size_t last_error_cap;
+    wbcl_program **programs;
+    size_t n_programs, cap_programs;
+    wbcl_kern **kerns;
+    size_t n_kerns, cap_kerns;
+    char *cache_dir;                /* NULL: disk cache off */
+    char *binary_dir;               /* NULL: none           */
+    char *kernel_dir;               /* NULL: embedded only  */
+    cl_mem scratch[WBCL_SCRATCH_SLOTS];
+    size_t scratch_bytes[WBCL_SCRATCH_SLOTS];
+};
+
+struct wbcl_tensor {
+    wbcl_context *ctx;
+    cl_mem mem;
+    int ndim;
+    size_t shape[WBCL_MAX_DIMS];
+    size_t numel;
+    wbcl_dtype dtype;
+};
+
+/* ---- errors ------------------------------------------------------------- */
+/* Records a formatted message in ctx (ctx may be NULL) and returns status. */
+wbcl_status wbcl__fail(wbcl_context *ctx, wbcl_status status, const char *fmt, ...) WBCL_PRINTF(3, 4);
+/* Records "<what>: <CL_ERROR_NAME> (<code>)" and returns a status mapped from the
+ * OpenCL error (allocation failures -> WBCL_ERROR_DEVICE_LIMIT, else WBCL_ERROR_OPENCL). */
+wbcl_status wbcl__cl_fail(wbcl_context *ctx, cl_int err, const char *fmt, ...) WBCL_PRINTF(3, 4);
+const char *wbcl__cl_error_name(cl_int err);
+/* Writes a message into a caller buffer (err may be NULL). */
+void wbcl__msg(char *err, size_t errlen, const char *fmt, ...) WBCL_PRINTF(3, 4);
+/* Formats a shape as "(2, 3, 4)" into buf. */
+const char *wbcl__shape_str(char *buf, size_t len, int ndim, const size_t *shape);
+
+/* ---- argument checks (set message, return status) ------------------------ */
+/* NULL tensor pointer or tensor from another context. `what` names the argument. */
+wbcl_status wbcl__check_tensor(wbcl_context *ctx, const wbcl_tensor *t, const char *op, const char *what);
+/* a and b must have identical shapes. */
+wbcl_status wbcl__check_same_shape(wbcl_context *ctx, const wbcl_tensor *a, const wbcl_tensor *b,
+                                   const char *op, const char *an, const char *bn);
+/* Checked size arithmetic: returns 0 on overflow. */
+int wbcl__mul_ok(size_t a, size_t b, size_t *out);
+
+/* ---- programs and kernels --------------------------------------------------- */
+/* Device-class parameter table lookup (fills ctx->params). */
+void wbcl__params_init(wbcl_context *ctx);
+/* The -D prelude common to every program of this context (static storage in ctx). */
+/* Gets a cached kernel, building/loading its program on first use. `extra` are
+ * additional build options (e.g. "-DTS=16"), may be NULL. */
+wbcl_status wbcl__kernel(wbcl_context *ctx, const char *family, const char *extra, const char *name, wbcl_kern **out);
+wbcl_status wbcl__program(wbcl_context *ctx, const char *family, const char *extra, wbcl_program **out);
+void wbcl__programs_release(wbcl_context *ctx);
+/* Embedded kernel sources (generated at build time from the cl directory). */
+const char *wbcl__embedded_source(const char *family, size_t *len);
+
+/* ---- launching -------------------------------------------------------------- */
+wbcl_status wbcl__set_arg(wbcl_context *ctx, wbcl_kern *k, cl_uint idx, size_t size, const void *value);
+#define WBCL_ARG(ctx, k, idx, var)                                                       \
+    do {                                                                                 \
+        wbcl_status st_arg_ = wbcl__set_arg((ctx), (k), (idx), sizeof(var), &(var));     \
+        if (st_arg_) return st_arg_;                                                     \
+    } while (0)
+/* Enqueues an NDRange (local may be NULL); global sizes need not be multiples
+ * of local: they are rounded up here (kernels must bounds-check). */
+wbcl_status wbcl__launch(wbcl_context *ctx, wbcl_kern *k, cl_uint dims, const size_t *global, const size_t *local);
+size_t wbcl__round_up(size_t x, size_t m);
+
+/* Reusable device scratch buffer for a slot (grow-only, owned by ctx). */
+wbcl_status wbcl__scratch(wbcl_context *ctx, int slot, size_t bytes, cl_mem *out);
+/* Creates a raw buffer, mapping allocation failures to WBCL_ERROR_DEVICE_LIMIT with a message. */
+wbcl_status wbcl__buffer(wbcl_context *ctx, size_t bytes, const char *what, cl_mem *out);
+
+/* ---- files (program cache) -------------------------------------------------- */
+int wbcl__mkdir_p(const char *path);
+/* Writes bytes atomically (temp file + rename). Returns 0 on success. */
+int wbcl__write_file_atomic(const char *path, const void *data, size_t len);
+/* Reads a whole file into a malloc'd buffer (+1 NUL byte). NULL on failure. */
+char *wbcl__read_file(const char *path, size_t *len);
+
+uint64_t wbcl__now_ns(void);
+
+#endif

@@ -1,0 +1,76 @@
+/* wbcl — the context: one device, one in-order queue, its program cache and
+ * the last error message. All device resources belong to a context; there is
+ * no other global state. A context must be used by one thread at a time; two
+ * contexts (on the same or different devices) may be used from two threads. */
+#ifndef WBCL_CONTEXT_H
+#define WBCL_CONTEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "wbcl/status.h"
+#include "wbcl/device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct wbcl_context wbcl_context;
+
+/* Opens a context on the device chosen by `selector` (see wbcl_device_select;
+ * NULL honours $WBCL_DEVICE, then the default). On failure *out is NULL and
+ * err (if given) holds the reason. Environment read here:
+ *   WBCL_DEVICE       default selector
+ *   WBCL_KERNEL_DIR   directory whose <family>.cl files replace the embedded kernels
+ *   WBCL_CACHE_DIR    on-disk program cache (default $XDG_CACHE_HOME/wbcl or ~/.cache/wbcl;
+ *                     "off" disables it)
+ *   WBCL_BINARY_DIR   directory of prebuilt program binaries, consulted first, read-only */
+wbcl_status wbcl_context_create(const char *selector, wbcl_context **out, char *err, size_t errlen);
+
+/* Saves program binaries that were used but not yet cached, frees everything. NULL is a no-op. */
+void wbcl_context_destroy(wbcl_context *ctx);
+
+/* Message of the last failed call on this context ("" if none). Valid until the next call. */
+const char *wbcl_context_last_error(const wbcl_context *ctx);
+
+/* The device this context runs on. */
+const wbcl_device_info *wbcl_context_device(const wbcl_context *ctx);
+
+/* Waits until all enqueued work is done. */
+wbcl_status wbcl_context_finish(wbcl_context *ctx);
+
+/* Kernel variant family used by the ops: CPU-shaped (register tiles, row-block
+ * reductions, no local memory) or GPU-shaped (local-memory tiles, work-group
+ * reductions). AUTO picks by device type. */
+typedef enum wbcl_variant { WBCL_VARIANT_AUTO = 0, WBCL_VARIANT_CPU = 1, WBCL_VARIANT_GPU = 2 } wbcl_variant;
+wbcl_status wbcl_context_set_variant(wbcl_context *ctx, wbcl_variant variant);
+wbcl_variant wbcl_context_variant(const wbcl_context *ctx); /* resolved: never AUTO */
+
+/* GEMM backend: our packed register-tile kernel, CLBlast, or AUTO (packed on
+ * CPU devices, CLBlast elsewhere; see perf/RESULTS.md for the measurements). */
+typedef enum wbcl_gemm_backend { WBCL_GEMM_AUTO = 0, WBCL_GEMM_PACKED = 1, WBCL_GEMM_CLBLAST = 2 } wbcl_gemm_backend;
+wbcl_status wbcl_context_set_gemm_backend(wbcl_context *ctx, wbcl_gemm_backend backend);
+wbcl_gemm_backend wbcl_context_gemm_backend(const wbcl_context *ctx); /* resolved: never AUTO */
+
+/* Device timing for benchmarks. While enabled, every kernel the context
+ * enqueues is waited for and its profiled duration added to a counter. */
+wbcl_status wbcl_context_set_timing(wbcl_context *ctx, int enabled);
+uint64_t wbcl_context_kernel_ns(const wbcl_context *ctx);  /* accumulated since last reset */
+void wbcl_context_reset_kernel_ns(wbcl_context *ctx);
+/* Total time spent in clBuildProgram (source or binary) by this context, in ns. */
+uint64_t wbcl_context_build_ns(const wbcl_context *ctx);
+
+/* Writes the binaries of every program this context has built (after their
+ * kernels ran at least once) into `dir`, named so that WBCL_BINARY_DIR=dir
+ * loads them without compiling. Creates dir if needed. */
+wbcl_status wbcl_context_export_binaries(wbcl_context *ctx, const char *dir);
+
+/* Saves used programs to the on-disk cache now (also done by destroy). */
+wbcl_status wbcl_context_save_cache(wbcl_context *ctx);
+
+/* Builds (or loads) the program of a kernel family now, e.g. "gemm", "ops". */
+wbcl_status wbcl_context_warm(wbcl_context *ctx, const char *family);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,14 @@
+/* wbcl — portable OpenCL engine for white-box deep networks. Umbrella header:
+ * include this one. Each header below documents its part of the API. */
+#ifndef WBCL_WBCL_H
+#define WBCL_WBCL_H
+
+#include "wbcl/status.h"
+#include "wbcl/device.h"
+#include "wbcl/context.h"
+#include "wbcl/tensor.h"
+#include "wbcl/gemm.h"
+#include "wbcl/ops.h"
+#include "wbcl/ref.h"
+
+#endif
