@@ -22,6 +22,13 @@ void wbcl_ref_softmax(size_t rows, size_t d, const double *x, double *y);
 void wbcl_ref_reduce_rows(int op, size_t rows, size_t cols, const double *x, double *y);
 void wbcl_ref_reduce_cols(int op, size_t rows, size_t cols, const double *x, double *y);
 
+/* Dense SPD linear algebra in double (n x n row-major). Return 0 on success,
+ * or 1 + the index of the first non-positive pivot. */
+int wbcl_ref_cholesky(size_t n, const double *A, double *L);
+int wbcl_ref_logdet_spd(size_t n, const double *A, double *logdet);
+int wbcl_ref_spd_inverse(size_t n, const double *A, double *Ainv);
+int wbcl_ref_spd_solve(size_t n, size_t r, const double *A, const double *B, double *X);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,6 +9,7 @@
 #include "wbcl/tensor.h"
 #include "wbcl/gemm.h"
 #include "wbcl/ops.h"
+#include "wbcl/linalg.h"
 #include "wbcl/ref.h"
 
 #endif
