@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what wbcl needs to build, test and run on the default device
+# (PoCL on the CPU), from Debian's packages. Run as root (or with sudo).
+set -euo pipefail
+if [ "$(id -u)" != 0 ]; then
+  exec sudo -E "$0" "$@"
+fi
+export DEBIAN_FRONTEND=noninteractive
+packages=(
+  build-essential cmake pkg-config git python3   # toolchain
+  ocl-icd-opencl-dev opencl-headers              # OpenCL ICD loader and headers
+  pocl-opencl-icd                                # the default device: PoCL on the CPU
+  libclblast-dev libclfft-dev                    # dense linear algebra, FFTs
+  libcjson-dev                                   # safetensors headers (JSON)
+  check                                          # unit tests
+  libopenblas-dev                                # the CPU peer in benchmarks
+  clang                                          # fuzz targets (libFuzzer)
+)
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+echo "install-deps: installed ${#packages[@]} packages"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The README's first command: installs the dependencies, builds wbcl into
+# ./build and runs the main job on the default device (device information,
+# then every basic op and both GEMM paths checked against the double-precision
+# reference). Usage: tools/quickstart.sh   (from the repository root)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)"
+export POCL_CACHE_DIR="$PWD/build/cache/pocl" WBCL_CACHE_DIR="$PWD/build/cache/wbcl"
+echo; echo "== wbcl-info"; build/tools/wbcl-info
+echo; echo "== wbcl-run check"; build/tools/wbcl-run check
