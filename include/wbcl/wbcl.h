@@ -10,6 +10,9 @@
 #include "wbcl/gemm.h"
 #include "wbcl/ops.h"
 #include "wbcl/linalg.h"
+#include "wbcl/heads.h"
 #include "wbcl/ref.h"
+#include "wbcl/io.h"
+#include "wbcl/weights.h"
 
 #endif
