@@ -229,7 +229,7 @@ static wbcl_status parse_shape(cursor *c, npy_header *h)
         return WBCL_SUCCESS;
     }
     for (;;) {
-        size_t v;
+        size_t v = 0;
         if ((st = parse_dim(c, &v)))
             return st;
         if (nd == WBCL_ARRAY_MAX_DIMS) {
