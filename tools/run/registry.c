@@ -1,0 +1,37 @@
+/* wbcl-run — the table of modules.
+ *
+ * TO ADD A MODULE: define `const wbcl_run_module wbcl_mod_<name> = { ... };` in a
+ * tools/run/mod_<family>.c file (CMake globs the .c files of tools/run) and add one line
+ * `X(<name>)` below. The order here is the order of `wbcl-run --list`. */
+#include <string.h>
+
+#include "registry.h"
+
+#define WBCL_RUN_MODULES(X)                                                                         \
+    /* mod_basic.c */                                                                               \
+    X(check)                                                                                        \
+    X(layernorm)                                                                                    \
+    X(gelu)                                                                                         \
+    X(softmax)                                                                                      \
+    X(gemm)                                                                                         \
+    /* mod_attention.c, mod_redunet.c, ...: add their lines here */
+
+#define WBCL_RUN_DECLARE(name) extern const wbcl_run_module wbcl_mod_##name;
+WBCL_RUN_MODULES(WBCL_RUN_DECLARE)
+#undef WBCL_RUN_DECLARE
+
+#define WBCL_RUN_ENTRY(name) &wbcl_mod_##name,
+static const wbcl_run_module *const modules[] = {WBCL_RUN_MODULES(WBCL_RUN_ENTRY)};
+#undef WBCL_RUN_ENTRY
+
+size_t wbcl_run_module_count(void) { return sizeof modules / sizeof modules[0]; }
+
+const wbcl_run_module *wbcl_run_module_at(size_t i) { return i < wbcl_run_module_count() ? modules[i] : NULL; }
+
+const wbcl_run_module *wbcl_run_module_find(const char *name)
+{
+    if (!name) return NULL;
+    for (size_t i = 0; i < wbcl_run_module_count(); i++)
+        if (!strcmp(modules[i]->name, name)) return modules[i];
+    return NULL;
+}
