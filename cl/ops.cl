@@ -1,0 +1,521 @@
+/* wbcl — basic operators: elementwise (gelu, relu, scale, axpby, add with
+ * broadcasting), row ops over the last dimension (layernorm, softmax,
+ * reduce_rows) and column reductions (reduce_cols).
+ *
+ * Two shapes of every row/column kernel (host/ops/basic.c picks by variant):
+ *   *_cpu  one work-item per row (or per row block x column chunk), streaming
+ *          contiguous memory with explicit float16 vectors, no local memory,
+ *          no barriers (PoCL vectorizes only what the kernel spells out when
+ *          the kernel has loops of its own; see PERF-NOTES.md).
+ *   *_gpu  one work-group per row with a local-memory tree reduction of
+ *          get_local_size(0) (a power of two, at most WBCL_REDUCE_WG), and 2-D
+ *          tiles for column reductions (work-items over columns: coalesced).
+ * Elementwise kernels are the same for both variants (one element per
+ * work-item); the host picks the local size (WBCL_WG).
+ *
+ * Indices are size_t / ulong throughout: tensors may exceed 2^31 elements.
+ * Accumulation: float32 partials in blocks (CPU: 16 lanes x 16 vectors per
+ * block, blocks combined with Kahan compensation; GPU: strided partials then
+ * a log2 tree), so the rounding error grows with the block length and the
+ * number of levels, not with the row length. */
+
+#define WBCL_V 16       /* vector width of the CPU row kernels           */
+#define WBCL_VBLOCK 16  /* float16 vectors summed per level-1 block     */
+#define WBCL_CW 64      /* columns per work-item in the CPU column kernels */
+
+/* ------------------------------------------------------------------------- */
+/* elementwise                                                               */
+/* ------------------------------------------------------------------------- */
+
+/* Exact GELU: 0.5 x (1 + erf(x / sqrt 2)), written as 0.5 x erfc(-x / sqrt 2)
+ * (the same function): for x << 0, 1 + erf(.) cancels catastrophically in
+ * float32 while erfc keeps its relative accuracy. */
+__kernel void wbcl_ew_gelu(__global const float *x, __global float *y, const ulong n)
+{
+    const size_t i = get_global_id(0);
+    if (i < n) {
+        const float v = x[i];
+        y[i] = 0.5f * v * erfc(-v * M_SQRT1_2_F);
+    }
+}
+
+/* NaN propagates (NaN < 0 is false). */
+__kernel void wbcl_ew_relu(__global const float *x, __global float *y, const ulong n)
+{
+    const size_t i = get_global_id(0);
+    if (i < n) {
+        const float v = x[i];
+        y[i] = v < 0.0f ? 0.0f : v;
+    }
+}
+
+__kernel void wbcl_ew_scale(__global const float *x, const float alpha, __global float *y, const ulong n)
+{
+    const size_t i = get_global_id(0);
+    if (i < n) y[i] = alpha * x[i];
+}
+
+__kernel void wbcl_ew_axpby(const float alpha, __global const float *x, const float beta, __global float *y,
+                            const ulong n)
+{
+    const size_t i = get_global_id(0);
+    if (i < n) y[i] = alpha * x[i] + beta * y[i];
+}
+
+__kernel void wbcl_ew_add(__global const float *a, __global const float *b, __global float *y, const ulong n)
+{
+    const size_t i = get_global_id(0);
+    if (i < n) y[i] = a[i] + b[i];
+}
+
+/* y[r, c] = a[r, c] + b[c] on the (rows, nb) view: dimension 0 runs over the
+ * nb columns (contiguous, vectorizable), dimension 1 over rows. */
+__kernel void wbcl_ew_add_bcast(__global const float *a, __global const float *b, __global float *y, const ulong nb,
+                                const ulong rows)
+{
+    const size_t c = get_global_id(0), r = get_global_id(1);
+    if (c < nb && r < rows) {
+        const size_t i = r * nb + c;
+        y[i] = a[i] + b[c];
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* CPU-shaped row helpers: one work-item streams one contiguous row           */
+/* ------------------------------------------------------------------------- */
+
+inline float wbcl_hsum16(const float16 v)
+{
+    const float8 a = v.lo + v.hi;
+    const float4 b = a.lo + a.hi;
+    const float2 c = b.lo + b.hi;
+    return c.x + c.y;
+}
+
+inline float wbcl_hmax16(const float16 v)
+{
+    const float8 a = fmax(v.lo, v.hi);
+    const float4 b = fmax(a.lo, a.hi);
+    const float2 c = fmax(b.lo, b.hi);
+    return fmax(c.x, c.y);
+}
+
+/* tot += v with Kahan compensation (no finite-math flags: it stays exact). */
+#define WBCL_KAHAN16(tot, comp, v)              \
+    do {                                        \
+        const float16 ky_ = (v) - (comp);       \
+        const float16 kt_ = (tot) + ky_;        \
+        (comp) = (kt_ - (tot)) - ky_;           \
+        (tot) = kt_;                            \
+    } while (0)
+
+/* Sum of p[i] (sq == 0) or p[i]^2 (sq == 1), i < d. `sq` is a constant at
+ * every call site, so the branch folds away. */
+inline float wbcl_row_sum(__global const float *p, const ulong d, const int sq)
+{
+    const ulong nv = d / WBCL_V;
+    float16 tot = 0.0f, comp = 0.0f;
+    ulong v = 0;
+    while (v < nv) {
+        const ulong end = min(nv, v + WBCL_VBLOCK);
+        float16 blk = 0.0f;
+        for (; v < end; v++) {
+            const float16 t = vload16(v, p);
+            blk += sq ? t * t : t;
+        }
+        WBCL_KAHAN16(tot, comp, blk);
+    }
+    float tail = 0.0f;
+    for (ulong i = nv * WBCL_V; i < d; i++) tail += sq ? p[i] * p[i] : p[i];
+    return wbcl_hsum16(tot) + tail;
+}
+
+inline float wbcl_row_max(__global const float *p, const ulong d)
+{
+    const ulong nv = d / WBCL_V;
+    float16 m = -INFINITY;
+    for (ulong v = 0; v < nv; v++) m = fmax(m, vload16(v, p));
+    float t = wbcl_hmax16(m);
+    for (ulong i = nv * WBCL_V; i < d; i++) t = fmax(t, p[i]);
+    return t;
+}
+
+/* s1 = sum (p - m), s2 = sum (p - m)^2. */
+inline void wbcl_row_dev(__global const float *p, const ulong d, const float m, float *s1, float *s2)
+{
+    const ulong nv = d / WBCL_V;
+    float16 t1 = 0.0f, c1 = 0.0f, t2 = 0.0f, c2 = 0.0f;
+    ulong v = 0;
+    while (v < nv) {
+        const ulong end = min(nv, v + WBCL_VBLOCK);
+        float16 b1 = 0.0f, b2 = 0.0f;
+        for (; v < end; v++) {
+            const float16 e = vload16(v, p) - m;
+            b1 += e;
+            b2 += e * e;
+        }
+        WBCL_KAHAN16(t1, c1, b1);
+        WBCL_KAHAN16(t2, c2, b2);
+    }
+    float a1 = 0.0f, a2 = 0.0f;
+    for (ulong i = nv * WBCL_V; i < d; i++) {
+        const float e = p[i] - m;
+        a1 += e;
+        a2 += e * e;
+    }
+    *s1 = wbcl_hsum16(t1) + a1;
+    *s2 = wbcl_hsum16(t2) + a2;
+}
+
+/* mean and 1/sqrt(var + eps) of one row from the two statistics passes:
+ * m0 = first-pass mean, s1/s2 the deviations from m0 (corrected two-pass
+ * algorithm: mean = m0 + s1/d, var = (s2 - s1^2/d) / d, never E[x^2]-E[x]^2). */
+inline void wbcl_ln_stats(const float m0, const float s1, const float s2, const float dd, const float eps,
+                          float *mean, float *rstd)
+{
+    const float var = fmax((s2 - s1 * (s1 / dd)) / dd, 0.0f);
+    *mean = m0 + s1 / dd;
+    *rstd = 1.0f / sqrt(var + eps);
+}
+
+/* ---- layernorm --------------------------------------------------------- */
+__kernel void wbcl_layernorm_cpu(__global const float *x, __global const float *gamma, __global const float *beta,
+                                 const int affine_g, const int affine_b, const float eps, __global float *y,
+                                 const ulong rows, const ulong d)
+{
+    const size_t r = get_global_id(0);
+    if (r >= rows) return;
+    __global const float *p = x + r * d;
+    __global float *q = y + r * d;
+    const float dd = (float)d;
+    const float m0 = wbcl_row_sum(p, d, 0) / dd;
+    float s1, s2, mean, rstd;
+    wbcl_row_dev(p, d, m0, &s1, &s2);
+    wbcl_ln_stats(m0, s1, s2, dd, eps, &mean, &rstd);
+    const ulong nv = d / WBCL_V;
+    for (ulong v = 0; v < nv; v++) {
+        float16 t = (vload16(v, p) - mean) * rstd;
+        if (affine_g) t *= vload16(v, gamma);
+        if (affine_b) t += vload16(v, beta);
+        vstore16(t, v, q);
+    }
+    for (ulong i = nv * WBCL_V; i < d; i++) {
+        float t = (p[i] - mean) * rstd;
+        if (affine_g) t *= gamma[i];
+        if (affine_b) t += beta[i];
+        q[i] = t;
+    }
+}
+
+/* ---- softmax: max, then exp(x - max) stored and summed, then scaled ------ */
+__kernel void wbcl_softmax_cpu(__global const float *x, __global float *y, const ulong rows, const ulong d)
+{
+    const size_t r = get_global_id(0);
+    if (r >= rows) return;
+    __global const float *p = x + r * d;
+    __global float *q = y + r * d;
+    const float m = wbcl_row_max(p, d);
+    const ulong nv = d / WBCL_V;
+    float16 tot = 0.0f, comp = 0.0f;
+    ulong v = 0;
+    while (v < nv) {
+        const ulong end = min(nv, v + WBCL_VBLOCK);
+        float16 blk = 0.0f;
+        for (; v < end; v++) {
+            const float16 e = exp(vload16(v, p) - m);
+            vstore16(e, v, q);
+            blk += e;
+        }
+        WBCL_KAHAN16(tot, comp, blk);
+    }
+    float tail = 0.0f;
+    for (ulong i = nv * WBCL_V; i < d; i++) {
+        const float e = exp(p[i] - m);
+        q[i] = e;
+        tail += e;
+    }
+    const float inv = 1.0f / (wbcl_hsum16(tot) + tail);
+    for (ulong w = 0; w < nv; w++) vstore16(vload16(w, q) * inv, w, q);
+    for (ulong i = nv * WBCL_V; i < d; i++) q[i] *= inv;
+}
+
+/* ---- reduce_rows: y[r] = scale * op_c x[r, c] -------------------------------- */
+__kernel void wbcl_reduce_rows_cpu_sum(__global const float *x, __global float *y, const ulong rows, const ulong d,
+                                       const float scale)
+{
+    const size_t r = get_global_id(0);
+    if (r < rows) y[r] = wbcl_row_sum(x + r * d, d, 0) * scale;
+}
+
+__kernel void wbcl_reduce_rows_cpu_sumsq(__global const float *x, __global float *y, const ulong rows,
+                                         const ulong d, const float scale)
+{
+    const size_t r = get_global_id(0);
+    if (r < rows) y[r] = wbcl_row_sum(x + r * d, d, 1) * scale;
+}
+
+__kernel void wbcl_reduce_rows_cpu_max(__global const float *x, __global float *y, const ulong rows, const ulong d,
+                                       const float scale)
+{
+    const size_t r = get_global_id(0);
+    (void)scale;
+    if (r < rows) y[r] = wbcl_row_max(x + r * d, d);
+}
+
+/* ------------------------------------------------------------------------- */
+/* GPU-shaped row ops: one work-group per row, local tree reductions          */
+/* ------------------------------------------------------------------------- */
+
+/* Tree reduction over the work-group (local size: a power of two). Every
+ * work-item must call it; returns the result to all of them.
+ * The host launches exactly `rows` groups, so these kernels have no early
+ * `return` before their barriers: PoCL 3.1 corrupted memory with one (a
+ * group-uniform `if (r >= rows) return;` in wbcl_layernorm_gpu). */
+inline float wbcl_wg_sum(float v, __local float *s)
+{
+    const uint l = get_local_id(0), n = get_local_size(0);
+    s[l] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = n / 2; h > 0; h >>= 1) {
+        if (l < h) s[l] += s[l + h];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float r = s[0];
+    barrier(CLK_LOCAL_MEM_FENCE); /* s may be reused right away */
+    return r;
+}
+
+inline float wbcl_wg_max(float v, __local float *s)
+{
+    const uint l = get_local_id(0), n = get_local_size(0);
+    s[l] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = n / 2; h > 0; h >>= 1) {
+        if (l < h) s[l] = fmax(s[l], s[l + h]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float r = s[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+__kernel void wbcl_layernorm_gpu(__global const float *x, __global const float *gamma, __global const float *beta,
+                                 const int affine_g, const int affine_b, const float eps, __global float *y,
+                                 const ulong rows, const ulong d)
+{
+    __local float s[WBCL_REDUCE_WG];
+    const size_t r = get_group_id(0);
+    const size_t l = get_local_id(0), n = get_local_size(0);
+    __global const float *p = x + r * d;
+    __global float *q = y + r * d;
+    const float dd = (float)d;
+    float a = 0.0f;
+    for (size_t i = l; i < d; i += n) a += p[i];
+    const float m0 = wbcl_wg_sum(a, s) / dd;
+    float a1 = 0.0f, a2 = 0.0f;
+    for (size_t i = l; i < d; i += n) {
+        const float e = p[i] - m0;
+        a1 += e;
+        a2 += e * e;
+    }
+    const float s1 = wbcl_wg_sum(a1, s);
+    const float s2 = wbcl_wg_sum(a2, s);
+    float mean, rstd;
+    wbcl_ln_stats(m0, s1, s2, dd, eps, &mean, &rstd);
+    for (size_t i = l; i < d; i += n) {
+        float t = (p[i] - mean) * rstd;
+        if (affine_g) t *= gamma[i];
+        if (affine_b) t += beta[i];
+        q[i] = t;
+    }
+}
+
+__kernel void wbcl_softmax_gpu(__global const float *x, __global float *y, const ulong rows, const ulong d)
+{
+    __local float s[WBCL_REDUCE_WG];
+    const size_t r = get_group_id(0);
+    const size_t l = get_local_id(0), n = get_local_size(0);
+    __global const float *p = x + r * d;
+    __global float *q = y + r * d;
+    float m = -INFINITY;
+    for (size_t i = l; i < d; i += n) m = fmax(m, p[i]);
+    m = wbcl_wg_max(m, s);
+    float a = 0.0f;
+    for (size_t i = l; i < d; i += n) a += exp(p[i] - m);
+    const float inv = 1.0f / wbcl_wg_sum(a, s);
+    /* every read of x above happened before the barriers in wbcl_wg_sum:
+     * in place (y == x) is safe */
+    for (size_t i = l; i < d; i += n) q[i] = exp(p[i] - m) * inv;
+}
+
+#define WBCL_RROWS_GPU(NAME, INIT, F, WG_REDUCE)                                                             \
+    __kernel void NAME(__global const float *x, __global float *y, const ulong rows, const ulong d,           \
+                       const float scale)                                                                    \
+    {                                                                                                        \
+        __local float s[WBCL_REDUCE_WG];                                                                     \
+        const size_t r = get_group_id(0);                                                                    \
+        const size_t l = get_local_id(0), n = get_local_size(0);                                             \
+        __global const float *p = x + r * d;                                                                 \
+        float a = INIT;                                                                                      \
+        for (size_t i = l; i < d; i += n) {                                                                  \
+            const float v = p[i];                                                                            \
+            a = F;                                                                                           \
+        }                                                                                                    \
+        a = WG_REDUCE(a, s);                                                                                 \
+        if (l == 0) y[r] = a * scale;                                                                        \
+    }
+
+WBCL_RROWS_GPU(wbcl_reduce_rows_gpu_sum, 0.0f, a + v, wbcl_wg_sum)
+WBCL_RROWS_GPU(wbcl_reduce_rows_gpu_sumsq, 0.0f, a + v * v, wbcl_wg_sum)
+WBCL_RROWS_GPU(wbcl_reduce_rows_gpu_max, -INFINITY, fmax(a, v), wbcl_wg_max)
+
+/* ------------------------------------------------------------------------- */
+/* Column reductions: out[b, c] = scale * op over rows r of block b of in[r, c] */
+/* ------------------------------------------------------------------------- */
+/* The host applies these kernels level by level: R rows -> ceil(R / rpb)
+ * partial rows -> ... -> 1 row (written to y, with the MEAN scale). Each
+ * level combines at most rpb values per output, so the error grows like
+ * rpb * log_rpb(R) ulps at worst (sqrt of that typically), not like R. */
+
+/* CPU: work-item g owns row block b = g / nchunks (rpb contiguous rows,
+ * WBCL_REDUCE_ROWS by default) and columns [WBCL_CW * j, +WBCL_CW),
+ * j = g % nchunks, streamed row by row into private float16 partials.
+ * Neighbouring work-items cover neighbouring column chunks of the same rows,
+ * so a work-group reads whole contiguous rows. */
+#define WBCL_RCOLS_CPU(NAME, INIT, COMB, F)                                                                  \
+    __kernel void NAME(__global const float *x, const ulong R, const ulong C, const ulong rpb,                \
+                       const ulong nchunks, const ulong seglen, const ulong nblocks, __global float *out,     \
+                       const float scale)                                                                    \
+    {                                                                                                        \
+        (void)seglen;                                                                                        \
+        const size_t g = get_global_id(0);                                                                   \
+        if (g >= nchunks * nblocks) return;                                                                  \
+        const size_t j = g % nchunks, b = g / nchunks;                                                       \
+        const size_t r0 = b * rpb, r1 = min((size_t)R, r0 + (size_t)rpb);                                    \
+        const size_t c0 = j * WBCL_CW, c1 = min((size_t)C, c0 + WBCL_CW);                                    \
+        __global float *o = out + b * C;                                                                     \
+        if (c1 - c0 == WBCL_CW) {                                                                            \
+            float16 a0 = INIT, a1 = INIT, a2 = INIT, a3 = INIT;                                              \
+            for (size_t r = r0; r < r1; r++) {                                                               \
+                __global const float *p = x + r * C + c0;                                                    \
+                float16 v;                                                                                   \
+                v = vload16(0, p); a0 = COMB(a0, F);                                                         \
+                v = vload16(1, p); a1 = COMB(a1, F);                                                         \
+                v = vload16(2, p); a2 = COMB(a2, F);                                                         \
+                v = vload16(3, p); a3 = COMB(a3, F);                                                         \
+            }                                                                                                \
+            vstore16(a0 * scale, 0, o + c0);                                                                 \
+            vstore16(a1 * scale, 1, o + c0);                                                                 \
+            vstore16(a2 * scale, 2, o + c0);                                                                 \
+            vstore16(a3 * scale, 3, o + c0);                                                                 \
+            return;                                                                                          \
+        }                                                                                                    \
+        /* the last, partial chunk: whole vectors first, then single columns */                              \
+        size_t c = c0;                                                                                       \
+        for (; c + WBCL_V <= c1; c += WBCL_V) {                                                              \
+            float16 a = INIT;                                                                                \
+            for (size_t r = r0; r < r1; r++) {                                                               \
+                const float16 v = vload16(0, x + r * C + c);                                                 \
+                a = COMB(a, F);                                                                              \
+            }                                                                                                \
+            vstore16(a * scale, 0, o + c);                                                                   \
+        }                                                                                                    \
+        for (; c < c1; c++) {                                                                                \
+            float a = INIT;                                                                                  \
+            for (size_t r = r0; r < r1; r++) {                                                               \
+                const float v = x[r * C + c];                                                                \
+                a = COMB(a, F);                                                                              \
+            }                                                                                                \
+            o[c] = a * scale;                                                                                \
+        }                                                                                                    \
+    }
+
+#define WBCL_ADD(a, b) ((a) + (b))
+#define WBCL_MAX(a, b) fmax((a), (b))
+
+WBCL_RCOLS_CPU(wbcl_reduce_cols_cpu_sum, 0.0f, WBCL_ADD, v)
+WBCL_RCOLS_CPU(wbcl_reduce_cols_cpu_sumsq, 0.0f, WBCL_ADD, v * v)
+WBCL_RCOLS_CPU(wbcl_reduce_cols_cpu_max, -INFINITY, WBCL_MAX, v)
+
+/* CPU, wide rows: work-item g owns row block b = g / nseg and the column
+ * segment [seglen * j, +seglen), j = g % nseg (seglen a multiple of 16,
+ * usually the whole row), and streams the block's rows through it
+ * sequentially, accumulating into its own partial row out[b, segment]
+ * (L1-resident). Memory is then read in long contiguous runs, which the
+ * register-chunk kernel above (64 columns, row stride C) cannot offer when
+ * C is large. */
+#define WBCL_RCOLS_CPU_SEG(NAME, COMB, F)                                                                    \
+    __kernel void NAME(__global const float *x, const ulong R, const ulong C, const ulong rpb,                \
+                       const ulong nseg, const ulong seglen, const ulong nblocks, __global float *out,        \
+                       const float scale)                                                                    \
+    {                                                                                                        \
+        const size_t g = get_global_id(0);                                                                   \
+        if (g >= nseg * nblocks) return;                                                                     \
+        const size_t j = g % nseg, b = g / nseg;                                                             \
+        const size_t r0 = b * rpb, r1 = min((size_t)R, r0 + (size_t)rpb);                                    \
+        const size_t c0 = j * seglen, c1 = min((size_t)C, c0 + (size_t)seglen);                              \
+        const size_t nv = (c1 - c0) / WBCL_V;                                                                \
+        __global float *o = out + b * C + c0;                                                                \
+        __global const float *p = x + r0 * C + c0;                                                           \
+        for (size_t w = 0; w < nv; w++) {                                                                    \
+            const float16 v = vload16(w, p);                                                                 \
+            vstore16(F, w, o);                                                                               \
+        }                                                                                                    \
+        for (size_t c = nv * WBCL_V; c < c1 - c0; c++) {                                                     \
+            const float v = p[c];                                                                            \
+            o[c] = F;                                                                                        \
+        }                                                                                                    \
+        for (size_t r = r0 + 1; r < r1; r++) {                                                               \
+            p = x + r * C + c0;                                                                              \
+            for (size_t w = 0; w < nv; w++) {                                                                \
+                const float16 v = vload16(w, p);                                                             \
+                vstore16(COMB(vload16(w, o), F), w, o);                                                      \
+            }                                                                                                \
+            for (size_t c = nv * WBCL_V; c < c1 - c0; c++) {                                                 \
+                const float v = p[c];                                                                        \
+                o[c] = COMB(o[c], F);                                                                        \
+            }                                                                                                \
+        }                                                                                                    \
+        if (scale != 1.0f)                                                                                   \
+            for (size_t c = 0; c < c1 - c0; c++) o[c] *= scale;                                              \
+    }
+
+WBCL_RCOLS_CPU_SEG(wbcl_reduce_cols_cpuseg_sum, WBCL_ADD, v)
+WBCL_RCOLS_CPU_SEG(wbcl_reduce_cols_cpuseg_sumsq, WBCL_ADD, v * v)
+WBCL_RCOLS_CPU_SEG(wbcl_reduce_cols_cpuseg_max, WBCL_MAX, v)
+
+/* GPU: 2-D work-groups (TX, TY), TX * TY <= WBCL_REDUCE_WG, both powers of
+ * two; work-items of a row of the tile read adjacent columns (coalesced).
+ * Group (gx, gy) reduces rows [gy * rpb, +rpb) of columns gx * TX + tx:
+ * each work-item strides over those rows by TY, then a tree over ty. */
+#define WBCL_RCOLS_GPU(NAME, INIT, COMB, F)                                                                  \
+    __kernel void NAME(__global const float *x, const ulong R, const ulong C, const ulong rpb,                \
+                       const ulong nchunks, const ulong seglen, const ulong nblocks, __global float *out,     \
+                       const float scale)                                                                    \
+    {                                                                                                        \
+        (void)seglen;                                                                                        \
+        __local float s[WBCL_REDUCE_WG];                                                                     \
+        const size_t c = get_global_id(0);                                                                   \
+        const size_t b = get_group_id(1);                                                                    \
+        const uint tx = get_local_id(0), ty = get_local_id(1);                                               \
+        const uint TX = get_local_size(0), TY = get_local_size(1);                                           \
+        (void)nchunks;                                                                                       \
+        const size_t r0 = b * rpb, r1 = min((size_t)R, r0 + (size_t)rpb);                                    \
+        float a = INIT;                                                                                      \
+        if (c < C && b < nblocks)                                                                            \
+            for (size_t r = r0 + ty; r < r1; r += TY) {                                                      \
+                const float v = x[r * C + c];                                                                \
+                a = COMB(a, F);                                                                              \
+            }                                                                                                \
+        s[ty * TX + tx] = a;                                                                                 \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                        \
+        for (uint h = TY / 2; h > 0; h >>= 1) {                                                              \
+            if (ty < h) s[ty * TX + tx] = COMB(s[ty * TX + tx], s[(ty + h) * TX + tx]);                      \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                                    \
+        }                                                                                                    \
+        if (ty == 0 && c < C && b < nblocks) out[b * C + c] = s[tx] * scale;                                 \
+    }
+
+WBCL_RCOLS_GPU(wbcl_reduce_cols_gpu_sum, 0.0f, WBCL_ADD, v)
+WBCL_RCOLS_GPU(wbcl_reduce_cols_gpu_sumsq, 0.0f, WBCL_ADD, v * v)
+WBCL_RCOLS_GPU(wbcl_reduce_cols_gpu_max, -INFINITY, WBCL_MAX, v)
