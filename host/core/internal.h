@@ -58,6 +58,8 @@ typedef struct wbcl_kern {
     char *name;
 } wbcl_kern;
 
+/* Scratch slot owners: 0 = packed A panels, 1 = packed B panels (host/ops/gemm.c); 4-7 = host/ops/linalg.c;
+ * 2-3 = host/ops/ista.c and host/ops/measures.c (which call the GEMM and linalg ops). */
 #define WBCL_SCRATCH_SLOTS 8
 
 struct wbcl_context {

@@ -29,6 +29,116 @@ int wbcl_ref_logdet_spd(size_t n, const double *A, double *logdet);
 int wbcl_ref_spd_inverse(size_t n, const double *A, double *Ainv);
 int wbcl_ref_spd_solve(size_t n, size_t r, const double *A, const double *B, double *X);
 
+/* ReduNet */
+/* Vector ReduNet (SPEC.md §4.1), rows are samples. Rows of Z (m, d) divided by max(|z|, 1e-8), in place. */
+void wbcl_ref_redunet_normalize(size_t m, size_t d, double *Z);
+/* One layer from Z (m, d) and labels y in [0, K): E (d, d), C (K, d, d), gamma (K) (may be NULL).
+ * Returns 0, 1 + j for an empty class j, or -1 for a failed factorization. */
+int wbcl_ref_redunet_construct(size_t m, size_t d, size_t K, const double *Z, const int *y, double eps2, double *E,
+                               double *C, double *gamma);
+/* Applies one layer to every row of Z in place; yhat (may be NULL) gets argmax pi (ties: lowest class). */
+void wbcl_ref_redunet_apply(size_t m, size_t d, size_t K, const double *E, const double *C, const double *gamma,
+                            double eta, double lambda, double *Z, int *yhat);
+/* out = (dR, R, Rc) of Z grouped by labels in [0, K) (empty groups skipped). Returns 0 or -1. */
+int wbcl_ref_redunet_objective(size_t m, size_t d, size_t K, const double *Z, const int *labels, double eps2,
+                               double out[3]);
+/* Algorithm 5.1: Z (m, d) holds X on entry, the features after L layers on return. E_all (L, d, d),
+ * C_all (L, K, d, d), gamma (K) and hist (L, 3) rows (dR, R, Rc) may be NULL. Returns as construct. */
+int wbcl_ref_redunet_fit(size_t m, size_t d, size_t K, size_t L, const int *y, double eta, double eps2, double lambda,
+                         double *Z, double *E_all, double *C_all, double *gamma, double *hist);
+/* end ReduNet */
+
+/* softmax attention, MSSA ------------------------------------------------------------------------
+ * Straight from SPEC 1.1/1.2: scores row by row, max-subtracted softmax in double, masked keys
+ * left out of the sums (the -inf of the mask, without -inf arithmetic). */
+/* Per head: q, o (B, K, nq, p); k, v (B, K, nk, p); o = softmax(q kT scale + M) v. causal: query i
+ * sees keys j <= i + (nk - nq) (nq <= nk). */
+void wbcl_ref_attention_heads(size_t B, size_t K, size_t nq, size_t nk, size_t p, const double *q, const double *k,
+                              const double *v, double scale, int causal, double *o);
+/* timm ViT Attention: x, y (B, N, d); Wqkv (3d, d); bqkv (3d) or NULL; Wo (d, d); bo (d); p = d / heads,
+ * scale p^-1/2. */
+void wbcl_ref_mha(size_t B, size_t N, size_t d, size_t heads, int causal, const double *x, const double *Wqkv,
+                  const double *bqkv, const double *Wo, const double *bo, double *y);
+/* CRATE Attention: w = x Uᵀ, U (heads*dim_head, d), Q = K = V = w, scale dim_head^-1/2; y = merge(o) Woᵀ + bo
+ * with Wo (d, heads*dim_head), bo (d); Wo == NULL: y = merge(o) (identity, needs heads*dim_head == d). */
+void wbcl_ref_mssa(size_t B, size_t N, size_t d, size_t heads, size_t dim_head, int causal, const double *x,
+                   const double *U, const double *Wo, const double *bo, double *y);
+/* end softmax attention, MSSA */
+
+/* TSSA, XCA, AoT, energy ---------------------------------------------------------------------------
+ * Straight from SPEC 1.3-1.7 (host/ref/ref_tssa.c): per-head tensors (B, K, N, p), tokens (B, N, d),
+ * rho 0 = -exp(-z), 1 = log(z + c). */
+/* y = x Wᵀ + b: x (rows, in), W (out, in), b (out) or NULL, y (rows, out). */
+void wbcl_ref_linear(size_t rows, size_t in, size_t out, const double *x, const double *W, const double *b,
+                     double *y);
+/* TSSA (SPEC 1.4): w, y (B, K, N, p); temp (K); Pi (B, K, N) or NULL. */
+void wbcl_ref_tssa(size_t B, size_t K, size_t N, size_t p, const double *w, const double *temp, double *y,
+                   double *Pi);
+/* Causal TSSA (SPEC 1.5) from position 0: bias (K, tmax), N <= tmax; Pi (B, K, N) or NULL. */
+void wbcl_ref_tssa_causal(size_t B, size_t K, size_t N, size_t p, const double *w, const double *temp,
+                          const double *bias, size_t tmax, double *y, double *Pi);
+/* Layers: x, y (B, N, d); W, Wo (d, d); b, bo (d) or NULL; temp (K); bias (K, tmax). */
+void wbcl_ref_tssa_layer(size_t B, size_t N, size_t d, size_t K, const double *x, const double *W, const double *b,
+                         const double *temp, const double *Wo, const double *bo, double *y);
+void wbcl_ref_tssa_causal_layer(size_t B, size_t N, size_t d, size_t K, const double *x, const double *W,
+                                const double *b, const double *temp, const double *bias, size_t tmax,
+                                const double *Wo, const double *bo, double *y);
+/* XCA (SPEC 1.6): q, k, v, o (B, K, N, p); temperature (K). */
+void wbcl_ref_xca(size_t B, size_t K, size_t N, size_t p, const double *q, const double *k, const double *v,
+                  const double *temperature, double *o);
+/* XCiT XCA layer: Wqkv (3d, d), bqkv (3d) or NULL, Wp (d, d), bp (d) or NULL. */
+void wbcl_ref_xca_layer(size_t B, size_t N, size_t d, size_t K, const double *x, const double *Wqkv,
+                        const double *bqkv, const double *temperature, const double *Wp, const double *bp,
+                        double *y);
+/* AoT (SPEC 1.3): o = phi(w wᵀ) w per head, phi = row softmax, thresholded (h_tau) if threshold != 0. */
+void wbcl_ref_aot_heads(size_t B, size_t K, size_t N, size_t p, const double *w, int threshold, double tau,
+                        double *o);
+/* Zout = Z + eta sum_k phi((Z U_k)(Z U_k)ᵀ) Z U_k U_kᵀ; Z, Zout (B, N, d) (may alias); U (d, K*p). */
+void wbcl_ref_aot_step(size_t B, size_t N, size_t d, size_t K, size_t p, const double *Z, const double *U,
+                       double eta, int threshold, double tau, double *Zout);
+/* snr[k] over the rows of Z (rows, d) labelled k (labels in [0, K)). */
+void wbcl_ref_aot_snr(size_t rows, size_t d, size_t K, size_t p, const double *Z, const double *U,
+                      const int *labels, double *snr);
+/* Energy step per head (SPEC 1.7): y (B, K, N, p) similarities, v (B, K, N, pv) values (NULL: y), out like v. */
+void wbcl_ref_energy_heads(size_t B, size_t K, size_t N, size_t p, size_t pv, const double *y, const double *v,
+                           int rho, double c, double alpha, double *out);
+/* Token step: Z, Zout (B, N, d), similarities from Z Wa (Wa (d, d) or NULL). */
+void wbcl_ref_energy_step(size_t B, size_t N, size_t d, const double *Z, const double *Wa, int rho, double c,
+                          double alpha, double *Zout);
+/* Y = [ReLU](U Wfs), Wfs = (1 - alpha2) I - alpha2 (Wf + Wfᵀ)/2; U, Y (rows, d). */
+void wbcl_ref_energy_ffn(size_t rows, size_t d, const double *U, const double *Wf, double alpha2, int relu,
+                         double *Y);
+/* E1(Y Wa) of one sequence Y (N, d) (Wa NULL: E1(Y)); pair (may be NULL) gets the pair term alone. */
+double wbcl_ref_energy_e1(size_t N, size_t d, const double *Y, const double *Wa, int rho, double c, double *pair);
+/* end TSSA, XCA, AoT, energy */
+
+/* ISTA, LASSO, measures ----------------------------------------------------------------------------
+ * Straight from SPEC §2-§3 (host/ref/ref_ista.c, ref_measures.c): tokens as rows, the dictionary
+ * stored as W = D (d, m), so D z is z Wᵀ and Dᵀ r is r W; soft != 0: soft threshold, else ReLU. */
+/* y = theta_{eta lambd}(z - eta (z Wᵀ - x) W); x (rows, d), z (rows, m) or NULL (z = x, m == d),
+ * y (rows, m) (may alias x or z). */
+void wbcl_ref_ista(size_t rows, size_t d, size_t m, const double *x, const double *z, const double *W, double eta,
+                   double lambd, int soft, double *y);
+/* CRATE FeedForward in the reference's order: relu(x + (eta (x W - (x Wᵀ) W) - eta lambd)), W (d, d). */
+void wbcl_ref_crate_ista(size_t rows, size_t d, const double *x, const double *W, double eta, double lambd, double *y);
+/* F(Z) = lambd |Z|_1 + 1/2 |X - Z Wᵀ|_F^2; X (rows, d), Z (rows, m). */
+double wbcl_ref_lasso_objective(size_t rows, size_t d, size_t m, const double *X, const double *W, const double *Z,
+                                double lambd);
+/* `steps` ISTA (fista = 0) or FISTA steps of size t from Z (in place); obj (steps + 1) or NULL gets F(Z_k). */
+void wbcl_ref_lasso(size_t rows, size_t d, size_t m, const double *X, const double *W, double lambd, int soft,
+                    int fista, double t, size_t steps, double *Z, double *obj);
+/* |W|_2^2: the largest eigenvalue of W Wᵀ (or Wᵀ W), by Jacobi rotations. */
+double wbcl_ref_spectral_norm_sq(size_t d, size_t m, const double *W);
+/* One sample Z (N, d); U (d, K p) = [U_1 .. U_K]; Pi (K, N); eps2 = epsilon^2; natural logs. */
+double wbcl_ref_coding_rate(size_t N, size_t d, const double *Z, double eps2);
+double wbcl_ref_coding_rate_subspaces(size_t N, size_t d, size_t K, size_t p, const double *Z, const double *U,
+                                      double eps2);
+double wbcl_ref_coding_rate_var(size_t N, size_t d, size_t K, size_t p, const double *Z, const double *U,
+                                const double *Pi, double eps2);
+/* #{|Z_ij| > threshold} / (N d) (NaN counts as nonzero). */
+double wbcl_ref_sparsity(size_t N, size_t d, const double *Z, double threshold);
+/* end ISTA, LASSO, measures */
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,341 @@
+/* GEMM: C = alpha op(A) op(B) + beta C, row-major float32, batched/strided.
+ *
+ * Validation is complete before anything is enqueued. Then one of two
+ * backends (ctx->gemm_backend, resolved at context creation):
+ *   WBCL_GEMM_PACKED   cl/gemm.cl: pack op(A) into MR-row panels (scratch slot
+ *                      0) and op(B) into NR-column panels (scratch slot 1),
+ *                      then one work-item per MR x NR register tile of C.
+ *                      The CPU fast path (../shared/PERF-NOTES.md).
+ *   WBCL_GEMM_CLBLAST  CLBlast's SGEMM (host/core/blas.c). The GPU path.
+ * wbcl_gemm is wbcl_gemm_strided on whole tensors. */
+#include "internal.h"
+#include "blas.h"
+#include "wbcl/gemm.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#define SCRATCH_A 0
+#define SCRATCH_B 1
+/* Local sizes are fixed (not derived from the shape) so that PoCL compiles
+ * each kernel's work-group function once, whatever the problem size. */
+#define PACK_LOCAL 64
+#define TILE_LOCAL 16
+/* The main kernel visits C's tiles in blocks of mcb row panels (see
+ * cl/gemm.cl); mcb is chosen so that a block's packed A panels take about
+ * this many bytes: they then stay in a core's L2 cache while every column
+ * panel of B streams past them (n = 2048 on Zen 4: mcb = 16, 1.0-1.15x faster
+ * than whole columns; perf/RESULTS.md). */
+#define A_BLOCK_BYTES ((size_t)1 << 20)
+/* Largest dimension the kernels index with 32-bit integers. */
+#define DIM_MAX ((size_t)INT_MAX)
+
+static const char *tname(wbcl_transpose t) { return t == WBCL_TRANS ? "T" : "N"; }
+
+/* ---- validation helpers ---------------------------------------------------- */
+/* a*b + c without overflow; 0 on overflow. */
+static int muladd_ok(size_t a, size_t b, size_t c, size_t *out)
+{
+    size_t p;
+    if (!wbcl__mul_ok(a, b, &p) || p > SIZE_MAX - c) return 0;
+    *out = p + c;
+    return 1;
+}
+
+/* The last element a strided operand touches must lie inside the tensor:
+ * off + (batch-1)*stride + (rows-1)*ld + (cols-1) < numel, and ld >= cols. */
+static wbcl_status check_operand(wbcl_context *ctx, const char *op, const char *name, const wbcl_tensor *t,
+                                 size_t off, size_t ld, size_t stride, size_t rows, size_t cols, size_t batch)
+{
+    char s[96];
+    if (ld < cols)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE,
+                          "%s: ld%s = %zu is smaller than the %zu columns of %s as stored (%zu x %zu)", op, name, ld,
+                          cols, name, rows, cols);
+    size_t last = 0;
+    if (!muladd_ok(batch - 1, stride, off, &last) || !muladd_ok(rows - 1, ld, last, &last) ||
+        !muladd_ok(1, cols - 1, last, &last))
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE,
+                          "%s: operand %s: offset %zu + (batch %zu - 1) * stride %zu + (%zu - 1) * ld %zu + %zu "
+                          "overflows size_t",
+                          op, name, off, batch, stride, rows, ld, cols);
+    if (last >= t->numel)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE,
+                          "%s: operand %s is out of bounds: element %zu is touched (off %zu, ld %zu, stride %zu, "
+                          "%zu x %zu as stored, batch %zu) but tensor %s %s has %zu elements",
+                          op, name, last, off, ld, stride, rows, cols, batch, name,
+                          wbcl__shape_str(s, sizeof s, t->ndim, t->shape), t->numel);
+    return WBCL_SUCCESS;
+}
+
+static wbcl_status check_common(wbcl_context *ctx, const char *op, wbcl_transpose ta, wbcl_transpose tb,
+                                const wbcl_tensor *A, const wbcl_tensor *B, const wbcl_tensor *C)
+{
+    wbcl_status st = wbcl__check_tensor(ctx, A, op, "A");
+    if (!st) st = wbcl__check_tensor(ctx, B, op, "B");
+    if (!st) st = wbcl__check_tensor(ctx, C, op, "C");
+    if (st) return st;
+    if ((ta != WBCL_NO_TRANS && ta != WBCL_TRANS) || (tb != WBCL_NO_TRANS && tb != WBCL_TRANS))
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT,
+                          "%s: transpose flags must be WBCL_NO_TRANS or WBCL_TRANS (got ta=%d, tb=%d)", op, (int)ta,
+                          (int)tb);
+    if (C == A || C == B || C->mem == A->mem || C->mem == B->mem)
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: C must not be the same tensor as %s (in-place GEMM)",
+                          op, (C == A || C->mem == A->mem) ? "A" : "B");
+    return WBCL_SUCCESS;
+}
+
+/* ---- packed backend --------------------------------------------------------- */
+/* along_p == 0: the _x kernel (sx == 1); 1: the _p kernel (sp == 1). */
+static wbcl_status pack(wbcl_context *ctx, wbcl_kern *kern, int along_p, cl_mem src, size_t off, size_t stride,
+                        size_t sx, size_t sp, size_t rows, size_t k, size_t panels, size_t batch, cl_mem dst)
+{
+    cl_ulong off_ = off, stride_ = stride, sx_ = sx, sp_ = sp;
+    cl_uint rows_ = (cl_uint)rows, k_ = (cl_uint)k, panels_ = (cl_uint)panels;
+    WBCL_ARG(ctx, kern, 0, src);
+    WBCL_ARG(ctx, kern, 1, off_);
+    WBCL_ARG(ctx, kern, 2, stride_);
+    WBCL_ARG(ctx, kern, 3, sx_);
+    WBCL_ARG(ctx, kern, 4, sp_);
+    WBCL_ARG(ctx, kern, 5, rows_);
+    WBCL_ARG(ctx, kern, 6, k_);
+    WBCL_ARG(ctx, kern, 7, panels_);
+    WBCL_ARG(ctx, kern, 8, dst);
+    size_t global[2] = {(along_p ? (k + 15) / 16 : k) * panels, batch}, local[2] = {PACK_LOCAL, 1};
+    return wbcl__launch(ctx, kern, 2, global, local);
+}
+
+static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *d, const wbcl_tensor *A,
+                              const wbcl_tensor *B, wbcl_tensor *C)
+{
+    const size_t MR = (size_t)ctx->params.gemm_mr, NR = (size_t)ctx->params.gemm_nr;
+    if (MR < 1 || MR > 16 || (NR != 4 && NR != 8 && NR != 16 && NR != 32))
+        return wbcl__fail(ctx, WBCL_ERROR_UNSUPPORTED,
+                          "%s: packed GEMM needs MR in 1..16 and NR in {4, 8, 16, 32}; the parameter table of '%s' "
+                          "gives MR=%zu NR=%zu",
+                          op, ctx->info.name, MR, NR);
+    const size_t m = d->m, n = d->n, k = d->k, batch = d->batch;
+    const size_t pa = (m + MR - 1) / MR, pb = (n + NR - 1) / NR;
+    const int a_batched = batch > 1 && d->stride_a != 0, b_batched = batch > 1 && d->stride_b != 0;
+
+    /* floats per packed batch entry; pa*MR <= m + 15 etc., k <= DIM_MAX */
+    size_t ea, eb;
+    if (!wbcl__mul_ok(pa * MR, k, &ea) || !wbcl__mul_ok(pb * NR, k, &eb) || ea > SIZE_MAX / 4 || eb > SIZE_MAX / 4)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: packed panels of m=%zu n=%zu k=%zu overflow size_t", op, m, n,
+                          k);
+    /* Every scratch buffer must fit the device's maximum allocation. A
+     * problem whose packed panels do not is split into sub-GEMMs on offsets
+     * of the same storage: along k (later parts accumulate with beta = 1),
+     * then along m, then along n; batched operands are packed a chunk of
+     * batch entries at a time (below). */
+    const size_t limit = (size_t)(ctx->info.max_alloc_size / sizeof(float));
+    const size_t W = MR > NR ? MR : NR;
+    const int ta = d->ta == WBCL_TRANS, tb = d->tb == WBCL_TRANS;
+    if (W > limit)
+        return wbcl__fail(ctx, WBCL_ERROR_DEVICE_LIMIT,
+                          "%s: the maximum allocation of %llu bytes on '%s' cannot hold one packed step of %zu floats",
+                          op, (unsigned long long)ctx->info.max_alloc_size, ctx->info.name, W);
+    if (k > limit / W || ea > limit || eb > limit) {
+        wbcl_gemm_desc s = *d;
+        const int along_k = k > limit / W, along_m = !along_k && ea > limit;
+        const size_t total = along_k ? k : along_m ? m : n;
+        const size_t step = along_k ? limit / W : along_m ? limit / k / MR * MR : limit / k / NR * NR;
+        for (size_t x0 = 0; x0 < total; x0 += step) {
+            const size_t len = total - x0 < step ? total - x0 : step;
+            if (along_k) {
+                s.k = len;
+                s.off_a = d->off_a + x0 * (ta ? d->lda : 1);
+                s.off_b = d->off_b + x0 * (tb ? 1 : d->ldb);
+                s.beta = x0 ? 1.0f : d->beta;
+            } else if (along_m) {
+                s.m = len;
+                s.off_a = d->off_a + x0 * (ta ? 1 : d->lda);
+                s.off_c = d->off_c + x0 * d->ldc;
+            } else {
+                s.n = len;
+                s.off_b = d->off_b + x0 * (tb ? d->ldb : 1);
+                s.off_c = d->off_c + x0;
+            }
+            wbcl_status st = run_packed(ctx, op, &s, A, B, C);
+            if (st) return st;
+        }
+        return WBCL_SUCCESS;
+    }
+    if (pa > (UINT32_MAX - TILE_LOCAL) / pb)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: m=%zu n=%zu give %zu x %zu register tiles, more than 2^32", op, m,
+                          n, pa, pb);
+    size_t mcb_ = A_BLOCK_BYTES / (MR * k * sizeof(float));
+    const cl_uint mcb = (cl_uint)(mcb_ < 1 ? 1 : mcb_ > pa ? pa : mcb_);
+    size_t chunk = batch;
+    if (a_batched && chunk > limit / ea) chunk = limit / ea;
+    if (b_batched && chunk > limit / eb) chunk = limit / eb;
+    if (chunk < 1) chunk = 1;
+
+    /* op(A)(x, p) = A[x*lda + p] (N) or A[p*lda + x] (T); op(B)(p, x) likewise. */
+    const size_t a_sx = ta ? 1 : d->lda, a_sp = ta ? d->lda : 1;
+    const size_t b_sx = tb ? d->ldb : 1, b_sp = tb ? 1 : d->ldb;
+
+    wbcl_kern *kpa, *kpb, *kmm;
+    wbcl_status st = wbcl__kernel(ctx, "gemm", NULL, ta ? "wbcl_gemm_pack_a_x" : "wbcl_gemm_pack_a_p", &kpa);
+    if (!st) st = wbcl__kernel(ctx, "gemm", NULL, tb ? "wbcl_gemm_pack_b_p" : "wbcl_gemm_pack_b_x", &kpb);
+    if (!st) st = wbcl__kernel(ctx, "gemm", NULL, "wbcl_gemm_packed", &kmm);
+    if (st) return st;
+    cl_mem ap, bp;
+    st = wbcl__scratch(ctx, SCRATCH_A, ea * (a_batched ? chunk : 1) * sizeof(float), &ap);
+    if (!st) st = wbcl__scratch(ctx, SCRATCH_B, eb * (b_batched ? chunk : 1) * sizeof(float), &bp);
+    if (st) return st;
+
+    if (!a_batched) st = pack(ctx, kpa, !ta, A->mem, d->off_a, 0, a_sx, a_sp, m, k, pa, 1, ap);
+    if (!st && !b_batched) st = pack(ctx, kpb, tb, B->mem, d->off_b, 0, b_sx, b_sp, n, k, pb, 1, bp);
+    for (size_t b0 = 0; !st && b0 < batch; b0 += chunk) {
+        const size_t nb = batch - b0 < chunk ? batch - b0 : chunk;
+        if (a_batched) st = pack(ctx, kpa, !ta, A->mem, d->off_a + b0 * d->stride_a, d->stride_a, a_sx, a_sp, m, k, pa, nb, ap);
+        if (!st && b_batched)
+            st = pack(ctx, kpb, tb, B->mem, d->off_b + b0 * d->stride_b, d->stride_b, b_sx, b_sp, n, k, pb, nb, bp);
+        if (st) break;
+        cl_ulong off_c = d->off_c + b0 * d->stride_c, ldc = d->ldc, stride_c = d->stride_c;
+        cl_uint m_ = (cl_uint)m, n_ = (cl_uint)n, k_ = (cl_uint)k, abat = (cl_uint)a_batched,
+                bbat = (cl_uint)b_batched;
+        float alpha = d->alpha, beta = d->beta;
+        WBCL_ARG(ctx, kmm, 0, ap);
+        WBCL_ARG(ctx, kmm, 1, bp);
+        WBCL_ARG(ctx, kmm, 2, C->mem);
+        WBCL_ARG(ctx, kmm, 3, off_c);
+        WBCL_ARG(ctx, kmm, 4, ldc);
+        WBCL_ARG(ctx, kmm, 5, stride_c);
+        WBCL_ARG(ctx, kmm, 6, m_);
+        WBCL_ARG(ctx, kmm, 7, n_);
+        WBCL_ARG(ctx, kmm, 8, k_);
+        WBCL_ARG(ctx, kmm, 9, abat);
+        WBCL_ARG(ctx, kmm, 10, bbat);
+        WBCL_ARG(ctx, kmm, 11, alpha);
+        WBCL_ARG(ctx, kmm, 12, beta);
+        WBCL_ARG(ctx, kmm, 13, mcb);
+        size_t global[2] = {pa * pb, nb}, local[2] = {TILE_LOCAL, 1};
+        st = wbcl__launch(ctx, kmm, 2, global, local);
+    }
+    return st;
+}
+
+/* ---- common path ------------------------------------------------------------- */
+/* d is fully validated; dispatches on the backend. */
+static wbcl_status run(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *desc, const wbcl_tensor *A,
+                       const wbcl_tensor *B, wbcl_tensor *C)
+{
+    /* A batch of row blocks sharing one B, whose A and C entries follow each
+     * other row after row (x W^T for a (batch, n, d) x, say), is one GEMM with
+     * batch*m rows: fewer edge tiles, one launch, no batch bookkeeping. */
+    wbcl_gemm_desc merged = *desc;
+    const wbcl_gemm_desc *d = desc;
+    if (d->batch > 1 && d->stride_b == 0 && d->ta == WBCL_NO_TRANS && d->stride_a == d->m * d->lda &&
+        d->stride_c == d->m * d->ldc && d->m * d->batch <= DIM_MAX) {
+        merged.m = d->m * d->batch;
+        merged.batch = 1;
+        merged.stride_a = merged.stride_c = 0;
+        d = &merged;
+    }
+    if (ctx->gemm_backend == WBCL_GEMM_CLBLAST)
+        return wbcl__blas_sgemm(ctx, op, d->ta == WBCL_TRANS, d->tb == WBCL_TRANS, d->m, d->n, d->k, d->alpha,
+                                A->mem, d->off_a, d->lda, d->stride_a, B->mem, d->off_b, d->ldb, d->stride_b, d->beta,
+                                C->mem, d->off_c, d->ldc, d->stride_c, d->batch);
+    if (ctx->gemm_backend == WBCL_GEMM_PACKED) return run_packed(ctx, op, d, A, B, C);
+    return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: unknown GEMM backend %d", op, (int)ctx->gemm_backend);
+}
+
+wbcl_status wbcl_gemm_strided(wbcl_context *ctx, const wbcl_gemm_desc *desc, const wbcl_tensor *A,
+                              const wbcl_tensor *B, wbcl_tensor *C)
+{
+    static const char op[] = "wbcl_gemm_strided";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    if (!desc) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: desc is NULL", op);
+    const wbcl_gemm_desc *d = desc;
+    wbcl_status st = check_common(ctx, op, d->ta, d->tb, A, B, C);
+    if (st) return st;
+    if (!d->m || !d->n || !d->k || !d->batch)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: m, n, k and batch must be positive (m=%zu n=%zu k=%zu batch=%zu)",
+                          op, d->m, d->n, d->k, d->batch);
+    if (d->m > DIM_MAX || d->n > DIM_MAX || d->k > DIM_MAX || d->batch > DIM_MAX)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: m=%zu n=%zu k=%zu batch=%zu: each must be at most %zu", op, d->m,
+                          d->n, d->k, d->batch, DIM_MAX);
+    const int ta = d->ta == WBCL_TRANS, tb = d->tb == WBCL_TRANS;
+    st = check_operand(ctx, op, "A", A, d->off_a, d->lda, d->stride_a, ta ? d->k : d->m, ta ? d->m : d->k, d->batch);
+    if (!st)
+        st = check_operand(ctx, op, "B", B, d->off_b, d->ldb, d->stride_b, tb ? d->n : d->k, tb ? d->k : d->n,
+                           d->batch);
+    if (!st) st = check_operand(ctx, op, "C", C, d->off_c, d->ldc, d->stride_c, d->m, d->n, d->batch);
+    if (st) return st;
+    /* distinct batch entries of C must not overlap (writes would race) */
+    if (d->batch > 1 && d->stride_c < (d->m - 1) * d->ldc + d->n) /* no overflow: checked above */
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT,
+                          "%s: stride_c = %zu makes the %zu batch entries of C (%zu x %zu, ldc %zu) overlap; it must "
+                          "be at least %zu",
+                          op, d->stride_c, d->batch, d->m, d->n, d->ldc, (d->m - 1) * d->ldc + d->n);
+    return run(ctx, op, d, A, B, C);
+}
+
+wbcl_status wbcl_gemm(wbcl_context *ctx, wbcl_transpose ta, wbcl_transpose tb, float alpha, const wbcl_tensor *A,
+                      const wbcl_tensor *B, float beta, wbcl_tensor *C)
+{
+    static const char op[] = "wbcl_gemm";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    wbcl_status st = check_common(ctx, op, ta, tb, A, B, C);
+    if (st) return st;
+    char sa[96], sb[96], sc[96];
+    wbcl__shape_str(sa, sizeof sa, A->ndim, A->shape);
+    wbcl__shape_str(sb, sizeof sb, B->ndim, B->shape);
+    wbcl__shape_str(sc, sizeof sc, C->ndim, C->shape);
+    const wbcl_tensor *ts[3] = {A, B, C};
+    const char *names[3] = {"A", "B", "C"}, *shapes[3] = {sa, sb, sc};
+    for (int i = 0; i < 3; i++)
+        if (ts[i]->ndim < 2 || ts[i]->ndim > 4)
+            return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: %s must have 2 to 4 dimensions, has shape %s", op, names[i],
+                              shapes[i]);
+    const int na = A->ndim, nb = B->ndim, nc = C->ndim;
+    const size_t ar = A->shape[na - 2], ac = A->shape[na - 1], br = B->shape[nb - 2], bc = B->shape[nb - 1];
+    const size_t m = ta == WBCL_TRANS ? ac : ar, ka = ta == WBCL_TRANS ? ar : ac;
+    const size_t kb = tb == WBCL_TRANS ? bc : br, n = tb == WBCL_TRANS ? br : bc;
+    if (ka != kb)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE,
+                          "%s: inner dimensions differ: A %s with ta=%s gives op(A) %zu x %zu, B %s with tb=%s gives "
+                          "op(B) %zu x %zu (k = %zu vs %zu)",
+                          op, sa, tname(ta), m, ka, sb, tname(tb), kb, n, ka, kb);
+    if (C->shape[nc - 2] != m || C->shape[nc - 1] != n)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE,
+                          "%s: C has shape %s but op(A) op(B) is %zu x %zu (A %s ta=%s, B %s tb=%s)", op, sc, m, n, sa,
+                          tname(ta), sb, tname(tb));
+    /* batch dimensions: A's and B's, when present, must equal C's */
+    size_t batch = 1;
+    for (int i = 0; i < nc - 2; i++) batch *= C->shape[i]; /* <= numel: no overflow */
+    for (int t = 0; t < 2; t++) {
+        const wbcl_tensor *x = ts[t];
+        if (x->ndim == 2) continue;
+        int same = x->ndim == nc;
+        for (int i = 0; same && i < nc - 2; i++) same = x->shape[i] == C->shape[i];
+        if (!same)
+            return wbcl__fail(ctx, WBCL_ERROR_SHAPE,
+                              "%s: batch dimensions of %s %s differ from C's %s (a batched operand must have C's "
+                              "leading dimensions; a 2-D one is shared by every batch entry)",
+                              op, names[t], shapes[t], sc);
+    }
+    wbcl_gemm_desc d;
+    memset(&d, 0, sizeof d);
+    d.ta = ta;
+    d.tb = tb;
+    d.m = m;
+    d.n = n;
+    d.k = ka;
+    d.batch = batch;
+    d.alpha = alpha;
+    d.beta = beta;
+    d.lda = ac;
+    d.stride_a = na > 2 ? ar * ac : 0;
+    d.ldb = bc;
+    d.stride_b = nb > 2 ? br * bc : 0;
+    d.ldc = n;
+    d.stride_c = m * n;
+    if (m > DIM_MAX || n > DIM_MAX || ka > DIM_MAX || batch > DIM_MAX)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: m=%zu n=%zu k=%zu batch=%zu: each must be at most %zu", op, m, n,
+                          ka, batch, DIM_MAX);
+    return run(ctx, op, &d, A, B, C);
+}
