@@ -2,14 +2,34 @@
  *
  * CLBlast has no factorizations, so wbcl has its own batched Cholesky:
  * one-matrix-per-work-item / per-work-group kernels for many small matrices,
- * and a blocked right-looking factorization whose trailing updates go through
- * the GEMM paths for large ones. Matrices are row-major (n, n) or batched
- * (batch, n, n); only the lower triangle of the input is read.
+ * and a blocked (left-looking) factorization whose updates go through the
+ * GEMM paths for large ones. Matrices are row-major (n, n) or batched
+ * (batch, n, n); only the lower triangle of the input is read (the strict
+ * upper triangle may hold anything, NaN included).
  *
  * A matrix that is not positive definite (a pivot <= 0 or not finite) is
  * reported as WBCL_ERROR_NUMERIC naming the batch entry and the pivot index;
  * the calls never return NaN silently. These calls wait for the device to
- * learn the pivot status. */
+ * learn the pivot status.
+ *
+ * Details common to the four calls:
+ *  - Non-SPD input: the message reads "<op>: matrix 2 of 5 is not positive
+ *    definite (pivot 7 is -0.03)" (0-based matrix and pivot indices; the
+ *    first failing matrix, with the count when several fail). The pivot is
+ *    A_ii - sum_{p<i} L_ip^2 before its square root. A NaN or Inf anywhere in
+ *    the lower triangle, or an overflow, reaches some pivot and is reported
+ *    the same way ("pivot 5 is nan: non-finite input or overflow"). The
+ *    outputs (L, logdet, Ainv, X) are then unspecified, possibly NaN, for
+ *    every matrix of the batch; the input is unchanged unless it is also the
+ *    output (wbcl_cholesky in place, wbcl_spd_solve with X == B).
+ *  - Argument errors (NULL, shapes, another context, forbidden aliasing)
+ *    return before anything is enqueued and leave the outputs untouched.
+ *  - Accuracy: float32 throughout; the factorization is backward stable
+ *    (||L L^T - A|| / ||A|| of order n * 2^-24), inverse and solve errors grow
+ *    with the condition number of A.
+ *  - Kernel variant (wbcl_context_set_variant): CPU-shaped or GPU-shaped
+ *    kernels, same results to rounding. Large matrices go through the GEMM
+ *    backend of the context (wbcl_gemm_strided). */
 #ifndef WBCL_LINALG_H
 #define WBCL_LINALG_H
 
@@ -22,16 +42,19 @@ extern "C" {
 #endif
 
 /* L L^T = A; L lower triangular with the strict upper triangle set to 0.
- * L may be A (in place). */
+ * L has A's shape. L may be A (in place). */
 wbcl_status wbcl_cholesky(wbcl_context *ctx, const wbcl_tensor *A, wbcl_tensor *L);
 
-/* logdet[b] = log det A_b = 2 sum_i log L_b[i,i]; logdet has `batch` elements. */
+/* logdet[b] = log det A_b = 2 sum_i log L_b[i,i]; logdet has `batch` elements
+ * (any shape: (batch), (batch, 1), ...; 1 element for a 2-D A). */
 wbcl_status wbcl_logdet_spd(wbcl_context *ctx, const wbcl_tensor *A, wbcl_tensor *logdet);
 
-/* Ainv = A^-1 via Cholesky (symmetric result). Ainv must not be A. */
+/* Ainv = A^-1 via Cholesky (exactly symmetric result), Ainv of A's shape.
+ * Ainv must not be A. */
 wbcl_status wbcl_spd_inverse(wbcl_context *ctx, const wbcl_tensor *A, wbcl_tensor *Ainv);
 
-/* X = A^-1 B for B of shape (n, r) or (batch, n, r). X may be B. */
+/* X = A^-1 B for B of shape (n, r) or (batch, n, r); B's batch must equal A's
+ * (a 2-D A or B counts as batch 1). X has B's shape. X may be B, not A. */
 wbcl_status wbcl_spd_solve(wbcl_context *ctx, const wbcl_tensor *A, const wbcl_tensor *B, wbcl_tensor *X);
 
 #ifdef __cplusplus

@@ -1,0 +1,644 @@
+/* wbcl — dense SPD linear algebra: Cholesky building blocks, driven by host/ops/linalg.c.
+ *
+ * Matrices are row-major; a kernel sees matrix b of a batch at
+ * M + off + b*stride with row stride ld (so the same kernels serve whole
+ * small matrices and the diagonal blocks / panels of the blocked
+ * factorization of large ones). Only the lower triangle of an input is read.
+ *
+ * Kernels (CPU-shaped: one matrix, or 16 rows / 16 columns, per work-item,
+ * no local memory, inner loops over contiguous rows as float16 FMAs;
+ * GPU-shaped: one matrix or one block per work-group, local memory, barriers):
+ *   wbcl_chol_cm / wbcl_chol_wg          factor a kb x kb (diagonal) block
+ *   wbcl_chol_panel / wbcl_chol_panel_wg rows below it: X <- X L11^-T
+ *   wbcl_trsm_cols / wbcl_trsm_cols_wg   X <- L11^-1 X or L11^-T X (solves)
+ *   wbcl_la_logdet, wbcl_la_identity, wbcl_la_mirror   small helpers
+ *
+ * Non-SPD input: a pivot d = A_ii - sum_p L_ip^2 that is not > 0 or is
+ * infinite (NaN fails "> 0") is recorded once per batch entry in info:
+ * info[2b] = pivot index (+ pivot_base), info[2b+1] = the pivot's float bits;
+ * the host initializes info[2b] to -1 and only the first failure is kept.
+ * A NaN or Inf anywhere in the lower triangle reaches some pivot (every
+ * L_ij enters the pivot of row i), so non-finite input is reported the same way.
+ *
+ * Complex Hermitian reuse: the arithmetic goes through the LA_* macros below
+ * (c + a * conj(b), |a|^2, division by a real pivot). A complex variant
+ * (-DLA_COMPLEX=1) would define la_t as float2 and these macros with the
+ * conjugate; the loop structure, the info protocol and the host driver stay.
+ * The float16 strips of the CPU kernels would become (re, im) pairs of strips.
+ * OpenCL C 1.2. */
+
+#ifndef LA_COMPLEX
+#define LA_COMPLEX 0
+#endif
+#if LA_COMPLEX
+#error "the complex Hermitian variant of the linalg kernels is not implemented yet"
+#endif
+
+typedef float la_t;
+typedef float16 la_v;                          /* a CPU strip: 16 elements        */
+#define LA_VW 16
+#define LA_FMA_C(a, b, c) fma((a), (b), (c))   /* c + a * conj(b)                 */
+#define LA_FMS_C(a, b, c) fma(-(a), (b), (c))  /* c - a * conj(b)                 */
+#define LA_ABS2(a) ((a) * (a))                 /* |a|^2 (real)                    */
+#define LA_DIVR(a, r) ((a) / (r))              /* a / r, r real                   */
+#define LA_RE(a) (a)                           /* real part (pivots are real)     */
+
+/* Largest block size the private arrays of the CPU kernels hold. */
+#ifndef LA_NBMAX
+#define LA_NBMAX 256
+#endif
+/* Largest block the GPU-shaped kernels keep in local memory. */
+#ifndef LA_WG_NB
+#define LA_WG_NB 64
+#endif
+#define LA_WG_LD (LA_WG_NB + 1)
+
+static inline __attribute__((always_inline)) int la_bad_pivot(float d) { return !(d > 0.0f) || isinf(d); }
+
+static inline __attribute__((always_inline)) void la_record(__global int *info, uint b, uint pivot, float d)
+{
+    if (info[2 * b] < 0) {
+        info[2 * b] = (int)pivot;
+        info[2 * b + 1] = as_int(d);
+    }
+}
+
+/* Input element (i, j) of the operand: X[i][j] (+ U[i][j] when has_u; U is
+ * the GEMM product -L21 L11^T etc. of the blocked algorithms). */
+#define LA_IN(x, ldx, u, ldu, i, j) \
+    (has_u ? (x)[(ulong)(i) * (ldx) + (j)] + (u)[(ulong)(i) * (ldu) + (j)] : (x)[(ulong)(i) * (ldx) + (j)])
+
+/* Each variant's program holds only its own kernels (and the helpers). */
+#if WBCL_VARIANT_CPU
+
+/* ---- masked strips of 16 ---------------------------------------------------- */
+/* 16 elements p[0], p[s], ..., p[15 s]; lanes >= cnt read as 0. */
+static inline __attribute__((always_inline)) la_v la_gather(const __global float *p, ulong s, uint cnt)
+{
+    float t[LA_VW];
+    if (cnt >= LA_VW) {
+#pragma unroll
+        for (uint l = 0; l < LA_VW; l++) t[l] = p[l * s];
+    } else {
+#pragma unroll
+        for (uint l = 0; l < LA_VW; l++) t[l] = l < cnt ? p[l * s] : 0.0f;
+    }
+    return vload16(0, t);
+}
+
+static inline __attribute__((always_inline)) void la_scatter(la_v v, __global float *p, ulong s, uint cnt)
+{
+    float t[LA_VW];
+    vstore16(v, 0, t);
+    if (cnt >= LA_VW) {
+#pragma unroll
+        for (uint l = 0; l < LA_VW; l++) p[l * s] = t[l];
+    } else {
+        for (uint l = 0; l < cnt; l++) p[l * s] = t[l];
+    }
+}
+
+/* A row of 16 contiguous elements, the first cnt of them (the rest read as 0). */
+static inline __attribute__((always_inline)) la_v la_load_row(const __global float *p, uint cnt)
+{
+    return cnt >= LA_VW ? vload16(0, p) : la_gather(p, 1, cnt);
+}
+
+static inline __attribute__((always_inline)) void la_store_row(la_v v, __global float *p, uint cnt)
+{
+    if (cnt >= LA_VW) vstore16(v, 0, p);
+    else la_scatter(v, p, 1, cnt);
+}
+
+/* ============================================================================
+ * CPU: factor one kb x kb block per work-item.
+ *
+ * Left-looking on U = L^T kept row-major in the scratch W (row j of U is
+ * column j of L, contiguous): for each j,
+ *     U[j][j:kb] = A[j:kb][j] - sum_{p<j} U[p][j] * U[p][j:kb]
+ *     U[j][j] = sqrt(pivot), U[j][j+1:kb] /= U[j][j]
+ * The sums run over strips of up to 64 columns held in four float16
+ * accumulators (one broadcast and four vector loads per four FMAs). W rows
+ * have ldw >= roundup(kb, 32) + 64 floats so that a strip may run past the
+ * end into padding whose (garbage) results are never used.
+ * want_inv: also V = U^-1 = L^-T (upper, zeros below the diagonal and in the
+ * padding columns up to roundup(kb, 32); ldv >= roundup(kb, 32) + 32), by rows
+ * from the bottom: V[i][i:] = (e_i - sum_{p>i} U[i][p] V[p][i:]) / U[i][i]
+ * (the panel and solve kernels multiply by it).
+ * Reads A (+ U) (lower triangle of the block, column by column), writes L
+ * (lower block plus zeros in the strict upper part of the block's rows up to
+ * column kb + zcols). A may equal L (in place). global: (batch). */
+#define LA_CM_STRIP(NV, ROW, P0, P1, COEF, PROW)                                       \
+    {                                                                                  \
+        la_v s0 = vload16(0, ROW + c0), s1 = 0, s2 = 0, s3 = 0;                        \
+        if (NV > 1) s1 = vload16(0, ROW + c0 + 16);                                    \
+        if (NV > 2) { s2 = vload16(0, ROW + c0 + 32); s3 = vload16(0, ROW + c0 + 48); }\
+        for (uint p = P0; p < P1; p++) {                                               \
+            const la_t cf = COEF;                                                      \
+            const __global float *pr = PROW;                                           \
+            s0 = LA_FMS_C(cf, vload16(0, pr + c0), s0);                                \
+            if (NV > 1) s1 = LA_FMS_C(cf, vload16(0, pr + c0 + 16), s1);               \
+            if (NV > 2) {                                                              \
+                s2 = LA_FMS_C(cf, vload16(0, pr + c0 + 32), s2);                       \
+                s3 = LA_FMS_C(cf, vload16(0, pr + c0 + 48), s3);                       \
+            }                                                                          \
+        }                                                                              \
+        vstore16(s0, 0, ROW + c0);                                                     \
+        if (NV > 1) vstore16(s1, 0, ROW + c0 + 16);                                    \
+        if (NV > 2) { vstore16(s2, 0, ROW + c0 + 32); vstore16(s3, 0, ROW + c0 + 48); }\
+        c0 += 16 * NV;                                                                 \
+    }
+/* row ROW[c0..end) -= sum_{p in [P0, P1)} COEF * PROW[c0..end), strips of 64/32/16 */
+#define LA_CM_ROW(ROW, START, END, P0, P1, COEF, PROW)                                 \
+    for (uint c0 = START; c0 < END;) {                                                 \
+        const uint rem = END - c0;                                                     \
+        if (rem > 32) LA_CM_STRIP(4, ROW, P0, P1, COEF, PROW)                          \
+        else if (rem > 16) LA_CM_STRIP(2, ROW, P0, P1, COEF, PROW)                     \
+        else LA_CM_STRIP(1, ROW, P0, P1, COEF, PROW)                                   \
+    }
+
+__kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulong stride_a, const uint lda,
+                           __global const float *U, const ulong off_u, const ulong stride_u, const uint ldu,
+                           const uint has_u, __global float *L, const ulong off_l, const ulong stride_l,
+                           const uint ldl, __global float *W, const uint ldw, const uint kb, const uint batch,
+                           const uint zcols, __global int *info, const uint pivot_base, const uint want_inv,
+                           __global float *V, const ulong off_v, const ulong stride_v, const uint ldv)
+{
+    const uint b = get_global_id(0);
+    if (b >= batch) return;
+    const __global float *a = A + off_a + (ulong)b * stride_a;
+    const __global float *u = U + off_u + (ulong)b * stride_u;
+    __global float *l = L + off_l + (ulong)b * stride_l;
+    __global float *w = W + (ulong)b * kb * ldw;
+    int fail = -1;
+    float fval = 0.0f;
+    for (uint j = 0; j < kb; j++) {
+        __global float *wj = w + (ulong)j * ldw;
+        if (has_u)
+            for (uint i = j; i < kb; i++) wj[i] = a[(ulong)i * lda + j] + u[(ulong)i * ldu + j];
+        else
+            for (uint i = j; i < kb; i++) wj[i] = a[(ulong)i * lda + j];
+        LA_CM_ROW(wj, j, kb, 0, j, w[(ulong)p * ldw + j], w + (ulong)p * ldw)
+        const float d = LA_RE(wj[j]);
+        if (fail < 0 && la_bad_pivot(d)) {
+            fail = (int)j;
+            fval = d;
+        }
+        const float ujj = sqrt(d);
+        wj[j] = ujj;
+        for (uint i = j + 1; i < kb; i++) wj[i] = LA_DIVR(wj[i], ujj);
+    }
+    /* L row by row: L[i][c] = U[c][i], zeros right of the diagonal */
+    const uint wid = kb + zcols;
+    for (uint i = 0; i < kb; i++) {
+        __global float *li = l + (ulong)i * ldl;
+        for (uint c = 0; c <= i; c++) li[c] = w[(ulong)c * ldw + i];
+        for (uint c = i + 1; c < wid; c++) li[c] = 0.0f;
+    }
+    if (fail >= 0) la_record(info, b, pivot_base + (uint)fail, fval);
+    if (want_inv) {
+        __global float *v = V + off_v + (ulong)b * stride_v;
+        const uint kbp = (kb + 31) / 32 * 32;
+        for (uint i = kb; i-- > 0;) {
+            __global float *vi = v + (ulong)i * ldv, *wi = w + (ulong)i * ldw;
+            for (uint c = 0; c < kbp; c++) vi[c] = c == i ? 1.0f : 0.0f;
+            LA_CM_ROW(vi, i, kbp, i + 1, kb, wi[p], v + (ulong)p * ldv)
+            const float uii = wi[i];
+            for (uint c = i; c < kbp; c++) vi[c] = LA_DIVR(vi[c], uii);
+        }
+    }
+}
+
+/* ============================================================================
+ * CPU: many small matrices, 16 per work-item, one per lane (lane l is matrix
+ * 16g + l; lanes past the batch repeat the last matrix and are not stored).
+ * The lower triangle lives interleaved in the scratch W: element (i, p) of
+ * the 16 matrices is the float16 at W[g][i(i+1)/2 + p] (per work-item
+ * n(n+1)/2 + 16 float16, the 16 absorbing the overhang of the last row).
+ * A's rows come in and L's rows go out as 16 x 16 blocks transposed in
+ * registers (la_transpose16), so the moves between the two layouts cost
+ * well under one instruction per element.
+ * Left-looking by columns (Crout): for each j the pivot, then the rows below
+ * it in blocks of 8 (per p: 9 vector loads, 8 FMAs):
+ *     L[j][j] = sqrt(A[j][j] - sum_{p<j} L[j][p]^2)
+ *     L[i][j] = (A[i][j] - sum_{p<j} L[i][p] L[j][p]) / L[j][j]
+ * Every lane does the same work, so all 16 lanes of every FMA are useful
+ * whatever n is. global: (ceil(batch/16)). */
+#define LA_SOA_ROWS 8
+
+/* v[c][l] <-> v[l][c]: four butterfly stages of 16 two-source shuffles. */
+#define LA_T_STAGE(S, MLO, MHI)                                                        \
+    _Pragma("unroll") for (uint i = 0; i < 16; i++)                                    \
+        if (!(i & S)) {                                                                \
+            const la_v lo = shuffle2(v[i], v[i + S], MLO), hi = shuffle2(v[i], v[i + S], MHI); \
+            v[i] = lo;                                                                 \
+            v[i + S] = hi;                                                             \
+        }
+static inline __attribute__((always_inline)) void la_transpose16(la_v *v)
+{
+    LA_T_STAGE(1, ((uint16)(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30)),
+               ((uint16)(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31)))
+    LA_T_STAGE(2, ((uint16)(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29)),
+               ((uint16)(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31)))
+    LA_T_STAGE(4, ((uint16)(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27)),
+               ((uint16)(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31)))
+    LA_T_STAGE(8, ((uint16)(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)),
+               ((uint16)(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31)))
+}
+
+__kernel void wbcl_chol_soa(__global const float *A, const ulong off_a, const ulong stride_a, const uint lda,
+                            __global float *L, const ulong off_l, const ulong stride_l, const uint ldl,
+                            __global float *W, const uint n, const uint batch, __global int *info)
+{
+    const uint g = get_global_id(0), b0 = g * LA_VW;
+    if (b0 >= batch) return;
+    const uint nl = min((uint)LA_VW, batch - b0);
+    const ulong tri = (ulong)n * (n + 1) / 2;
+    __global la_v *w = (__global la_v *)W + (ulong)g * (tri + LA_VW);
+    /* A's lower triangle into W: row i, columns c0..c0+15 of the 16 matrices */
+    for (uint i = 0; i < n; i++) {
+        __global la_v *wi = w + (ulong)i * (i + 1) / 2;
+        for (uint c0 = 0; c0 <= i; c0 += LA_VW) {
+            la_v v[LA_VW];
+            const uint cnt = min((uint)LA_VW, n - c0);
+#pragma unroll
+            for (uint l = 0; l < LA_VW; l++)
+                v[l] = la_load_row(A + off_a + (ulong)(b0 + min(l, nl - 1)) * stride_a + (ulong)i * lda + c0, cnt);
+            la_transpose16(v);
+#pragma unroll
+            for (uint c = 0; c < LA_VW; c++) wi[c0 + c] = v[c]; /* past i: overhang, rewritten by row i+1 */
+        }
+    }
+    int16 fidx = -1;
+    la_v fval = 0.0f;
+    for (uint j = 0; j < n; j++) {
+        __global la_v *wj = w + (ulong)j * (j + 1) / 2;
+        la_v d0 = wj[j], d1 = 0.0f;
+        uint p = 0;
+        for (; p + 2 <= j; p += 2) {
+            d0 = LA_FMS_C(wj[p], wj[p], d0);
+            d1 = LA_FMS_C(wj[p + 1], wj[p + 1], d1);
+        }
+        if (p < j) d0 = LA_FMS_C(wj[p], wj[p], d0);
+        const la_v d = d0 + d1;
+        const int16 bad = (fidx < 0) & ((isgreater(d, (la_v)0.0f) == 0) | isinf(d));
+        fidx = select(fidx, (int16)(int)j, bad);
+        fval = select(fval, d, bad);
+        const la_v ljj = sqrt(d);
+        wj[j] = ljj;
+        for (uint i0 = j + 1; i0 < n; i0 += LA_SOA_ROWS) {
+            __global la_v *wi[LA_SOA_ROWS];
+            la_v acc[LA_SOA_ROWS];
+#pragma unroll
+            for (uint q = 0; q < LA_SOA_ROWS; q++) {
+                const uint i = min(i0 + q, n - 1);
+                wi[q] = w + (ulong)i * (i + 1) / 2;
+                acc[q] = wi[q][j];
+            }
+            for (uint p = 0; p < j; p++) {
+                const la_v ljp = wj[p];
+#pragma unroll
+                for (uint q = 0; q < LA_SOA_ROWS; q++) acc[q] = LA_FMS_C(wi[q][p], ljp, acc[q]);
+            }
+#pragma unroll
+            for (uint q = 0; q < LA_SOA_ROWS; q++)
+                if (i0 + q < n) wi[q][j] = LA_DIVR(acc[q], ljj);
+        }
+    }
+    /* L out, rows contiguous, zeros above the diagonal */
+    for (uint i = 0; i < n; i++) {
+        const __global la_v *wi = w + (ulong)i * (i + 1) / 2;
+        for (uint c0 = 0; c0 < n; c0 += LA_VW) {
+            const uint cnt = min((uint)LA_VW, n - c0);
+            __global float *row = L + off_l + (ulong)b0 * stride_l + (ulong)i * ldl + c0;
+            if (c0 > i) {
+                for (uint l = 0; l < nl; l++) la_store_row(0.0f, row + (ulong)l * stride_l, cnt);
+                continue;
+            }
+            la_v v[LA_VW];
+#pragma unroll
+            for (uint c = 0; c < LA_VW; c++) v[c] = c0 + c <= i ? wi[c0 + c] : 0.0f;
+            la_transpose16(v);
+            for (uint l = 0; l < nl; l++) la_store_row(v[l], row + (ulong)l * stride_l, cnt);
+        }
+    }
+    int fi[LA_VW];
+    float fv[LA_VW];
+    vstore16(fidx, 0, fi);
+    vstore16(fval, 0, fv);
+    for (uint l = 0; l < nl; l++)
+        if (fi[l] >= 0) la_record(info, b0 + l, (uint)fi[l], fv[l]);
+}
+
+
+/* ============================================================================
+ * CPU: the panel below a factored diagonal block: Y <- (X + U) L11^-T.
+ * V = L11^-T (upper, row-major, zero below the diagonal and in the padding
+ * columns up to roundup(kb, 32); wbcl_chol_cm's want_inv output), so this is
+ * a small GEMM with a triangular right factor: a work-item owns 8 full rows
+ * (copied to private memory first, so Y may be X) and produces them in tiles
+ * of 8 x 32 held in 16 float16 accumulators:
+ *     Y[r][C:C+32] = sum_{p < C+32} x[r][p] V[p][C:C+32]
+ * (per p: 2 vector loads, 8 broadcasts, 16 FMAs; the zeros of V below the
+ * diagonal are skipped except inside the 32-column tile).
+ * global: (ceil(rows/8), batch). */
+#define LA_PR 8
+__kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const ulong stride_v, const uint ldv,
+                              __global const float *X, const ulong off_x, const ulong stride_x, const uint ldx,
+                              __global const float *U, const ulong off_u, const ulong stride_u, const uint ldu,
+                              const uint has_u, __global float *Y, const ulong off_y, const ulong stride_y,
+                              const uint ldy, const uint kb, const uint rows, const uint batch)
+{
+    const uint g = get_global_id(0), b = get_global_id(1);
+    const uint r0 = g * LA_PR;
+    if (r0 >= rows || b >= batch) return;
+    const uint nr = min((uint)LA_PR, rows - r0);
+    const __global float *v = V + off_v + (ulong)b * stride_v;
+    float xr[LA_PR][LA_NBMAX];
+#pragma unroll
+    for (uint r = 0; r < LA_PR; r++) {
+        const uint rr = r0 + min(r, nr - 1); /* missing rows repeat the last one */
+        const __global float *x = X + off_x + (ulong)b * stride_x + (ulong)rr * ldx;
+        const __global float *u = U + off_u + (ulong)b * stride_u + (ulong)rr * ldu;
+        if (has_u)
+            for (uint p = 0; p < kb; p++) xr[r][p] = x[p] + u[p];
+        else
+            for (uint p = 0; p < kb; p++) xr[r][p] = x[p];
+    }
+    __global float *y = Y + off_y + (ulong)b * stride_y + (ulong)r0 * ldy;
+    for (uint c0 = 0; c0 < kb; c0 += 32) {
+        la_v acc[LA_PR][2];
+#pragma unroll
+        for (uint r = 0; r < LA_PR; r++) acc[r][0] = acc[r][1] = 0.0f;
+        const uint pend = min(kb, c0 + 32);
+        const __global float *vp = v + c0;
+        for (uint p = 0; p < pend; p++, vp += ldv) {
+            const la_v b0 = vload16(0, vp), b1 = vload16(0, vp + 16);
+#pragma unroll
+            for (uint r = 0; r < LA_PR; r++) {
+                acc[r][0] = LA_FMA_C(xr[r][p], b0, acc[r][0]);
+                acc[r][1] = LA_FMA_C(xr[r][p], b1, acc[r][1]);
+            }
+        }
+        const uint nc = kb - c0;
+#pragma unroll
+        for (uint r = 0; r < LA_PR; r++) {
+            if (r < nr) {
+                __global float *yr = y + (ulong)r * ldy + c0;
+                if (nc >= 32) {
+                    vstore16(acc[r][0], 0, yr);
+                    vstore16(acc[r][1], 0, yr + 16);
+                } else {
+                    la_store_row(acc[r][0], yr, nc);
+                    if (nc > 16) la_store_row(acc[r][1], yr + 16, nc - 16);
+                }
+            }
+        }
+    }
+}
+
+/* ============================================================================
+ * CPU: triangular solves on a kb-row block of right-hand sides, by
+ * multiplication with the inverse V = L11^-T that wbcl_chol_cm left (upper,
+ * zeros below the diagonal and in the padding up to roundup(kb, 32)):
+ *   upper == 0:  Y <- L11^-1 (X + U),  Y[i] = sum_{p <= i} V[p][i] x_p   (forward)
+ *   upper != 0:  Y <- L11^-T (X + U),  Y[i] = sum_{p >= i} V[i][p] x_p   (backward)
+ * on the first ncols columns (Y may be X; U is added on its first ucols
+ * columns only, 0: none). A work-item owns 32 columns of all
+ * kb rows (copied to private memory first) and produces 8 x 32 tiles in 16
+ * float16 accumulators (per p: 2 vector loads, 8 broadcasts, 16 FMAs).
+ * global: (ceil(ncols/32), batch). */
+__kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ulong stride_v, const uint ldv,
+                            __global const float *X, const ulong off_x, const ulong stride_x, const uint ldx,
+                            __global const float *U, const ulong off_u, const ulong stride_u, const uint ldu,
+                            const uint ucols, __global float *Y, const ulong off_y, const ulong stride_y,
+                            const uint ldy, const uint kb, const uint ncols, const uint batch, const uint upper)
+{
+    const uint g = get_global_id(0), b = get_global_id(1);
+    const uint c0 = g * 32;
+    if (c0 >= ncols || b >= batch) return;
+    const uint nc = min(32u, ncols - c0), n0 = min(16u, nc), n1 = nc > 16 ? nc - 16 : 0;
+    const uint nu = ucols > c0 ? min(nc, ucols - c0) : 0, nu0 = min(16u, nu), nu1 = nu > 16 ? nu - 16 : 0;
+    const __global float *v = V + off_v + (ulong)b * stride_v;
+    const __global float *x = X + off_x + (ulong)b * stride_x + c0;
+    const __global float *u = U + off_u + (ulong)b * stride_u + c0;
+    __global float *y = Y + off_y + (ulong)b * stride_y + c0;
+    la_v xs[LA_NBMAX][2];
+    for (uint p = 0; p < kb; p++) {
+        xs[p][0] = la_load_row(x + (ulong)p * ldx, n0);
+        xs[p][1] = la_load_row(x + (ulong)p * ldx + 16, n1);
+        if (nu0) xs[p][0] += la_load_row(u + (ulong)p * ldu, nu0);
+        if (nu1) xs[p][1] += la_load_row(u + (ulong)p * ldu + 16, nu1);
+    }
+    for (uint i0 = 0; i0 < kb; i0 += LA_PR) {
+        la_v acc[LA_PR][2];
+#pragma unroll
+        for (uint r = 0; r < LA_PR; r++) acc[r][0] = acc[r][1] = 0.0f;
+        if (!upper) {
+            const uint pend = min(kb, i0 + LA_PR);
+            const __global float *vp = v + i0;
+            for (uint p = 0; p < pend; p++, vp += ldv) {
+#pragma unroll
+                for (uint r = 0; r < LA_PR; r++) {
+                    acc[r][0] = LA_FMA_C(vp[r], xs[p][0], acc[r][0]);
+                    acc[r][1] = LA_FMA_C(vp[r], xs[p][1], acc[r][1]);
+                }
+            }
+        } else {
+            const __global float *vr[LA_PR];
+#pragma unroll
+            for (uint r = 0; r < LA_PR; r++) vr[r] = v + (ulong)min(i0 + r, kb - 1) * ldv;
+            for (uint p = i0; p < kb; p++) {
+#pragma unroll
+                for (uint r = 0; r < LA_PR; r++) {
+                    acc[r][0] = LA_FMA_C(vr[r][p], xs[p][0], acc[r][0]);
+                    acc[r][1] = LA_FMA_C(vr[r][p], xs[p][1], acc[r][1]);
+                }
+            }
+        }
+#pragma unroll
+        for (uint r = 0; r < LA_PR; r++) {
+            if (i0 + r < kb) {
+                la_store_row(acc[r][0], y + (ulong)(i0 + r) * ldy, n0);
+                if (n1) la_store_row(acc[r][1], y + (ulong)(i0 + r) * ldy + 16, n1);
+            }
+        }
+    }
+}
+
+#endif /* WBCL_VARIANT_CPU */
+
+#if WBCL_VARIANT_GPU
+
+/* ============================================================================
+ * GPU: factor one kb x kb block (kb <= LA_WG_NB) per work-group, right-looking
+ * in local memory: pivot, scale the column, update the trailing triangle,
+ * with barriers between the steps. Same arguments as wbcl_chol_cm minus the
+ * scratch. global: (batch * wg), local: (wg). */
+__kernel void wbcl_chol_wg(__global const float *A, const ulong off_a, const ulong stride_a, const uint lda,
+                           __global const float *U, const ulong off_u, const ulong stride_u, const uint ldu,
+                           const uint has_u, __global float *L, const ulong off_l, const ulong stride_l,
+                           const uint ldl, const uint kb, const uint batch, const uint zcols, __global int *info,
+                           const uint pivot_base)
+{
+    __local float S[LA_WG_NB * LA_WG_LD];
+    __local int fail;
+    __local float fval;
+    const uint b = get_group_id(0), lid = get_local_id(0), wg = get_local_size(0);
+    /* the host launches exactly batch work-groups: no early return before the
+     * barriers (PoCL's work-group loops mishandle it) */
+    (void)batch;
+    const __global float *a = A + off_a + (ulong)b * stride_a;
+    const __global float *u = U + off_u + (ulong)b * stride_u;
+    __global float *l = L + off_l + (ulong)b * stride_l;
+    for (uint idx = lid; idx < kb * kb; idx += wg) {
+        const uint i = idx / kb, j = idx % kb;
+        if (j <= i) S[i * LA_WG_LD + j] = LA_IN(a, lda, u, ldu, i, j);
+    }
+    if (lid == 0) fail = -1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint k = 0; k < kb; k++) {
+        if (lid == 0) {
+            const float d = LA_RE(S[k * LA_WG_LD + k]);
+            if (fail < 0 && la_bad_pivot(d)) {
+                fail = (int)k;
+                fval = d;
+            }
+            S[k * LA_WG_LD + k] = sqrt(d);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const float lkk = S[k * LA_WG_LD + k];
+        for (uint i = k + 1 + lid; i < kb; i += wg) S[i * LA_WG_LD + k] = LA_DIVR(S[i * LA_WG_LD + k], lkk);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const uint m = kb - k - 1;
+        for (uint idx = lid; idx < m * m; idx += wg) {
+            const uint i = k + 1 + idx / m, j = k + 1 + idx % m;
+            if (j <= i) S[i * LA_WG_LD + j] = LA_FMS_C(S[i * LA_WG_LD + k], S[j * LA_WG_LD + k], S[i * LA_WG_LD + j]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const uint wid = kb + zcols;
+    for (uint idx = lid; idx < kb * wid; idx += wg) {
+        const uint i = idx / wid, j = idx % wid;
+        l[(ulong)i * ldl + j] = j <= i ? S[i * LA_WG_LD + j] : 0.0f;
+    }
+    if (lid == 0 && fail >= 0) la_record(info, b, pivot_base + (uint)fail, fval);
+}
+
+/* GPU: the load of a kb x kb lower block (kb <= LA_WG_NB) into local memory. */
+static inline __attribute__((always_inline)) void la_wg_load_block(__local float *S, const __global float *d, uint ldd,
+                                                                   uint kb)
+{
+    const uint lid = get_local_id(0), wg = get_local_size(0);
+    for (uint idx = lid; idx < kb * kb; idx += wg) {
+        const uint i = idx / kb, j = idx % kb;
+        S[i * LA_WG_LD + j] = j <= i ? d[(ulong)i * ldd + j] : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* GPU: panel Y <- (X + U) L11^-T as wbcl_chol_panel; L11 in local memory,
+ * one row per work-item, computed in place in Y.
+ * global: (roundup(rows, wg), batch), local: (wg, 1). */
+__kernel void wbcl_chol_panel_wg(__global const float *D, const ulong off_d, const ulong stride_d, const uint ldd,
+                                 __global const float *X, const ulong off_x, const ulong stride_x, const uint ldx,
+                                 __global const float *U, const ulong off_u, const ulong stride_u, const uint ldu,
+                                 const uint has_u, __global float *Y, const ulong off_y, const ulong stride_y,
+                                 const uint ldy, const uint kb, const uint rows, const uint batch)
+{
+    __local float S[LA_WG_NB * LA_WG_LD];
+    const uint r = get_global_id(0), b = get_group_id(1);
+    /* exactly batch work-groups along dimension 1 */
+    (void)batch;
+    la_wg_load_block(S, D + off_d + (ulong)b * stride_d, ldd, kb);
+    /* no early return around barriers (PoCL's work-group loops mishandle it) */
+    if (r < rows) {
+        const __global float *x = X + off_x + (ulong)b * stride_x + (ulong)r * ldx;
+        const __global float *u = U + off_u + (ulong)b * stride_u + (ulong)r * ldu;
+        __global float *y = Y + off_y + (ulong)b * stride_y + (ulong)r * ldy;
+        for (uint c = 0; c < kb; c++) {
+            la_t s = LA_IN(x, 0, u, 0, 0, c);
+            for (uint p = 0; p < c; p++) s = LA_FMS_C(y[p], S[c * LA_WG_LD + p], s);
+            y[c] = LA_DIVR(s, S[c * LA_WG_LD + c]);
+        }
+    }
+}
+
+/* GPU: triangular solves as wbcl_trsm_inv, by substitution with L11 in local memory, one column
+ * per work-item (neighbouring work-items touch neighbouring columns).
+ * global: (roundup(ncols, wg), batch), local: (wg, 1). */
+__kernel void wbcl_trsm_cols_wg(__global const float *D, const ulong off_d, const ulong stride_d, const uint ldd,
+                                __global const float *X, const ulong off_x, const ulong stride_x, const uint ldx,
+                                __global const float *U, const ulong off_u, const ulong stride_u, const uint ldu,
+                                const uint ucols, __global float *Y, const ulong off_y, const ulong stride_y,
+                                const uint ldy, const uint kb, const uint ncols, const uint batch, const uint upper)
+{
+    __local float S[LA_WG_NB * LA_WG_LD];
+    const uint c = get_global_id(0), b = get_group_id(1);
+    /* exactly batch work-groups along dimension 1 */
+    (void)batch;
+    la_wg_load_block(S, D + off_d + (ulong)b * stride_d, ldd, kb);
+    if (c < ncols) {
+        const __global float *x = X + off_x + (ulong)b * stride_x + c;
+        const __global float *u = U + off_u + (ulong)b * stride_u + c;
+        __global float *y = Y + off_y + (ulong)b * stride_y + c;
+        for (uint t = 0; t < kb; t++) {
+            const uint i = upper ? kb - 1 - t : t;
+            la_t s = x[(ulong)i * ldx];
+            if (c < ucols) s += u[(ulong)i * ldu];
+            if (!upper)
+                for (uint p = 0; p < i; p++) s = LA_FMS_C(S[i * LA_WG_LD + p], y[(ulong)p * ldy], s);
+            else
+                for (uint p = i + 1; p < kb; p++) s = LA_FMS_C(S[p * LA_WG_LD + i], y[(ulong)p * ldy], s);
+            y[(ulong)i * ldy] = LA_DIVR(s, S[i * LA_WG_LD + i]);
+        }
+    }
+}
+
+#endif /* WBCL_VARIANT_GPU */
+
+/* ============================================================================
+ * Helpers (both variants). */
+
+/* logdet[b] = 2 sum_i log L_b[i][i], Kahan-compensated float sum (the terms
+ * have mixed signs and n up to thousands). global: (batch). */
+__kernel void wbcl_la_logdet(__global const float *L, const ulong stride, const uint n, const uint batch,
+                             __global float *out)
+{
+    const uint b = get_global_id(0);
+    if (b >= batch) return;
+    const __global float *l = L + (ulong)b * stride;
+    float s = 0.0f, comp = 0.0f;
+    for (uint i = 0; i < n; i++) {
+        const float y = log(LA_RE(l[(ulong)i * n + i])) - comp;
+        const float t = s + y;
+        comp = (t - s) - y;
+        s = t;
+    }
+    out[b] = 2.0f * s;
+}
+
+/* X_b = I (n x n, ld n). global: (n, batch). */
+__kernel void wbcl_la_identity(__global float *X, const uint n, const uint batch)
+{
+    const uint i = get_global_id(0), b = get_global_id(1);
+    if (i >= n || b >= batch) return;
+    __global float *x = X + ((ulong)b * n + i) * n;
+    for (uint j = 0; j < n; j++) x[j] = i == j ? 1.0f : 0.0f;
+}
+
+/* Copies the strict lower triangle onto the upper one: X[j][i] = X[i][j] for
+ * j < i, in 16 x 16 tiles (a work-item reads a tile row-wise and writes its
+ * mirror, so both sides stream). global: (tiles along i, tiles along j, batch),
+ * work-items with tile j > tile i return. */
+__kernel void wbcl_la_mirror(__global float *X, const uint n, const uint batch)
+{
+    const uint ti = get_global_id(0), tj = get_global_id(1), b = get_global_id(2);
+    const uint nt = (n + 15) / 16;
+    if (ti >= nt || tj > ti || b >= batch) return;
+    __global float *x = X + (ulong)b * n * n;
+    const uint i0 = ti * 16, j0 = tj * 16;
+    const uint i1 = min(i0 + 16, n), j1 = min(j0 + 16, n);
+    for (uint j = j0; j < j1; j++)
+        for (uint i = max(i0, j + 1); i < i1; i++) x[(ulong)j * n + i] = x[(ulong)i * n + j];
+}

@@ -1,0 +1,635 @@
+/* Dense SPD linear algebra: Cholesky, logdet, inverse, solve (cl/linalg.cl).
+ *
+ * Cholesky, CPU-shaped variant:
+ *  - n <= 192 (NSMALL_CPU): one kernel. Batches of >= 32 matrices: 16
+ *    matrices per work-item, one per float16 lane (wbcl_chol_soa); smaller
+ *    batches: one matrix per work-item (wbcl_chol_cm).
+ *  - larger n: left-looking blocked, block size nb = 128: for each block
+ *    column j (kb = min(nb, n - j) columns)
+ *      1. T = -L[j:n, 0:j] L[j:j+kb, 0:j]^T     one wbcl_gemm_strided call, exactly
+ *                                             the lower-triangle flops (the product
+ *                                             goes to scratch: the GEMM forbids C
+ *                                             sharing A's buffer)
+ *      2. L[j:j+kb, j:j+kb] = chol(A + T)      wbcl_chol_cm, which also inverts
+ *                                             the block: V = L_jj^-T
+ *      3. L[j+kb:n, j:j+kb] = (A + T) V        wbcl_chol_panel: a GEMM-like kernel
+ *                                             with a triangular right factor
+ * GPU-shaped variant: the same steps with nb = 64, one matrix / block per
+ * work-group in local memory (wbcl_chol_wg, wbcl_chol_panel_wg, substitution).
+ * Batches go through the same steps, the GEMM batched with stride n*n.
+ * Solve (and inverse = solve with B = I): L into scratch, then forward and
+ * backward substitution by block rows, each a GEMM with the finished rows plus
+ * the diagonal block (multiplication by V on CPUs, wbcl_trsm_inv; substitution
+ * on GPUs). For the inverse the forward pass is right-looking and touches only
+ * the nonzeros of L^-1, the backward pass only the lower triangle, which is
+ * then mirrored: n^3 flops in all, like LAPACK's potrf + potri, and an exactly
+ * symmetric result.
+ * Non-SPD input: the factor kernels record the first bad pivot per matrix;
+ * every call reads that status back (one blocking read at its end).
+ * Block sizes and crossovers were measured: perf/RESULTS.md, "Cholesky". */
+#include "internal.h"
+#include "wbcl/gemm.h"
+#include "wbcl/linalg.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Scratch slots (0 and 1 belong to the packed GEMM). */
+#define SLOT_S 4    /* L for logdet / inverse / solve: batch * n * n floats       */
+#define SLOT_INFO 5 /* pivot status: 2 ints per matrix                            */
+#define SLOT_W 6    /* wbcl_chol_cm's U = L^T rows and V blocks; wbcl_chol_soa's lanes */
+#define SLOT_T 7    /* GEMM products of the blocked steps                         */
+
+/* Measured on PoCL (perf/RESULTS.md, "Cholesky"):
+ * SOA_MIN_BATCH: smallest batch for wbcl_chol_soa (16 matrices per work-item;
+ *   from 32 on it was as fast or faster than one matrix per work-item).
+ * NSMALL_CPU: largest n factored by one unblocked kernel (fewer launches beat
+ *   blocking up to about 200 for small batches); at most LA_NBMAX (256).
+ * NB_CPU: block size of the blocked path (64 ... 256 within 15%, 128 best).
+ * NB_GPU: must equal LA_WG_NB of cl/linalg.cl (local memory of 64 x 65 floats). */
+#define SOA_MIN_BATCH 32
+#define NSMALL_CPU 192
+#define NB_CPU 128
+#define NB_GPU 64
+#define GPU_WG 64
+
+typedef struct la_mat { cl_mem mem; size_t off, stride, ld; } la_mat;
+
+/* Row stride of wbcl_chol_cm's scratch rows and of V (strips run up to 31 past roundup(kb, 32)). */
+static size_t ldw_for(size_t kb) { return (kb + 31) / 32 * 32 + 64; }
+
+static la_mat mat(cl_mem mem, size_t off, size_t stride, size_t ld)
+{
+    la_mat m = {mem, off, stride, ld};
+    return m;
+}
+
+/* A tensor header for a raw buffer (scratch), so it can be a GEMM operand. */
+static wbcl_tensor view(wbcl_context *ctx, cl_mem mem, size_t numel)
+{
+    wbcl_tensor t;
+    memset(&t, 0, sizeof t);
+    t.ctx = ctx;
+    t.mem = mem;
+    t.ndim = 1;
+    t.shape[0] = numel;
+    t.numel = numel;
+    t.dtype = WBCL_F32;
+    return t;
+}
+
+typedef struct la_run {
+    wbcl_context *ctx;
+    const char *op;
+    int gpu;
+    size_t n, batch, nb;
+    cl_mem info;
+    /* CPU: scratch of wbcl_chol_cm: per matrix kb rows of U = L^T (ldw), then
+     * the inverses V = L_JJ^-T of the diagonal blocks: one block (the panel
+     * needs it right away) or, with keep_v, every block (for the solves). */
+    cl_mem W;
+    size_t ldw, nvblk;
+    int keep_v;
+    /* Wait for each command before enqueueing the next (CPU devices): on PoCL
+     * a queue of dependent commands ran 1.2-4x slower than the same commands
+     * issued one at a time whenever the machine had other load (the worker
+     * threads' wake-ups between commands), and never faster when idle;
+     * perf/RESULTS.md, section Cholesky. */
+    int sync_each;
+} la_run;
+
+#ifdef WBCL_LA_TRACE /* development: wall time per phase (factor, panel, GEMM, solve) */
+double wbcl__la_trace_acc[4];
+#endif
+
+/* Offset and batch stride of V for the diagonal block starting at row j. */
+static la_mat vblock(const la_run *r, size_t j)
+{
+    const size_t per = r->nb * r->ldw, ublock = r->batch * r->nb * r->ldw;
+    const size_t t = r->keep_v ? j / r->nb : 0;
+    return mat(r->W, ublock + t * per, r->nvblk * per, r->ldw);
+}
+
+/* Allocates the CPU scratch for blocks of up to nb rows. */
+static wbcl_status alloc_w(la_run *r)
+{
+    if (r->gpu) return WBCL_SUCCESS;
+    r->ldw = ldw_for(r->nb);
+    r->nvblk = r->keep_v ? (r->n + r->nb - 1) / r->nb : 1;
+    size_t floats = r->batch * r->nb * r->ldw * (1 + r->nvblk);
+    return wbcl__scratch(r->ctx, SLOT_W, floats * sizeof(float), &r->W);
+}
+
+static wbcl_status set_mat(la_run *r, wbcl_kern *k, cl_uint idx, la_mat m)
+{
+    cl_ulong off = m.off, stride = m.stride;
+    cl_uint ld = (cl_uint)m.ld;
+    WBCL_ARG(r->ctx, k, idx, m.mem);
+    WBCL_ARG(r->ctx, k, idx + 1, off);
+    WBCL_ARG(r->ctx, k, idx + 2, stride);
+    WBCL_ARG(r->ctx, k, idx + 3, ld);
+    return WBCL_SUCCESS;
+}
+
+static wbcl_status set_u(la_run *r, wbcl_kern *k, cl_uint idx, la_mat x, const la_mat *u, size_t ucols)
+{
+    cl_uint has = u ? (cl_uint)ucols : 0;
+    wbcl_status st = set_mat(r, k, idx, u ? *u : x);
+    if (st) return st;
+    WBCL_ARG(r->ctx, k, idx + 4, has);
+    return WBCL_SUCCESS;
+}
+
+static wbcl_status kernel(la_run *r, const char *name, wbcl_kern **k)
+{
+    return wbcl__kernel(r->ctx, "linalg", NULL, name, k);
+}
+
+static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+/* Enqueues a kernel; on CPU devices then waits for it (see sync_each). */
+static wbcl_status la_launch(la_run *r, int phase, wbcl_kern *k, cl_uint dims, const size_t *g, const size_t *l)
+{
+#ifdef WBCL_LA_TRACE
+    clFinish(r->ctx->queue);
+    uint64_t t0 = wbcl__now_ns();
+#endif
+    wbcl_status st = wbcl__launch(r->ctx, k, dims, g, l);
+    if (!st && r->sync_each) clFinish(r->ctx->queue);
+#ifdef WBCL_LA_TRACE
+    clFinish(r->ctx->queue);
+    wbcl__la_trace_acc[phase] += (double)(wbcl__now_ns() - t0) * 1e-6;
+#else
+    (void)phase;
+#endif
+    return st;
+}
+
+
+static wbcl_status prefix_fail(la_run *r, wbcl_status st, const char *what)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", wbcl_context_last_error(r->ctx));
+    return wbcl__fail(r->ctx, st, "%s: %s: %s", r->op, what, msg);
+}
+
+/* ---- kernel launches ---------------------------------------------------------- */
+/* Factor the kb x kb blocks at in (+ u) into out; zero the strict upper part
+ * of their rows up to column kb + zcols. */
+static wbcl_status factor_block(la_run *r, la_mat in, const la_mat *u, la_mat out, size_t kb, size_t zcols,
+                                size_t pivot_base, int want_inv)
+{
+    wbcl_kern *k;
+    wbcl_status st = kernel(r, r->gpu ? "wbcl_chol_wg" : "wbcl_chol_cm", &k);
+    if (st) return st;
+    cl_uint kb_ = (cl_uint)kb, batch_ = (cl_uint)r->batch, zc = (cl_uint)zcols, pb = (cl_uint)pivot_base;
+    if ((st = set_mat(r, k, 0, in)) || (st = set_u(r, k, 4, in, u, 1)) || (st = set_mat(r, k, 9, out))) return st;
+    if (r->gpu) {
+        WBCL_ARG(r->ctx, k, 13, kb_);
+        WBCL_ARG(r->ctx, k, 14, batch_);
+        WBCL_ARG(r->ctx, k, 15, zc);
+        WBCL_ARG(r->ctx, k, 16, r->info);
+        WBCL_ARG(r->ctx, k, 17, pb);
+        size_t local = GPU_WG, global = r->batch * local;
+        return la_launch(r, 0, k, 1, &global, &local);
+    }
+    cl_uint ldw_ = (cl_uint)r->ldw, inv = (cl_uint)want_inv;
+    WBCL_ARG(r->ctx, k, 13, r->W);
+    WBCL_ARG(r->ctx, k, 14, ldw_);
+    WBCL_ARG(r->ctx, k, 15, kb_);
+    WBCL_ARG(r->ctx, k, 16, batch_);
+    WBCL_ARG(r->ctx, k, 17, zc);
+    WBCL_ARG(r->ctx, k, 18, r->info);
+    WBCL_ARG(r->ctx, k, 19, pb);
+    WBCL_ARG(r->ctx, k, 20, inv);
+    if ((st = set_mat(r, k, 21, vblock(r, pivot_base)))) return st;
+    /* work-groups of one item: a handful of matrices still spreads over all
+     * cores, and PoCL compiles the kernel for one local size only */
+    size_t global = r->batch, local = 1;
+    return la_launch(r, 0, k, 1, &global, &local);
+}
+
+/* Panel below a factored block (wbcl_chol_panel) or triangular solve of a
+ * block row (wbcl_trsm_cols): same argument layout. `cols` is the panel's
+ * row count or the number of right-hand-side columns. */
+static wbcl_status tri_kernel(la_run *r, int solve, la_mat d, la_mat x, const la_mat *u, size_t ucols, la_mat y,
+                              size_t kb, size_t cols, int upper)
+{
+    const char *name = solve ? (r->gpu ? "wbcl_trsm_cols_wg" : "wbcl_trsm_inv")
+                             : (r->gpu ? "wbcl_chol_panel_wg" : "wbcl_chol_panel");
+    wbcl_kern *k;
+    wbcl_status st = kernel(r, name, &k);
+    if (st) return st;
+    if ((st = set_mat(r, k, 0, d)) || (st = set_mat(r, k, 4, x)) || (st = set_u(r, k, 8, x, u, ucols)) ||
+        (st = set_mat(r, k, 13, y)))
+        return st;
+    cl_uint kb_ = (cl_uint)kb, cols_ = (cl_uint)cols, batch_ = (cl_uint)r->batch, up = (cl_uint)upper;
+    WBCL_ARG(r->ctx, k, 17, kb_);
+    WBCL_ARG(r->ctx, k, 18, cols_);
+    WBCL_ARG(r->ctx, k, 19, batch_);
+    if (solve) WBCL_ARG(r->ctx, k, 20, up);
+    if (r->gpu) {
+        size_t local[2] = {GPU_WG, 1}, global[2] = {cols, r->batch};
+        return la_launch(r, 1 + 2 * solve, k, 2, global, local);
+    }
+    size_t chunks = ceil_div(cols, solve ? 32 : 8);
+    size_t local[2] = {1, 1}, global[2] = {chunks, r->batch};
+    return la_launch(r, 1 + 2 * solve, k, 2, global, local);
+}
+
+/* C = -op(A) op(B) + beta C through wbcl_gemm_strided, batched over r->batch. */
+static wbcl_status gemm_b(la_run *r, int ta, size_t m, size_t n, size_t k, const wbcl_tensor *A, size_t off_a,
+                          size_t lda, size_t sa, int tb, const wbcl_tensor *B, size_t off_b, size_t ldb, size_t sb,
+                          float beta, wbcl_tensor *C, size_t off_c, size_t ldc, size_t sc)
+{
+    wbcl_gemm_desc d;
+    memset(&d, 0, sizeof d);
+    d.ta = ta ? WBCL_TRANS : WBCL_NO_TRANS;
+    d.tb = tb ? WBCL_TRANS : WBCL_NO_TRANS;
+    d.m = m;
+    d.n = n;
+    d.k = k;
+    d.batch = r->batch;
+    d.alpha = -1.0f;
+    d.beta = beta;
+    d.off_a = off_a;
+    d.lda = lda;
+    d.stride_a = sa;
+    d.off_b = off_b;
+    d.ldb = ldb;
+    d.stride_b = sb;
+    d.off_c = off_c;
+    d.ldc = ldc;
+    d.stride_c = sc;
+#ifdef WBCL_LA_TRACE
+    clFinish(r->ctx->queue);
+    uint64_t t0 = wbcl__now_ns();
+#endif
+    wbcl_status st = wbcl_gemm_strided(r->ctx, &d, A, B, C);
+    if (!st && r->sync_each) clFinish(r->ctx->queue);
+#ifdef WBCL_LA_TRACE
+    clFinish(r->ctx->queue);
+    wbcl__la_trace_acc[2] += (double)(wbcl__now_ns() - t0) * 1e-6;
+#endif
+    return st ? prefix_fail(r, st, "blocked update") : WBCL_SUCCESS;
+}
+
+static wbcl_status gemm(la_run *r, int ta, size_t m, size_t n, size_t k, const wbcl_tensor *A, size_t off_a,
+                        size_t lda, size_t sa, int tb, const wbcl_tensor *B, size_t off_b, size_t ldb, size_t sb,
+                        wbcl_tensor *C, size_t off_c, size_t ldc, size_t sc)
+{
+    return gemm_b(r, ta, m, n, k, A, off_a, lda, sa, tb, B, off_b, ldb, sb, 0.0f, C, off_c, ldc, sc);
+}
+
+/* ---- scratch ------------------------------------------------------------------- */
+static int use_soa(const la_run *r)
+{
+    return !r->gpu && r->n <= r->nb && !r->keep_v && r->batch >= SOA_MIN_BATCH;
+}
+
+/* Grows every scratch buffer the call will use (the Cholesky, and the solve
+ * with rc right-hand sides when rc > 0) before anything is enqueued, so that
+ * an allocation failure leaves the outputs untouched. */
+static wbcl_status reserve(la_run *r, size_t rc, int inverse)
+{
+    const size_t n = r->n, nb = r->nb;
+    cl_mem m;
+    wbcl_status st = WBCL_SUCCESS;
+    if (use_soa(r))
+        st = wbcl__scratch(r->ctx, SLOT_W, ceil_div(r->batch, 16) * 16 * (n * (n + 1) / 2 + 16) * sizeof(float), &m);
+    else
+        st = alloc_w(r);
+    size_t t = n > nb ? n * nb : 0;
+    if (rc && n > nb) {
+        const size_t ts = inverse ? n * n : nb * rc;
+        if (ts > t) t = ts;
+    }
+    if (!st && t) st = wbcl__scratch(r->ctx, SLOT_T, r->batch * t * sizeof(float), &m);
+    return st;
+}
+
+/* ---- the algorithms ------------------------------------------------------------ */
+/* Many small matrices (CPU): 16 per work-item. */
+static wbcl_status chol_soa(la_run *r, cl_mem A, cl_mem L)
+{
+    const size_t n = r->n, groups = ceil_div(r->batch, 16);
+    wbcl_kern *k;
+    cl_mem W;
+    wbcl_status st = kernel(r, "wbcl_chol_soa", &k);
+    if (!st) st = wbcl__scratch(r->ctx, SLOT_W, groups * 16 * (n * (n + 1) / 2 + 16) * sizeof(float), &W); /* reserved */
+    if (st) return st;
+    cl_uint n_ = (cl_uint)n, b_ = (cl_uint)r->batch;
+    if ((st = set_mat(r, k, 0, mat(A, 0, n * n, n))) || (st = set_mat(r, k, 4, mat(L, 0, n * n, n)))) return st;
+    WBCL_ARG(r->ctx, k, 8, W);
+    WBCL_ARG(r->ctx, k, 9, n_);
+    WBCL_ARG(r->ctx, k, 10, b_);
+    WBCL_ARG(r->ctx, k, 11, r->info);
+    size_t global = groups, local = 1;
+    return la_launch(r, 0, k, 1, &global, &local);
+}
+
+/* L = chol(A) for A, L with matrices at b*n*n (L may be A); Lt is L as a
+ * tensor (GEMM operand). Initializes r->info. */
+static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
+{
+    const size_t n = r->n, nn = n * n, nb = r->nb;
+    int minus1 = -1;
+    cl_int e = clEnqueueFillBuffer(r->ctx->queue, r->info, &minus1, sizeof minus1, 0, 2 * r->batch * sizeof(int), 0,
+                                   NULL, NULL);
+    if (e != CL_SUCCESS) return wbcl__cl_fail(r->ctx, e, "%s: clearing the pivot status", r->op);
+    if (use_soa(r)) return chol_soa(r, A, Lt->mem);
+    wbcl_status st = alloc_w(r);
+    if (st) return st;
+    if (n <= nb) return factor_block(r, mat(A, 0, nn, n), NULL, mat(Lt->mem, 0, nn, n), n, 0, 0, r->keep_v);
+
+    cl_mem T;
+    st = wbcl__scratch(r->ctx, SLOT_T, r->batch * n * nb * sizeof(float), &T);
+    if (st) return st;
+    wbcl_tensor Tv = view(r->ctx, T, r->batch * n * nb);
+    for (size_t j = 0; j < n && !st; j += nb) {
+        const size_t kb = n - j < nb ? n - j : nb, rows = n - j - kb;
+        const la_mat u = mat(T, 0, n * nb, nb), up = mat(T, kb * nb, n * nb, nb);
+        if (j > 0)
+            st = gemm(r, 0, n - j, kb, j, Lt, j * n, n, nn, 1, Lt, j * n, n, nn, &Tv, 0, nb, n * nb);
+        if (!st)
+            st = factor_block(r, mat(A, j * n + j, nn, n), j ? &u : NULL, mat(Lt->mem, j * n + j, nn, n), kb, rows,
+                              j, rows > 0 || r->keep_v);
+        /* the CPU panel kernel multiplies by L11^-T from wbcl_chol_cm's scratch */
+        const la_mat d = r->gpu ? mat(Lt->mem, j * n + j, nn, n) : vblock(r, j);
+        if (!st && rows)
+            st = tri_kernel(r, 0, d, mat(A, (j + kb) * n + j, nn, n), j ? &up : NULL, 1,
+                            mat(Lt->mem, (j + kb) * n + j, nn, n), kb, rows, 0);
+    }
+    return st;
+}
+
+/* The diagonal block at row I for the solve kernels: L_II on GPUs, V = L_II^-T on CPUs. */
+static la_mat diag(const la_run *r, const wbcl_tensor *Lt, size_t I)
+{
+    return r->gpu ? mat(Lt->mem, I * r->n + I, r->n * r->n, r->n) : vblock(r, I);
+}
+
+/* X = A^-1 B from L (Lt, matrices at b*n*n): B, X (n x rc per matrix) may be
+ * the same tensor. inverse: B is the identity (in X) and only the lower
+ * triangle of X comes out right (mirror it afterwards).
+ * Forward, general B (left-looking, T holds one block row):
+ *     Y[I] = L_II^-1 (B[I] - L[I, 0:I] Y[0:I])
+ * Forward, inverse (right-looking, T holds the whole lower part): Y = L^-1 is
+ * lower triangular, so after block row I is done the later rows get
+ *     T[I+kb:n, 0:I+kb] -= L[I+kb:n, I] Y[I, 0:I+kb]
+ * which touches only nonzeros (n^3/3 flops in all, where the left-looking
+ * product L[I, 0:I] Y[0:I, 0:I+kb] would also multiply the zeros above
+ * Y's diagonal).
+ * Backward (left-looking; for the inverse only the columns 0:I+kb, i.e. the
+ * lower triangle):
+ *     X[I] = L_II^-T (Y[I] - L[I+kb:n, I]^T X[I+kb:n]) */
+static wbcl_status solve(la_run *r, const wbcl_tensor *Lt, const wbcl_tensor *B, wbcl_tensor *X, size_t rc,
+                         int inverse)
+{
+    const size_t n = r->n, nn = n * n, nb = r->nb, nr = n * rc;
+    const size_t tsize = inverse ? nn : nb * rc;
+    cl_mem T = NULL;
+    wbcl_tensor Tv = view(r->ctx, NULL, 0);
+    wbcl_status st = WBCL_SUCCESS;
+    if (n > nb) {
+        st = wbcl__scratch(r->ctx, SLOT_T, r->batch * tsize * sizeof(float), &T);
+        if (st) return st;
+        Tv = view(r->ctx, T, r->batch * tsize);
+    }
+    const la_mat u = mat(T, 0, tsize, rc);
+    for (size_t I = 0; I < n && !st; I += nb) {
+        const size_t kb = n - I < nb ? n - I : nb;
+        if (inverse) {
+            const la_mat ui = mat(T, I * n, nn, n);
+            st = tri_kernel(r, 1, diag(r, Lt, I), mat(X->mem, I * n, nn, n), I ? &ui : NULL, I,
+                            mat(X->mem, I * n, nn, n), kb, I + kb, 0);
+            if (!st && I + kb < n && I > 0)
+                st = gemm_b(r, 0, n - I - kb, I, kb, Lt, (I + kb) * n + I, n, nn, 0, X, I * n, n, nn, 1.0f, &Tv,
+                            (I + kb) * n, n, nn);
+            if (!st && I + kb < n)
+                st = gemm_b(r, 0, n - I - kb, kb, kb, Lt, (I + kb) * n + I, n, nn, 0, X, I * n + I, n, nn, 0.0f,
+                            &Tv, (I + kb) * n + I, n, nn);
+        } else {
+            if (I > 0) st = gemm(r, 0, kb, rc, I, Lt, I * n, n, nn, 0, X, 0, rc, nr, &Tv, 0, rc, tsize);
+            if (!st)
+                st = tri_kernel(r, 1, diag(r, Lt, I), mat(B->mem, I * rc, nr, rc), I ? &u : NULL, rc,
+                                mat(X->mem, I * rc, nr, rc), kb, rc, 0);
+        }
+    }
+    for (size_t I = (n - 1) / nb * nb; !st; I -= nb) {
+        const size_t kb = n - I < nb ? n - I : nb, cols = inverse ? I + kb : rc;
+        const int upd = I + kb < n;
+        if (upd)
+            st = gemm(r, 1, kb, cols, n - I - kb, Lt, (I + kb) * n + I, n, nn, 0, X, (I + kb) * rc, rc, nr, &Tv, 0,
+                      rc, tsize);
+        if (!st)
+            st = tri_kernel(r, 1, diag(r, Lt, I), mat(X->mem, I * rc, nr, rc), upd ? &u : NULL, cols,
+                            mat(X->mem, I * rc, nr, rc), kb, cols, 1);
+        if (I == 0) break;
+    }
+    return st;
+}
+
+/* Reads the pivot status back (waits for the queue) and reports the first failure. */
+static wbcl_status check_info(la_run *r)
+{
+    int *h = malloc(2 * r->batch * sizeof *h);
+    if (!h) return wbcl__fail(r->ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", r->op);
+    cl_int e = clEnqueueReadBuffer(r->ctx->queue, r->info, CL_TRUE, 0, 2 * r->batch * sizeof *h, h, 0, NULL, NULL);
+    if (e != CL_SUCCESS) {
+        free(h);
+        return wbcl__cl_fail(r->ctx, e, "%s: reading the pivot status", r->op);
+    }
+    size_t first = r->batch, count = 0;
+    for (size_t b = 0; b < r->batch; b++)
+        if (h[2 * b] >= 0) {
+            if (first == r->batch) first = b;
+            count++;
+        }
+    wbcl_status st = WBCL_SUCCESS;
+    if (count) {
+        float v;
+        memcpy(&v, &h[2 * first + 1], sizeof v);
+        char more[64] = "";
+        if (count > 1) snprintf(more, sizeof more, "; %zu matrices fail in all", count);
+        st = wbcl__fail(r->ctx, WBCL_ERROR_NUMERIC,
+                        "%s: matrix %zu of %zu is not positive definite (pivot %d is %g%s)%s", r->op, first, r->batch,
+                        h[2 * first], (double)v, isfinite(v) ? "" : ": non-finite input or overflow", more);
+    }
+    free(h);
+    return st;
+}
+
+/* ---- validation ------------------------------------------------------------------ */
+static wbcl_status spd_shape(wbcl_context *ctx, const char *op, const wbcl_tensor *A, size_t *batch, size_t *n)
+{
+    wbcl_status st = wbcl__check_tensor(ctx, A, op, "A");
+    if (st) return st;
+    char s[128];
+    if (A->ndim != 2 && A->ndim != 3)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: A must be (n, n) or (batch, n, n), has shape %s", op,
+                          wbcl__shape_str(s, sizeof s, A->ndim, A->shape));
+    *n = A->shape[A->ndim - 1];
+    if (A->shape[A->ndim - 2] != *n)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: A must be square, has shape %s", op,
+                          wbcl__shape_str(s, sizeof s, A->ndim, A->shape));
+    *batch = A->ndim == 3 ? A->shape[0] : 1;
+    if (*n > UINT32_MAX / 2 || *batch > UINT32_MAX)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: A of shape %s is too large for 32-bit kernel indices", op,
+                          wbcl__shape_str(s, sizeof s, A->ndim, A->shape));
+    return WBCL_SUCCESS;
+}
+
+/* keep_v: the call solves with L afterwards (keep every diagonal block's inverse). */
+static wbcl_status begin(la_run *r, wbcl_context *ctx, const char *op, size_t batch, size_t n, int keep_v)
+{
+    memset(r, 0, sizeof *r);
+    r->ctx = ctx;
+    r->op = op;
+    r->gpu = ctx->variant == WBCL_VARIANT_GPU;
+    r->n = n;
+    r->batch = batch;
+    r->nb = r->gpu ? NB_GPU : NB_CPU;
+    if (!r->gpu && n <= NSMALL_CPU) r->nb = n; /* one unblocked block */
+    r->sync_each = ctx->info.type == WBCL_DEVICE_CPU;
+    r->keep_v = keep_v;
+    return wbcl__scratch(ctx, SLOT_INFO, 2 * batch * sizeof(int), &r->info);
+}
+
+/* Builds the program now, so that a build failure leaves the outputs untouched. */
+static wbcl_status warm(la_run *r)
+{
+    wbcl_program *p;
+    return wbcl__program(r->ctx, "linalg", NULL, &p);
+}
+
+/* Scratch of batch*n*n floats holding L, as a tensor header. */
+static wbcl_status scratch_L(la_run *r, wbcl_tensor *S)
+{
+    cl_mem m;
+    size_t count = r->batch * r->n * r->n;
+    wbcl_status st = wbcl__scratch(r->ctx, SLOT_S, count * sizeof(float), &m);
+    if (!st) *S = view(r->ctx, m, count);
+    return st;
+}
+
+/* ---- public API --------------------------------------------------------------------- */
+wbcl_status wbcl_cholesky(wbcl_context *ctx, const wbcl_tensor *A, wbcl_tensor *L)
+{
+    static const char op[] = "wbcl_cholesky";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    size_t batch = 0, n = 0;
+    wbcl_status st = spd_shape(ctx, op, A, &batch, &n);
+    if (!st) st = wbcl__check_tensor(ctx, L, op, "L");
+    if (!st) st = wbcl__check_same_shape(ctx, A, L, op, "A", "L");
+    if (st) return st;
+    la_run r;
+    if ((st = begin(&r, ctx, op, batch, n, 0)) || (st = warm(&r)) || (st = reserve(&r, 0, 0))) return st;
+    st = cholesky(&r, A->mem, L);
+    return st ? st : check_info(&r);
+}
+
+wbcl_status wbcl_logdet_spd(wbcl_context *ctx, const wbcl_tensor *A, wbcl_tensor *logdet)
+{
+    static const char op[] = "wbcl_logdet_spd";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    size_t batch = 0, n = 0;
+    wbcl_status st = spd_shape(ctx, op, A, &batch, &n);
+    if (!st) st = wbcl__check_tensor(ctx, logdet, op, "logdet");
+    if (st) return st;
+    if (logdet->numel != batch) {
+        char sa[96], sl[96];
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: logdet %s must have %zu elements (one per matrix of A %s)", op,
+                          wbcl__shape_str(sl, sizeof sl, logdet->ndim, logdet->shape), batch,
+                          wbcl__shape_str(sa, sizeof sa, A->ndim, A->shape));
+    }
+    la_run r;
+    wbcl_tensor S;
+    wbcl_kern *k;
+    if ((st = begin(&r, ctx, op, batch, n, 0)) || (st = warm(&r)) || (st = scratch_L(&r, &S)) ||
+        (st = reserve(&r, 0, 0)) || (st = kernel(&r, "wbcl_la_logdet", &k)))
+        return st;
+    if ((st = cholesky(&r, A->mem, &S))) return st;
+    cl_ulong stride = n * n;
+    cl_uint n_ = (cl_uint)n, b_ = (cl_uint)batch;
+    WBCL_ARG(ctx, k, 0, S.mem);
+    WBCL_ARG(ctx, k, 1, stride);
+    WBCL_ARG(ctx, k, 2, n_);
+    WBCL_ARG(ctx, k, 3, b_);
+    WBCL_ARG(ctx, k, 4, logdet->mem);
+    size_t global = batch, one = 1;
+    if ((st = la_launch(&r, 0, k, 1, &global, &one))) return st;
+    return check_info(&r);
+}
+
+wbcl_status wbcl_spd_inverse(wbcl_context *ctx, const wbcl_tensor *A, wbcl_tensor *Ainv)
+{
+    static const char op[] = "wbcl_spd_inverse";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    size_t batch = 0, n = 0;
+    wbcl_status st = spd_shape(ctx, op, A, &batch, &n);
+    if (!st) st = wbcl__check_tensor(ctx, Ainv, op, "Ainv");
+    if (!st) st = wbcl__check_same_shape(ctx, A, Ainv, op, "A", "Ainv");
+    if (st) return st;
+    if (Ainv == A || Ainv->mem == A->mem)
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: Ainv must not be A (no in-place inverse)", op);
+    la_run r;
+    wbcl_tensor S;
+    wbcl_kern *kid, *kmir;
+    if ((st = begin(&r, ctx, op, batch, n, 1)) || (st = warm(&r)) || (st = scratch_L(&r, &S)) ||
+        (st = reserve(&r, n, 1)) || (st = kernel(&r, "wbcl_la_identity", &kid)) ||
+        (st = kernel(&r, "wbcl_la_mirror", &kmir)))
+        return st;
+    if ((st = cholesky(&r, A->mem, &S))) return st;
+    cl_uint n_ = (cl_uint)n, b_ = (cl_uint)batch;
+    WBCL_ARG(ctx, kid, 0, Ainv->mem);
+    WBCL_ARG(ctx, kid, 1, n_);
+    WBCL_ARG(ctx, kid, 2, b_);
+    size_t gid[2] = {n, batch}, lid[2] = {1, 1};
+    if ((st = la_launch(&r, 0, kid, 2, gid, lid))) return st;
+    if ((st = solve(&r, &S, Ainv, Ainv, n, 1))) return st;
+    WBCL_ARG(ctx, kmir, 0, Ainv->mem);
+    WBCL_ARG(ctx, kmir, 1, n_);
+    WBCL_ARG(ctx, kmir, 2, b_);
+    size_t nt = ceil_div(n, 16), gm[3] = {nt, nt, batch}, lm[3] = {1, 1, 1};
+    if ((st = la_launch(&r, 0, kmir, 3, gm, lm))) return st;
+    return check_info(&r);
+}
+
+wbcl_status wbcl_spd_solve(wbcl_context *ctx, const wbcl_tensor *A, const wbcl_tensor *B, wbcl_tensor *X)
+{
+    static const char op[] = "wbcl_spd_solve";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    size_t batch = 0, n = 0;
+    wbcl_status st = spd_shape(ctx, op, A, &batch, &n);
+    if (!st) st = wbcl__check_tensor(ctx, B, op, "B");
+    if (!st) st = wbcl__check_tensor(ctx, X, op, "X");
+    if (st) return st;
+    char sa[96], sb[96];
+    wbcl__shape_str(sa, sizeof sa, A->ndim, A->shape);
+    wbcl__shape_str(sb, sizeof sb, B->ndim, B->shape);
+    if (B->ndim != 2 && B->ndim != 3)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: B must be (n, r) or (batch, n, r), has shape %s", op, sb);
+    const size_t bb = B->ndim == 3 ? B->shape[0] : 1, rows = B->shape[B->ndim - 2], rc = B->shape[B->ndim - 1];
+    if (rows != n)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: B %s must have n = %zu rows like A %s", op, sb, n, sa);
+    if (bb != batch)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: B %s has batch %zu but A %s has batch %zu", op, sb, bb, sa,
+                          batch);
+    if (rc > UINT32_MAX / 2)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: B %s has too many columns", op, sb);
+    if ((st = wbcl__check_same_shape(ctx, B, X, op, "B", "X"))) return st;
+    if (X->mem == A->mem)
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: X must not be A (X may be B)", op);
+    la_run r;
+    wbcl_tensor S;
+    if ((st = begin(&r, ctx, op, batch, n, 1)) || (st = warm(&r)) || (st = scratch_L(&r, &S)) ||
+        (st = reserve(&r, rc, 0)))
+        return st;
+    if ((st = cholesky(&r, A->mem, &S))) return st;
+    if ((st = solve(&r, &S, B, X, rc, 0))) return st;
+    return check_info(&r);
+}

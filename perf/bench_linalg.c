@@ -1,0 +1,297 @@
+/* Cholesky: wbcl_cholesky vs OpenBLAS's LAPACK spotrf_, interleaved call by
+ * call in one process; medians, GFLOP/s (n^3/3 flops), ratios.
+ *
+ *   bench_linalg [--reps N] [--threads T] [--peak GFLOPS] [--large n,n,...] [--small n,n,...]
+ *                [--batch B] [--redunet]
+ *
+ * (1) one large matrix, n = 256 512 1024 2048 by default: wbcl (CPU-shaped
+ *     kernels, blocked with the packed GEMM) vs spotrf_("U") on the same
+ *     row-major data (its upper triangle in column-major order is our lower
+ *     triangle, and U = L^T), OpenBLAS on T threads (default 2); also the
+ *     fraction of the FP32 FMA peak (default 225 GFLOP/s: 2 Zen 4 cores,
+ *     ../shared/PERF-NOTES.md).
+ * (2) B = 1000 small matrices, n = 3 10 20 64: one batched wbcl_cholesky call
+ *     vs a loop of B spotrf_ calls (single-threaded loop: OpenBLAS does not
+ *     parallelize across calls; our batch runs on every core).
+ * (3) --redunet: ReduNet's per-layer work, 11 matrices of d = 784 (MNIST, 10
+ *     classes + the whole set): wbcl_spd_inverse vs spotrf_ + spotri_ per matrix.
+ * The input copies the peer needs (LAPACK works in place) are made outside its
+ * timed region. Recommended environment (perf/RESULTS.md): POCL_AFFINITY=1
+ * OPENBLAS_THREAD_TIMEOUT=1, warm POCL_CACHE_DIR. "ratio" = peer time / wbcl
+ * time (> 1: wbcl is faster). */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "wbcl/linalg.h"
+#include "wbcl/wbcl.h"
+
+/* LAPACK as shipped inside libopenblas (Fortran calling convention). */
+extern void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
+extern void spotri_(const char *uplo, const int *n, float *a, const int *lda, int *info);
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static uint64_t rng = 88172645463325252ull;
+static double urand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static void check(wbcl_status st, wbcl_context *ctx, const char *what)
+{
+    if (st) {
+        fprintf(stderr, "%s failed: %s: %s\n", what, wbcl_status_name(st), wbcl_context_last_error(ctx));
+        exit(1);
+    }
+}
+
+/* A = G G^T / n + I (well conditioned), G uniform in [-1.7, 1.7] (variance ~1),
+ * via OpenBLAS ssyrk (setup only). */
+static void make_spd(int n, float *A)
+{
+    float *G = malloc((size_t)n * n * sizeof *G);
+    if (!G) exit(1);
+    for (size_t i = 0; i < (size_t)n * n; i++) G[i] = (float)(3.4 * urand() - 1.7);
+    cblas_ssyrk(CblasRowMajor, CblasLower, CblasNoTrans, n, n, 1.0f / (float)n, G, n, 0.0f, A, n);
+    for (int i = 0; i < n; i++) {
+        A[(size_t)i * n + i] += 1.0f;
+        for (int j = 0; j < i; j++) A[(size_t)j * n + i] = A[(size_t)i * n + j];
+    }
+    free(G);
+}
+
+/* max |L - L_peer| / max |L_peer| over the lower triangle of b matrices. */
+static double rel_diff(int n, int b, const float *L, const float *P)
+{
+    double e = 0, m = 0;
+    for (size_t k = 0; k < (size_t)b; k++)
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j <= i; j++) {
+                size_t at = k * n * n + (size_t)i * n + j;
+                double d = fabs((double)L[at] - P[at]);
+                if (!(d <= e)) e = d;
+                if (fabs(P[at]) > m) m = fabs(P[at]);
+            }
+    return m > 0 ? e / m : e;
+}
+
+static int parse_list(const char *s, int *out, int max)
+{
+    int k = 0;
+    while (*s && k < max) {
+        out[k++] = atoi(s);
+        while (*s && *s != ',') s++;
+        if (*s == ',') s++;
+    }
+    return k;
+}
+
+static double time_wbcl_chol(wbcl_context *ctx, wbcl_tensor *A, wbcl_tensor *L)
+{
+    double t0 = now_s();
+    check(wbcl_cholesky(ctx, A, L), ctx, "wbcl_cholesky"); /* waits: reads the pivot status */
+    return now_s() - t0;
+}
+
+/* spotrf_ on b matrices (a loop), from a fresh copy of src (copy not timed). */
+static double time_spotrf(int n, int b, const float *src, float *work)
+{
+    memcpy(work, src, (size_t)b * n * n * sizeof *work);
+    double t0 = now_s();
+    for (int k = 0; k < b; k++) {
+        int info = 0;
+        spotrf_("U", &n, work + (size_t)k * n * n, &n, &info);
+        if (info) {
+            fprintf(stderr, "spotrf_ info %d\n", info);
+            exit(1);
+        }
+    }
+    return now_s() - t0;
+}
+
+static double time_spotri(int n, int b, const float *src, float *work)
+{
+    memcpy(work, src, (size_t)b * n * n * sizeof *work);
+    double t0 = now_s();
+    for (int k = 0; k < b; k++) {
+        int info = 0;
+        spotrf_("U", &n, work + (size_t)k * n * n, &n, &info);
+        if (!info) spotri_("U", &n, work + (size_t)k * n * n, &n, &info);
+        if (info) {
+            fprintf(stderr, "spotrf_/spotri_ info %d\n", info);
+            exit(1);
+        }
+    }
+    return now_s() - t0;
+}
+
+/* One row of a table: interleaved repetitions of wbcl (which = 0: cholesky,
+ * 1: inverse) and the peer. Returns wbcl and peer medians. */
+static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const float *A, double *mw, double *mp,
+                     double *diff)
+{
+    size_t total = (size_t)b * n * n;
+    size_t s3[3] = {(size_t)b, (size_t)n, (size_t)n};
+    wbcl_tensor *tA, *tL;
+    check(wbcl_tensor_create(ctx, 3, s3, WBCL_F32, A, &tA), ctx, "tensor A");
+    check(wbcl_tensor_create(ctx, 3, s3, WBCL_F32, NULL, &tL), ctx, "tensor L");
+    float *work = malloc(total * sizeof *work), *L = malloc(total * sizeof *L);
+    double *tw = malloc((size_t)reps * sizeof *tw), *tp = malloc((size_t)reps * sizeof *tp);
+    if (!work || !L || !tw || !tp) exit(1);
+    /* warm-up (builds kernels) and the comparison of results */
+    for (int w = 0; w < 2; w++) {
+        if (which == 0) time_wbcl_chol(ctx, tA, tL);
+        else check(wbcl_spd_inverse(ctx, tA, tL), ctx, "wbcl_spd_inverse");
+        if (which == 0) time_spotrf(n, b, A, work);
+        else time_spotri(n, b, A, work);
+    }
+    check(wbcl_tensor_read(ctx, tL, L, total), ctx, "read");
+    *diff = rel_diff(n, b, L, work);
+    for (int r = 0; r < reps; r++) {
+        for (int half = 0; half < 2; half++) {
+            if ((half == 0) == (r % 2 == 0)) {
+                double t0 = now_s();
+                if (which == 0) check(wbcl_cholesky(ctx, tA, tL), ctx, "wbcl_cholesky");
+                else check(wbcl_spd_inverse(ctx, tA, tL), ctx, "wbcl_spd_inverse");
+                tw[r] = now_s() - t0;
+            } else {
+                tp[r] = which == 0 ? time_spotrf(n, b, A, work) : time_spotri(n, b, A, work);
+            }
+        }
+    }
+    *mw = median(tw, reps);
+    *mp = median(tp, reps);
+    wbcl_tensor_destroy(tA);
+    wbcl_tensor_destroy(tL);
+    free(work);
+    free(L);
+    free(tw);
+    free(tp);
+}
+
+int main(int argc, char **argv)
+{
+    int reps = 9, threads = 2, batch = 1000, redunet = 0;
+    double peak = 225.0;
+    int large[16] = {256, 512, 1024, 2048}, nl = 4, small[16] = {3, 10, 20, 64}, nsm = 4;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--peak") && i + 1 < argc) peak = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--large") && i + 1 < argc) nl = parse_list(argv[++i], large, 16);
+        else if (!strcmp(argv[i], "--small") && i + 1 < argc) nsm = parse_list(argv[++i], small, 16);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--redunet")) redunet = 1;
+        else {
+            fprintf(stderr,
+                    "usage: %s [--reps N] [--threads T] [--peak GFLOPS] [--large n,n,...] [--small n,n,...] "
+                    "[--batch B] [--redunet]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (reps < 1) reps = 1;
+    if (batch < 1) batch = 1;
+    openblas_set_num_threads(threads);
+
+    char err[1024];
+    wbcl_context *ctx = NULL;
+    wbcl_status st = wbcl_context_create(NULL, &ctx, err, sizeof err);
+    if (st) {
+        fprintf(stderr, "context: %s: %s\n", wbcl_status_name(st), err);
+        return 1;
+    }
+    const wbcl_device_info *dev = wbcl_context_device(ctx);
+    const char *env_aff = getenv("POCL_AFFINITY"), *env_to = getenv("OPENBLAS_THREAD_TIMEOUT");
+    printf("device: %s (%s, driver %s), variant %s; OpenBLAS %s, %d threads; POCL_AFFINITY=%s "
+           "OPENBLAS_THREAD_TIMEOUT=%s\n",
+           dev->name, dev->platform_name, dev->driver_version,
+           wbcl_context_variant(ctx) == WBCL_VARIANT_CPU ? "CPU" : "GPU", openblas_get_config(), threads,
+           env_aff ? env_aff : "(unset)", env_to ? env_to : "(unset)");
+    printf("reps: %d after warm-up, interleaved; times are medians; ratio = spotrf_ time / wbcl time (> 1: wbcl "
+           "faster); FMA peak %.0f GFLOP/s\n\n",
+           reps, peak);
+
+    if (nl) {
+        printf("(1) one large matrix, n^3/3 flops\n\n");
+        printf("| n | wbcl ms | wbcl GFLOP/s | wbcl %% of peak | spotrf_ ms | spotrf_ GFLOP/s | spotrf_ %% of peak | "
+               "ratio | max rel diff |\n|---|---|---|---|---|---|---|---|---|\n");
+        fflush(stdout);
+    }
+    for (int i = 0; i < nl; i++) {
+        int n = large[i];
+        float *A = malloc((size_t)n * n * sizeof *A);
+        if (!A) return 1;
+        make_spd(n, A);
+        double mw, mp, diff, flop = (double)n * n * n / 3.0;
+        run_case(ctx, 0, n, 1, reps, A, &mw, &mp, &diff);
+        printf("| %d | %.2f | %.1f | %.0f%% | %.2f | %.1f | %.0f%% | %.3f | %.1e |\n", n, 1e3 * mw, flop / mw * 1e-9,
+               100 * flop / mw * 1e-9 / peak, 1e3 * mp, flop / mp * 1e-9, 100 * flop / mp * 1e-9 / peak, mp / mw,
+               diff);
+        fflush(stdout);
+        free(A);
+    }
+
+    if (nsm) {
+        printf("\n(2) %d small matrices: one batched wbcl_cholesky vs a loop of %d spotrf_ calls\n\n", batch, batch);
+        printf("| n | wbcl ms | wbcl GFLOP/s | spotrf_ loop ms | spotrf_ GFLOP/s | ratio | max rel diff |\n"
+               "|---|---|---|---|---|---|---|\n");
+        fflush(stdout);
+    }
+    for (int i = 0; i < nsm; i++) {
+        int n = small[i];
+        size_t nn = (size_t)n * n;
+        float *A = malloc((size_t)batch * nn * sizeof *A);
+        if (!A) return 1;
+        for (int b = 0; b < batch; b++) make_spd(n, A + b * nn);
+        double mw, mp, diff, flop = (double)batch * n * n * n / 3.0;
+        run_case(ctx, 0, n, batch, reps, A, &mw, &mp, &diff);
+        printf("| %d | %.3f | %.2f | %.3f | %.2f | %.3f | %.1e |\n", n, 1e3 * mw, flop / mw * 1e-9, 1e3 * mp,
+               flop / mp * 1e-9, mp / mw, diff);
+        fflush(stdout);
+        free(A);
+    }
+
+    if (redunet) {
+        const int n = 784, b = 11;
+        size_t nn = (size_t)n * n;
+        float *A = malloc((size_t)b * nn * sizeof *A);
+        if (!A) return 1;
+        for (int k = 0; k < b; k++) make_spd(n, A + k * nn);
+        double mw, mp, diff, flop = (double)b * n * n * n; /* potrf n^3/3 + potri 2n^3/3 */
+        run_case(ctx, 1, n, b, reps, A, &mw, &mp, &diff);
+        printf("\n(3) ReduNet layer: %d SPD inverses of d = %d (n^3 flops each)\n\n", b, n);
+        printf("| wbcl_spd_inverse ms | GFLOP/s | spotrf_+spotri_ ms | GFLOP/s | ratio | max rel diff |\n"
+               "|---|---|---|---|---|---|\n");
+        printf("| %.2f | %.1f | %.2f | %.1f | %.3f | %.1e |\n", 1e3 * mw, flop / mw * 1e-9, 1e3 * mp,
+               flop / mp * 1e-9, mp / mw, diff);
+        free(A);
+    }
+    wbcl_context_destroy(ctx);
+    return 0;
+}
