@@ -1,0 +1,360 @@
+/* wbcl — fused online-softmax attention (softmax MHA and MSSA), never
+ * materializing the n_q x n_k scores. Driven by host/ops/attention.c.
+ *
+ * Per (batch b, head h), query i, with qs = q * scale * log2(e):
+ *     m_i = max_j s_ij,  l_i = sum_j 2^(s_ij - m_i),  o_i = sum_j 2^(s_ij - m_i) v_j / l_i,
+ * s_ij = qs_i . k_j, computed over key blocks with a running maximum and sum
+ * (the accumulators are rescaled by 2^(m_old - m_new) when the maximum grows).
+ *
+ * Causal masking: query i (0-based) sees keys j <= i + (n_k - n_q). Key blocks
+ * wholly beyond a query group's limit are skipped; inside a block that
+ * straddles the limit (or the end of the keys) masked lanes get the finite
+ * score -FLT_MAX for the maximum and an explicit weight of 0 (select), so no
+ * -inf or NaN arithmetic is ever relied on. Key 0 is visible to every query,
+ * so after the first block every running maximum is finite; 2^(m_old - m_new)
+ * is evaluated on max(m_old - m_new, -160), which is 0 in float anyway.
+ *
+ * Addressing: element (b, h, i, c) of q / o is X[off + b*sb + h*sh + i*sn + c].
+ *
+ * Compile-time parameters (host: -D...):
+ *   WBCL_ATT_P    head dimension p
+ *   WBCL_ATT_PP   p rounded up to a multiple of WBCL_ATT_VW (padded V rows)
+ *   WBCL_ATT_VW   vector width of the output accumulators (4, 8 or 16)
+ *   WBCL_ATT_QB   CPU: queries per register group
+ *   WBCL_ATT_G    CPU: register groups per work-item (K/V reuse from L1)
+ *   WBCL_ATT_BQ   GPU: work-group size = queries per work-group
+ *   WBCL_ATT_BK   GPU: keys per local-memory tile
+ * OpenCL C 1.2. */
+
+#define P WBCL_ATT_P
+#define PP WBCL_ATT_PP
+#define VW WBCL_ATT_VW
+#define QB WBCL_ATT_QB
+#define G WBCL_ATT_G
+#define BQ WBCL_ATT_BQ
+#define BK WBCL_ATT_BK
+
+#define KP 16 /* keys per packed K panel (one float16 of scores) */
+#define KB 32 /* keys per block: two panels                      */
+#define NV (PP / VW)
+#define NEG_BIG (-FLT_MAX)
+#define EXP2_FLOOR (-160.0f)
+
+#if VW == 16
+#define floatV float16
+#define vloadV vload16
+#define vstoreV vstore16
+#elif VW == 8
+#define floatV float8
+#define vloadV vload8
+#define vstoreV vstore8
+#elif VW == 4
+#define floatV float4
+#define vloadV vload4
+#define vstoreV vstore4
+#else
+#error "WBCL_ATT_VW must be 4, 8 or 16"
+#endif
+
+#if PP % VW != 0 || PP < P
+#error "WBCL_ATT_PP must be a multiple of WBCL_ATT_VW, at least WBCL_ATT_P"
+#endif
+
+inline float wbcl_hmax16(float16 v)
+{
+    /* max (not fmax): no NaN handling needed, one instruction per step */
+    float8 a = max(v.lo, v.hi);
+    float4 b = max(a.lo, a.hi);
+    float2 c = max(b.lo, b.hi);
+    return max(c.x, c.y);
+}
+
+inline float wbcl_hsum16(float16 v)
+{
+    float8 a = v.lo + v.hi;
+    float4 b = a.lo + a.hi;
+    float2 c = b.lo + b.hi;
+    return c.x + c.y;
+}
+
+/* 2^x for x <= 0 (the online-softmax weights), in about 13 simple vector instructions instead
+ * of a general exp2 (PoCL's exp2 and rint expand to long sequences): x is clamped below at -126
+ * (2^-126 ~ 1e-38 instead of a smaller value or 0: negligible next to the row sum l >= 1, and
+ * masked lanes are zeroed by select anyway); n = round-to-nearest(x) by adding and subtracting
+ * 1.5 * 2^23 (exact for |x| < 2^22; plain IEEE arithmetic, which this build never relaxes),
+ * f = x - n in [-1/2, 1/2], 2^f by the degree-6 polynomial of Cephes exp2f (relative error
+ * ~2e-7), scaled by 2^n through the exponent bits. The result is finite and normal for every
+ * finite input; for x > 0 (never passed here) it would be 2^x only up to x < 128. */
+#define WBCL_ROUND_MAGIC 12582912.0f /* 1.5 * 2^23 */
+inline float16 wbcl_exp2_neg16(float16 x)
+{
+    x = max(x, (float16)(-126.0f));
+    const float16 t = x + (float16)(WBCL_ROUND_MAGIC);
+    const int16 n = as_int16(t) - (int16)(0x4B400000);
+    const float16 f = x - (t - (float16)(WBCL_ROUND_MAGIC));
+    float16 r = (float16)(1.535336188319500e-4f);
+    r = fma(r, f, (float16)(1.339887440266574e-3f));
+    r = fma(r, f, (float16)(9.618437357674640e-3f));
+    r = fma(r, f, (float16)(5.550332471162809e-2f));
+    r = fma(r, f, (float16)(2.402264791363012e-1f));
+    r = fma(r, f, (float16)(6.931472028550421e-1f));
+    r = fma(r, f, (float16)(1.0f));
+    return as_float16(as_int16(r) + (n << 23));
+}
+
+/* ---- CPU-shaped: packing -------------------------------------------------------------------
+ * K panels: Kp[bh][panel][c][r] = k(b, h, panel*16 + r, c), zero for keys >= n_k; npan is even
+ *           (whole 32-key blocks).
+ * V rows:   Vp[bh][j][c] = v(b, h, j, c) for c < p, zero for c >= p or j >= n_k;
+ *           npan*16 rows of PP.
+ * global (npan*16, B*K): one work-item per (key, batch-head). */
+__kernel void wbcl_attn_pack_k(__global const float *restrict k, const ulong off, const ulong sb, const ulong sh,
+                               const ulong sn, const uint H, const uint BH, const uint Nk, const uint npan,
+                               __global float *restrict kp)
+{
+    const uint j = get_global_id(0), bh = get_global_id(1);
+    if (j >= npan * KP || bh >= BH) return;
+    const uint b = bh / H, h = bh % H;
+    __global float *d = kp + ((ulong)bh * npan + j / KP) * (P * KP) + (j % KP);
+    if (j < Nk) {
+        const __global float *s = k + off + b * sb + h * sh + (ulong)j * sn;
+        for (uint c = 0; c < P; c++) d[c * KP] = s[c];
+    } else {
+        for (uint c = 0; c < P; c++) d[c * KP] = 0.0f;
+    }
+}
+
+__kernel void wbcl_attn_pack_v(__global const float *restrict v, const ulong off, const ulong sb, const ulong sh,
+                               const ulong sn, const uint H, const uint BH, const uint Nk, const uint npan,
+                               __global float *restrict vp)
+{
+    const uint j = get_global_id(0), bh = get_global_id(1);
+    if (j >= npan * KP || bh >= BH) return;
+    const uint b = bh / H, h = bh % H;
+    __global float *d = vp + ((ulong)bh * npan * KP + j) * PP;
+    if (j < Nk) {
+        const __global float *s = v + off + b * sb + h * sh + (ulong)j * sn;
+        for (uint c = 0; c < P; c++) d[c] = s[c];
+        for (uint c = P; c < PP; c++) d[c] = 0.0f;
+    } else {
+        for (uint c = 0; c < PP; c++) d[c] = 0.0f;
+    }
+}
+
+/* ---- CPU-shaped: the fused kernel -------------------------------------------------------------
+ * global (ceil(n_q / (QB*G)), B*K). A work-item owns G groups of QB consecutive queries of one
+ * (b, h). For each 32-key block it visits its groups in turn: scores for QB queries x 32 keys
+ * in 2*QB float16 registers (K panel rows broadcast against scalar q), the online-softmax
+ * update, then O += P V with O in QB*NV vector registers (saved to / restored from a private
+ * array between groups: L1 traffic, small next to the 2*QB*32*p FMAs per visit). The 32-key
+ * block of K and V (32*p*8 bytes) stays in L1 across the G visits. No local memory, no
+ * barriers: PoCL runs each work-item as one straight loop nest. */
+__kernel void wbcl_attn_fused_cpu(__global const float *restrict q, const ulong q_off, const ulong q_sb,
+                                  const ulong q_sh, const ulong q_sn, __global const float *restrict kp,
+                                  __global const float *restrict vp, __global float *restrict o, const ulong o_off,
+                                  const ulong o_sb, const ulong o_sh, const ulong o_sn, const uint H, const uint BH,
+                                  const uint Nq, const uint Nk, const uint npan, const uint causal,
+                                  const float qscale)
+{
+    const uint qb = get_global_id(0), bh = get_global_id(1);
+    const uint i0 = qb * (QB * G);
+    if (i0 >= Nq || bh >= BH) return;
+    const uint b = bh / H, h = bh % H;
+    const uint shift = Nk - Nq; /* causal: query i sees keys j <= i + shift (host: Nq <= Nk) */
+    const uint ilast = min(i0 + QB * G, Nq) - 1;
+    const uint kend = causal ? min(Nk, ilast + shift + 1) : Nk;
+    const uint nblk = (kend + KB - 1) / KB;
+    const int16 iota = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+
+    /* scaled queries; rows past n_q are zero (their results are never written) */
+    float qs[G][QB][P];
+    const __global float *qbase = q + q_off + b * q_sb + h * q_sh;
+    for (uint g = 0; g < G; g++)
+        for (uint r = 0; r < QB; r++) {
+            const uint i = i0 + g * QB + r;
+            const __global float *row = qbase + (ulong)i * q_sn;
+            if (i < Nq)
+                for (uint c = 0; c < P; c++) qs[g][r][c] = row[c] * qscale;
+            else
+                for (uint c = 0; c < P; c++) qs[g][r][c] = 0.0f;
+        }
+
+    floatV Os[G][QB][NV];
+    float16 ls[G][QB];
+    float ms[G][QB];
+    for (uint g = 0; g < G; g++)
+        for (uint r = 0; r < QB; r++) {
+            for (uint v = 0; v < NV; v++) Os[g][r][v] = (floatV)(0.0f);
+            ls[g][r] = (float16)(0.0f);
+            ms[g][r] = NEG_BIG;
+        }
+
+    const __global float *kpb = kp + (ulong)bh * npan * (KP * P);
+    const __global float *vpb = vp + (ulong)bh * npan * (KP * PP);
+    float Pa[QB][KB];
+
+    for (uint kb = 0; kb < nblk; kb++) {
+        const uint j0 = kb * KB;
+        const __global float *k0 = kpb + (ulong)(2 * kb) * (KP * P);
+        const __global float *k1 = k0 + KP * P;
+        const __global float *vb = vpb + (ulong)j0 * PP;
+        for (uint g = 0; g < G; g++) {
+            const uint gi0 = i0 + g * QB;
+            if (gi0 >= Nq) break;
+            const uint glast = min(gi0 + QB, Nq) - 1;
+            if (causal && j0 > glast + shift) continue; /* the whole block is in this group's future */
+            const int need_mask = (j0 + KB > Nk) || (causal && j0 + KB - 1 > gi0 + shift);
+
+            float16 S0[QB], S1[QB];
+#pragma unroll
+            for (int r = 0; r < QB; r++) S0[r] = S1[r] = (float16)(0.0f);
+            for (uint c = 0; c < P; c++) {
+                const float16 ka = vload16(0, k0 + c * KP), kb16 = vload16(0, k1 + c * KP);
+#pragma unroll
+                for (int r = 0; r < QB; r++) {
+                    const float16 qv = (float16)(qs[g][r][c]);
+                    S0[r] = fma(qv, ka, S0[r]);
+                    S1[r] = fma(qv, kb16, S1[r]);
+                }
+            }
+
+            floatV O[QB][NV];
+#pragma unroll
+            for (int r = 0; r < QB; r++)
+#pragma unroll
+                for (int v = 0; v < NV; v++) O[r][v] = Os[g][r][v];
+
+#pragma unroll
+            for (int r = 0; r < QB; r++) {
+                float16 s0 = S0[r], s1 = S1[r];
+                int16 ok0 = (int16)(-1), ok1 = (int16)(-1);
+                if (need_mask) {
+                    const int lim = causal ? min((int)Nk - 1, (int)(gi0 + r + shift)) : (int)Nk - 1;
+                    const int16 jv = (int16)((int)j0) + iota;
+                    ok0 = jv <= (int16)(lim);
+                    ok1 = (jv + (int16)(KP)) <= (int16)(lim);
+                    s0 = select((float16)(NEG_BIG), s0, ok0);
+                    s1 = select((float16)(NEG_BIG), s1, ok1);
+                }
+                const float mold = ms[g][r];
+                const float mnew = max(mold, wbcl_hmax16(max(s0, s1)));
+                float16 p0 = wbcl_exp2_neg16(s0 - (float16)(mnew)), p1 = wbcl_exp2_neg16(s1 - (float16)(mnew));
+                if (need_mask) {
+                    p0 = select((float16)(0.0f), p0, ok0);
+                    p1 = select((float16)(0.0f), p1, ok1);
+                }
+                if (mnew > mold) { /* rescale only when the maximum grows (rare after the first blocks) */
+                    const float alpha = exp2(max(mold - mnew, EXP2_FLOOR));
+                    ls[g][r] *= alpha;
+#pragma unroll
+                    for (int v = 0; v < NV; v++) O[r][v] *= alpha;
+                    ms[g][r] = mnew;
+                }
+                ls[g][r] += p0 + p1;
+                vstore16(p0, 0, &Pa[r][0]);
+                vstore16(p1, 0, &Pa[r][KP]);
+            }
+
+            for (uint jj = 0; jj < KB; jj++) {
+                const __global float *vr = vb + jj * PP;
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const floatV vv = vloadV(v, vr);
+#pragma unroll
+                    for (int r = 0; r < QB; r++) O[r][v] = fma((floatV)(Pa[r][jj]), vv, O[r][v]);
+                }
+            }
+
+#pragma unroll
+            for (int r = 0; r < QB; r++)
+#pragma unroll
+                for (int v = 0; v < NV; v++) Os[g][r][v] = O[r][v];
+        }
+    }
+
+    __global float *obase = o + o_off + b * o_sb + h * o_sh;
+    for (uint g = 0; g < G; g++)
+        for (uint r = 0; r < QB; r++) {
+            const uint i = i0 + g * QB + r;
+            if (i >= Nq) continue;
+            const float inv = 1.0f / wbcl_hsum16(ls[g][r]);
+            float row[PP];
+            for (uint v = 0; v < NV; v++) vstoreV(Os[g][r][v] * inv, v, row);
+            __global float *dst = obase + (ulong)i * o_sn;
+            for (uint c = 0; c < P; c++) dst[c] = row[c];
+        }
+}
+
+/* ---- GPU-shaped ---------------------------------------------------------------------------------
+ * global (ceil(n_q / BQ) * BQ, B*K), local (BQ, 1): one query per work-item, the work-group's
+ * BQ queries share BK-key tiles of K and V loaded cooperatively (coalesced) into local memory.
+ * Per tile: BK scores in registers (unrolled), one online-softmax update, O += P V.
+ * Work-items past n_q take part in the loads and barriers but write nothing. */
+__kernel __attribute__((reqd_work_group_size(BQ, 1, 1))) void wbcl_attn_fused_gpu(
+    __global const float *restrict q, const ulong q_off, const ulong q_sb, const ulong q_sh, const ulong q_sn,
+    __global const float *restrict k, const ulong k_off, const ulong k_sb, const ulong k_sh, const ulong k_sn,
+    __global const float *restrict v, const ulong v_off, const ulong v_sb, const ulong v_sh, const ulong v_sn,
+    __global float *restrict o, const ulong o_off, const ulong o_sb, const ulong o_sh, const ulong o_sn,
+    const uint H, const uint BH, const uint Nq, const uint Nk, const uint causal, const float qscale)
+{
+    __local float Ks[BK * P];
+    __local float Vs[BK * P];
+    const uint lid = get_local_id(0), grp = get_group_id(0), bh = get_global_id(1);
+    if (bh >= BH) return; /* uniform over the work-group (local size 1 in dimension 1) */
+    const uint b = bh / H, h = bh % H;
+    const uint i = grp * BQ + lid;
+    const uint shift = Nk - Nq;
+    const uint glast = min(grp * BQ + BQ, Nq) - 1;
+    const uint kend = causal ? min(Nk, glast + shift + 1) : Nk; /* uniform over the work-group */
+    const uint lim = causal ? min(Nk - 1, i + shift) : Nk - 1;
+    const int active = i < Nq;
+
+    float qv[P], acc[P];
+    const __global float *qrow = q + q_off + b * q_sb + h * q_sh + (ulong)(active ? i : 0) * q_sn;
+    for (uint c = 0; c < P; c++) {
+        qv[c] = active ? qrow[c] * qscale : 0.0f;
+        acc[c] = 0.0f;
+    }
+    float m = NEG_BIG, l = 0.0f;
+    const __global float *kb = k + k_off + b * k_sb + h * k_sh;
+    const __global float *vb = v + v_off + b * v_sb + h * v_sh;
+
+    for (uint j0 = 0; j0 < kend; j0 += BK) {
+        const uint nk = min((uint)BK, kend - j0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint e = lid; e < BK * P; e += BQ) {
+            const uint jj = e / P, c = e % P;
+            const int in = jj < nk;
+            Ks[e] = in ? kb[(ulong)(j0 + jj) * k_sn + c] : 0.0f;
+            Vs[e] = in ? vb[(ulong)(j0 + jj) * v_sn + c] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        float s[BK];
+        float mx = NEG_BIG;
+#pragma unroll
+        for (int jj = 0; jj < BK; jj++) {
+            float d = 0.0f;
+            for (uint c = 0; c < P; c++) d = fma(qv[c], Ks[jj * P + c], d);
+            const int ok = (uint)jj < nk && j0 + jj <= lim;
+            s[jj] = ok ? d : NEG_BIG;
+            mx = fmax(mx, s[jj]);
+        }
+        const float mnew = fmax(m, mx);
+        const float alpha = exp2(fmax(m - mnew, EXP2_FLOOR));
+        l *= alpha;
+        for (uint c = 0; c < P; c++) acc[c] *= alpha;
+#pragma unroll
+        for (int jj = 0; jj < BK; jj++) {
+            const int ok = (uint)jj < nk && j0 + jj <= lim;
+            const float pj = ok ? exp2(s[jj] - mnew) : 0.0f;
+            l += pj;
+            for (uint c = 0; c < P; c++) acc[c] = fma(pj, Vs[jj * P + c], acc[c]);
+        }
+        m = mnew;
+    }
+    if (active) {
+        const float inv = 1.0f / l;
+        __global float *orow = o + o_off + b * o_sb + h * o_sh + (ulong)i * o_sn;
+        for (uint c = 0; c < P; c++) orow[c] = acc[c] * inv;
+    }
+}

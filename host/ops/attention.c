@@ -1,0 +1,366 @@
+/* Fused online-softmax attention (include/wbcl/attention.h): validate, pick
+ * the kernel variant, enqueue. Kernels in cl/attention.cl (family "attention").
+ *
+ * Variants (ctx->variant):
+ *   CPU  pack K into 16-key panels (scratch slot 4) and V into rows padded to
+ *        the accumulator vector width (slot 5), then wbcl_attn_fused_cpu: one
+ *        work-item per ATT_G groups of ATT_QB queries of one (batch, head),
+ *        scores and output accumulators in vector registers
+ *        (../shared/PERF-NOTES.md, "fused softmax attention").
+ *   GPU  wbcl_attn_fused_gpu: one query per work-item, K/V tiles in local
+ *        memory; reads q, k, v in place (no packing).
+ * Kernel parameters are compile-time (-D): the head dimension p and the
+ * tile shapes derived from it, so each distinct p builds one program. */
+#include "internal.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "wbcl/attention.h"
+
+#define FAMILY "attention"
+/* Context scratch slots for the packed K and V. Slots are shared in turn by ops that do not nest
+ * (linalg and others use 4-7 too): the queue is in order, every use is within one call, and a
+ * slot that grows releases its old buffer only after the queued work that uses it. */
+#define SCRATCH_KP 4 /* packed K panels */
+#define SCRATCH_VP 5 /* padded V rows   */
+#define KP 16        /* keys per K panel: cl/attention.cl KP */
+#define KB 32        /* keys per block:   cl/attention.cl KB */
+#define P_MAX 4096   /* head dimensions beyond this are refused (private arrays) */
+/* Sizes the kernels index with 32-bit (signed, for the mask vectors) integers. */
+#define N_MAX ((size_t)INT_MAX - 2 * KB)
+
+/* ---- kernel parameters ---------------------------------------------------------- */
+typedef struct att_params {
+    size_t p, pp;   /* head dim, padded to vw */
+    int vw, qb, g;  /* CPU */
+    int bq, bk;     /* GPU */
+} att_params;
+
+static void choose_params(const wbcl_context *ctx, size_t p, att_params *a)
+{
+    a->p = p;
+    a->vw = p <= 4 ? 4 : p <= 8 ? 8 : 16;
+    a->pp = (p + (size_t)a->vw - 1) / (size_t)a->vw * (size_t)a->vw;
+    /* output accumulators QB * PP/VW vectors, plus 2*QB score vectors: stay within the
+     * 32 vector registers of AVX-512 for p <= 64 */
+    size_t nv = a->pp / (size_t)a->vw;
+    a->qb = nv <= 4 ? 4 : nv <= 8 ? 2 : 1;
+    /* two register groups per work-item: each 32-key block of K and V is used twice from L1
+     * (perf/RESULTS.md: G = 1, 2, 4 within noise at n = 4096, p = 48; 2 halves the K/V traffic) */
+    a->g = 2;
+    /* GPU: 64 queries per work-group (or the device's maximum), K and V tiles of BK keys
+     * within half the local memory */
+    size_t bq = 64;
+    while (bq > 1 && bq > ctx->info.max_work_group_size) bq /= 2;
+    a->bq = (int)bq;
+    int bk = 32;
+    uint64_t lm = ctx->info.local_mem_size ? ctx->info.local_mem_size : 16384;
+    while (bk > 1 && (uint64_t)bk * p * 2 * sizeof(float) > lm / 2) bk /= 2;
+    a->bk = bk;
+}
+
+static void options(const att_params *a, char *buf, size_t len)
+{
+    snprintf(buf, len,
+             "-DWBCL_ATT_P=%zu -DWBCL_ATT_PP=%zu -DWBCL_ATT_VW=%d -DWBCL_ATT_QB=%d -DWBCL_ATT_G=%d "
+             "-DWBCL_ATT_BQ=%d -DWBCL_ATT_BK=%d",
+             a->p, a->pp, a->vw, a->qb, a->g, a->bq, a->bk);
+}
+
+/* ---- validation ------------------------------------------------------------------- */
+static int muladd_ok(size_t a, size_t b, size_t c, size_t *out)
+{
+    size_t p;
+    if (!wbcl__mul_ok(a, b, &p) || p > SIZE_MAX - c) return 0;
+    *out = p + c;
+    return 1;
+}
+
+/* The last element operand X touches must lie inside its tensor. */
+static wbcl_status check_operand(wbcl_context *ctx, const char *op, const char *name, const wbcl_tensor *t,
+                                 size_t off, size_t sb, size_t sh, size_t sn, size_t B, size_t K, size_t N,
+                                 size_t p)
+{
+    char s[96];
+    size_t last = off;
+    if (!muladd_ok(B - 1, sb, last, &last) || !muladd_ok(K - 1, sh, last, &last) ||
+        !muladd_ok(N - 1, sn, last, &last) || !muladd_ok(1, p - 1, last, &last))
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: the addressing of '%s' overflows size_t", op, name);
+    if (last >= t->numel)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE,
+                          "%s: '%s' is out of bounds: element %zu is touched (off %zu, strides b %zu h %zu n %zu, "
+                          "B %zu K %zu N %zu p %zu) but tensor %s has %zu elements",
+                          op, name, last, off, sb, sh, sn, B, K, N, p,
+                          wbcl__shape_str(s, sizeof s, t->ndim, t->shape), t->numel);
+    return WBCL_SUCCESS;
+}
+
+static wbcl_status validate(wbcl_context *ctx, const char *op, const wbcl_attention_desc *d, const wbcl_tensor *q,
+                            const wbcl_tensor *k, const wbcl_tensor *v, const wbcl_tensor *o)
+{
+    wbcl_status st = wbcl__check_tensor(ctx, q, op, "q");
+    if (!st) st = wbcl__check_tensor(ctx, k, op, "k");
+    if (!st) st = wbcl__check_tensor(ctx, v, op, "v");
+    if (!st) st = wbcl__check_tensor(ctx, o, op, "o");
+    if (st) return st;
+    if (o->mem == q->mem || o->mem == k->mem || o->mem == v->mem)
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: 'o' must not be the same tensor as '%s' (in place)",
+                          op, o->mem == q->mem ? "q" : o->mem == k->mem ? "k" : "v");
+    if (!d->batch || !d->heads || !d->n_q || !d->n_k || !d->p)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: empty problem (batch %zu, heads %zu, n_q %zu, n_k %zu, p %zu)",
+                          op, d->batch, d->heads, d->n_q, d->n_k, d->p);
+    if (d->p > P_MAX)
+        return wbcl__fail(ctx, WBCL_ERROR_UNSUPPORTED, "%s: head dimension p = %zu exceeds the supported %d", op,
+                          d->p, P_MAX);
+    size_t bh;
+    if (d->n_q > N_MAX || d->n_k > N_MAX || !wbcl__mul_ok(d->batch, d->heads, &bh) || bh > (size_t)UINT_MAX)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: sizes too large for the kernels (n_q %zu, n_k %zu, B*K %zu x %zu)",
+                          op, d->n_q, d->n_k, d->batch, d->heads);
+    if (d->causal && d->n_q > d->n_k)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE,
+                          "%s: causal attention needs n_q <= n_k (the queries are the last n_q tokens); got n_q %zu, "
+                          "n_k %zu",
+                          op, d->n_q, d->n_k);
+    if (!isfinite(d->scale))
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: scale must be finite (got %g)", op,
+                          (double)d->scale);
+    if ((st = check_operand(ctx, op, "q", q, d->off_q, d->sb_q, d->sh_q, d->sn_q, d->batch, d->heads, d->n_q, d->p)))
+        return st;
+    if ((st = check_operand(ctx, op, "k", k, d->off_k, d->sb_k, d->sh_k, d->sn_k, d->batch, d->heads, d->n_k, d->p)))
+        return st;
+    if ((st = check_operand(ctx, op, "v", v, d->off_v, d->sb_v, d->sh_v, d->sn_v, d->batch, d->heads, d->n_k, d->p)))
+        return st;
+    return check_operand(ctx, op, "o", o, d->off_o, d->sb_o, d->sh_o, d->sn_o, d->batch, d->heads, d->n_q, d->p);
+}
+
+/* ---- the two variants ------------------------------------------------------------- */
+static wbcl_status run_cpu(wbcl_context *ctx, const char *op, const wbcl_attention_desc *d, const att_params *a,
+                           const char *opts, const wbcl_tensor *q, const wbcl_tensor *k, const wbcl_tensor *v,
+                           wbcl_tensor *o)
+{
+    const size_t BH = d->batch * d->heads;
+    const size_t npan = 2 * ((d->n_k + KB - 1) / KB);
+    size_t ekp, evp;
+    if (!wbcl__mul_ok(BH, npan * KP, &ekp) || !wbcl__mul_ok(ekp, a->p, &ekp) ||
+        !wbcl__mul_ok(BH, npan * KP, &evp) || !wbcl__mul_ok(evp, a->pp, &evp) || ekp > SIZE_MAX / 4 ||
+        evp > SIZE_MAX / 4)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: packed K/V of %zu x %zu keys x p %zu overflow size_t", op, BH,
+                          d->n_k, d->p);
+    wbcl_kern *kpk, *kpv, *kf;
+    wbcl_status st = wbcl__kernel(ctx, FAMILY, opts, "wbcl_attn_pack_k", &kpk);
+    if (!st) st = wbcl__kernel(ctx, FAMILY, opts, "wbcl_attn_pack_v", &kpv);
+    if (!st) st = wbcl__kernel(ctx, FAMILY, opts, "wbcl_attn_fused_cpu", &kf);
+    if (st) return st;
+    cl_mem kp, vp;
+    if ((st = wbcl__scratch(ctx, SCRATCH_KP, ekp * sizeof(float), &kp))) return st;
+    if ((st = wbcl__scratch(ctx, SCRATCH_VP, evp * sizeof(float), &vp))) return st;
+
+    const cl_uint H = (cl_uint)d->heads, BH_ = (cl_uint)BH, Nq = (cl_uint)d->n_q, Nk = (cl_uint)d->n_k,
+                  np = (cl_uint)npan, causal = d->causal ? 1u : 0u;
+    const size_t pg[2] = {npan * KP, BH}, pl[2] = {16, 1};
+    {
+        cl_ulong off = d->off_k, sb = d->sb_k, sh = d->sh_k, sn = d->sn_k;
+        WBCL_ARG(ctx, kpk, 0, k->mem);
+        WBCL_ARG(ctx, kpk, 1, off);
+        WBCL_ARG(ctx, kpk, 2, sb);
+        WBCL_ARG(ctx, kpk, 3, sh);
+        WBCL_ARG(ctx, kpk, 4, sn);
+        WBCL_ARG(ctx, kpk, 5, H);
+        WBCL_ARG(ctx, kpk, 6, BH_);
+        WBCL_ARG(ctx, kpk, 7, Nk);
+        WBCL_ARG(ctx, kpk, 8, np);
+        WBCL_ARG(ctx, kpk, 9, kp);
+        if ((st = wbcl__launch(ctx, kpk, 2, pg, pl))) return st;
+    }
+    {
+        cl_ulong off = d->off_v, sb = d->sb_v, sh = d->sh_v, sn = d->sn_v;
+        WBCL_ARG(ctx, kpv, 0, v->mem);
+        WBCL_ARG(ctx, kpv, 1, off);
+        WBCL_ARG(ctx, kpv, 2, sb);
+        WBCL_ARG(ctx, kpv, 3, sh);
+        WBCL_ARG(ctx, kpv, 4, sn);
+        WBCL_ARG(ctx, kpv, 5, H);
+        WBCL_ARG(ctx, kpv, 6, BH_);
+        WBCL_ARG(ctx, kpv, 7, Nk);
+        WBCL_ARG(ctx, kpv, 8, np);
+        WBCL_ARG(ctx, kpv, 9, vp);
+        if ((st = wbcl__launch(ctx, kpv, 2, pg, pl))) return st;
+    }
+    const float qscale = d->scale * 1.44269504088896340736f; /* scale * log2(e) */
+    cl_ulong qo = d->off_q, qsb = d->sb_q, qsh = d->sh_q, qsn = d->sn_q;
+    cl_ulong oo = d->off_o, osb = d->sb_o, osh = d->sh_o, osn = d->sn_o;
+    WBCL_ARG(ctx, kf, 0, q->mem);
+    WBCL_ARG(ctx, kf, 1, qo);
+    WBCL_ARG(ctx, kf, 2, qsb);
+    WBCL_ARG(ctx, kf, 3, qsh);
+    WBCL_ARG(ctx, kf, 4, qsn);
+    WBCL_ARG(ctx, kf, 5, kp);
+    WBCL_ARG(ctx, kf, 6, vp);
+    WBCL_ARG(ctx, kf, 7, o->mem);
+    WBCL_ARG(ctx, kf, 8, oo);
+    WBCL_ARG(ctx, kf, 9, osb);
+    WBCL_ARG(ctx, kf, 10, osh);
+    WBCL_ARG(ctx, kf, 11, osn);
+    WBCL_ARG(ctx, kf, 12, H);
+    WBCL_ARG(ctx, kf, 13, BH_);
+    WBCL_ARG(ctx, kf, 14, Nq);
+    WBCL_ARG(ctx, kf, 15, Nk);
+    WBCL_ARG(ctx, kf, 16, np);
+    WBCL_ARG(ctx, kf, 17, causal);
+    WBCL_ARG(ctx, kf, 18, qscale);
+    const size_t per = (size_t)a->qb * (size_t)a->g;
+    const size_t fg[2] = {(d->n_q + per - 1) / per, BH}, fl[2] = {1, 1};
+    return wbcl__launch(ctx, kf, 2, fg, fl);
+}
+
+static wbcl_status run_gpu(wbcl_context *ctx, const wbcl_attention_desc *d, const att_params *a, const char *opts,
+                           const wbcl_tensor *q, const wbcl_tensor *k, const wbcl_tensor *v, wbcl_tensor *o)
+{
+    wbcl_kern *kf;
+    wbcl_status st = wbcl__kernel(ctx, FAMILY, opts, "wbcl_attn_fused_gpu", &kf);
+    if (st) return st;
+    const size_t BH = d->batch * d->heads;
+    const cl_uint H = (cl_uint)d->heads, BH_ = (cl_uint)BH, Nq = (cl_uint)d->n_q, Nk = (cl_uint)d->n_k,
+                  causal = d->causal ? 1u : 0u;
+    const float qscale = d->scale * 1.44269504088896340736f;
+    cl_ulong qo = d->off_q, qsb = d->sb_q, qsh = d->sh_q, qsn = d->sn_q;
+    cl_ulong ko = d->off_k, ksb = d->sb_k, ksh = d->sh_k, ksn = d->sn_k;
+    cl_ulong vo = d->off_v, vsb = d->sb_v, vsh = d->sh_v, vsn = d->sn_v;
+    cl_ulong oo = d->off_o, osb = d->sb_o, osh = d->sh_o, osn = d->sn_o;
+    cl_uint i = 0;
+    WBCL_ARG(ctx, kf, i++, q->mem);
+    WBCL_ARG(ctx, kf, i++, qo);
+    WBCL_ARG(ctx, kf, i++, qsb);
+    WBCL_ARG(ctx, kf, i++, qsh);
+    WBCL_ARG(ctx, kf, i++, qsn);
+    WBCL_ARG(ctx, kf, i++, k->mem);
+    WBCL_ARG(ctx, kf, i++, ko);
+    WBCL_ARG(ctx, kf, i++, ksb);
+    WBCL_ARG(ctx, kf, i++, ksh);
+    WBCL_ARG(ctx, kf, i++, ksn);
+    WBCL_ARG(ctx, kf, i++, v->mem);
+    WBCL_ARG(ctx, kf, i++, vo);
+    WBCL_ARG(ctx, kf, i++, vsb);
+    WBCL_ARG(ctx, kf, i++, vsh);
+    WBCL_ARG(ctx, kf, i++, vsn);
+    WBCL_ARG(ctx, kf, i++, o->mem);
+    WBCL_ARG(ctx, kf, i++, oo);
+    WBCL_ARG(ctx, kf, i++, osb);
+    WBCL_ARG(ctx, kf, i++, osh);
+    WBCL_ARG(ctx, kf, i++, osn);
+    WBCL_ARG(ctx, kf, i++, H);
+    WBCL_ARG(ctx, kf, i++, BH_);
+    WBCL_ARG(ctx, kf, i++, Nq);
+    WBCL_ARG(ctx, kf, i++, Nk);
+    WBCL_ARG(ctx, kf, i++, causal);
+    WBCL_ARG(ctx, kf, i++, qscale);
+    const size_t g[2] = {d->n_q, BH}, l[2] = {(size_t)a->bq, 1};
+    return wbcl__launch(ctx, kf, 2, g, l);
+}
+
+static wbcl_status attention(wbcl_context *ctx, const char *op, const wbcl_attention_desc *d, const wbcl_tensor *q,
+                             const wbcl_tensor *k, const wbcl_tensor *v, wbcl_tensor *o)
+{
+    wbcl_status st = validate(ctx, op, d, q, k, v, o);
+    if (st) return st;
+    att_params a;
+    choose_params(ctx, d->p, &a);
+    char opts[256];
+    options(&a, opts, sizeof opts);
+    if (ctx->variant == WBCL_VARIANT_GPU) return run_gpu(ctx, d, &a, opts, q, k, v, o);
+    return run_cpu(ctx, op, d, &a, opts, q, k, v, o);
+}
+
+/* ---- public entry points ------------------------------------------------------------ */
+wbcl_status wbcl_attention_softmax_strided(wbcl_context *ctx, const wbcl_attention_desc *desc,
+                                           const wbcl_tensor *q, const wbcl_tensor *k, const wbcl_tensor *v,
+                                           wbcl_tensor *o)
+{
+    static const char *op = "wbcl_attention_softmax_strided";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    if (!desc) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: desc is NULL", op);
+    return attention(ctx, op, desc, q, k, v, o);
+}
+
+/* A (B, K, N, p) tensor, or a failure naming `what`. */
+static wbcl_status check_heads(wbcl_context *ctx, const char *op, const char *what, const wbcl_tensor *t)
+{
+    wbcl_status st = wbcl__check_tensor(ctx, t, op, what);
+    if (st) return st;
+    if (t->ndim != 4) {
+        char s[96];
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: '%s' must be (B, K, N, p), got %s", op, what,
+                          wbcl__shape_str(s, sizeof s, t->ndim, t->shape));
+    }
+    return WBCL_SUCCESS;
+}
+
+static void natural(size_t K, size_t N, size_t p, size_t *sb, size_t *sh, size_t *sn)
+{
+    *sn = p;
+    *sh = N * p;
+    *sb = K * N * p;
+}
+
+wbcl_status wbcl_attention_softmax_heads(wbcl_context *ctx, const wbcl_tensor *q, const wbcl_tensor *k,
+                                         const wbcl_tensor *v, float scale, int causal, wbcl_tensor *o)
+{
+    static const char *op = "wbcl_attention_softmax_heads";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    wbcl_status st = check_heads(ctx, op, "q", q);
+    if (!st) st = check_heads(ctx, op, "k", k);
+    if (!st) st = check_heads(ctx, op, "v", v);
+    if (!st) st = check_heads(ctx, op, "o", o);
+    if (st) return st;
+    char s1[96], s2[96];
+    if ((st = wbcl__check_same_shape(ctx, k, v, op, "k", "v"))) return st;
+    if ((st = wbcl__check_same_shape(ctx, q, o, op, "q", "o"))) return st;
+    if (q->shape[0] != k->shape[0] || q->shape[1] != k->shape[1] || q->shape[3] != k->shape[3])
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: q %s and k %s differ in batch, heads or head dimension", op,
+                          wbcl__shape_str(s1, sizeof s1, q->ndim, q->shape),
+                          wbcl__shape_str(s2, sizeof s2, k->ndim, k->shape));
+    wbcl_attention_desc d;
+    memset(&d, 0, sizeof d);
+    d.batch = q->shape[0];
+    d.heads = q->shape[1];
+    d.n_q = q->shape[2];
+    d.n_k = k->shape[2];
+    d.p = q->shape[3];
+    d.scale = scale;
+    d.causal = causal != 0;
+    natural(d.heads, d.n_q, d.p, &d.sb_q, &d.sh_q, &d.sn_q);
+    natural(d.heads, d.n_k, d.p, &d.sb_k, &d.sh_k, &d.sn_k);
+    natural(d.heads, d.n_k, d.p, &d.sb_v, &d.sh_v, &d.sn_v);
+    natural(d.heads, d.n_q, d.p, &d.sb_o, &d.sh_o, &d.sn_o);
+    return attention(ctx, op, &d, q, k, v, o);
+}
+
+wbcl_status wbcl_attention_mssa_heads(wbcl_context *ctx, const wbcl_tensor *w, float scale, int causal,
+                                      wbcl_tensor *o)
+{
+    static const char *op = "wbcl_attention_mssa_heads";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    wbcl_status st = check_heads(ctx, op, "w", w);
+    if (!st) st = check_heads(ctx, op, "o", o);
+    if (!st && (o == w || o->mem == w->mem))
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: 'o' must not be the same tensor as 'w' (in place)",
+                          op);
+    if (!st) st = wbcl__check_same_shape(ctx, w, o, op, "w", "o");
+    if (st) return st;
+    wbcl_attention_desc d;
+    memset(&d, 0, sizeof d);
+    d.batch = w->shape[0];
+    d.heads = w->shape[1];
+    d.n_q = d.n_k = w->shape[2];
+    d.p = w->shape[3];
+    d.scale = scale;
+    d.causal = causal != 0;
+    natural(d.heads, d.n_q, d.p, &d.sb_q, &d.sh_q, &d.sn_q);
+    d.sb_k = d.sb_v = d.sb_o = d.sb_q;
+    d.sh_k = d.sh_v = d.sh_o = d.sh_q;
+    d.sn_k = d.sn_v = d.sn_o = d.sn_q;
+    return attention(ctx, op, &d, w, w, w, o);
+}
