@@ -1,0 +1,442 @@
+/* wbcl — TSSA (ToST token statistics self-attention), non-causal and causal
+ * (SPEC 1.4, 1.5). Family "tssa"; host side in host/ops/tssa.c.
+ *
+ * Addressing. Element (b, h, n, c) of a projected tensor X is
+ *   X[off + b*sb + h*sh + n*sn + c]        (c < p has unit stride)
+ * so the same kernels read the per-head layout (B, K, N, p) and the token
+ * layout (B, N, K*p) of a projection's output (sh = p, sn = K*p).
+ * Pi is always (B, K, N). Channel index j = h*p + c ("KP" = K*p columns).
+ *
+ * Shape (CPU, PERF-NOTES): reductions over tokens are row-block partials.
+ * Work-item g = b*nblk + blk streams the rows n in [blk*rb, blk*rb + rb) of
+ * batch entry b, all heads, and accumulates into its own partial row of KP
+ * floats in global memory (a few KB: stays in L1), vectorized explicitly
+ * with float8 along c. Small "finish" kernels combine the <= 64 partial rows.
+ * Causal prefix sums are blocked scans: block sums (the same row kernel), an
+ * exclusive scan of the block sums per column (wbcl_tssa_scan), then local
+ * scans inside each block that start from the block's carry.
+ * The same kernels run on GPUs (correct, not tuned there). */
+
+/* The host builds this family with -DWBCL_TSSA_P=p (the head dimension): the loops over a head's
+ * channels then have a compile-time trip count and unroll (measured ~1.5x faster on PoCL/CPU
+ * for the membership pass). Without it, p is the kernel argument. */
+#ifdef WBCL_TSSA_P
+#define WBCL_P WBCL_TSSA_P
+#else
+#define WBCL_P p
+#endif
+
+/* -DWBCL_TSSA_ALIGNED=1 when every row and head offset is a multiple of 8 floats (p, d and the
+ * view offsets multiples of 8; buffers are at least 64-byte aligned): float8 accesses are then
+ * plain vector loads. PoCL 3.1 lowers vload8 on __global float* to pairs of 64-bit loads and
+ * inserts (seen in the generated code), 2-3x slower in the L1-bound loops. */
+#if WBCL_TSSA_ALIGNED
+#define WBCL_LD8(i, ptr) (((__global const float8 *)(ptr))[i])
+#define WBCL_ST8(v, i, ptr) (((__global float8 *)(ptr))[i] = (v))
+#else
+#define WBCL_LD8(i, ptr) vload8(i, ptr)
+#define WBCL_ST8(v, i, ptr) vstore8(v, i, ptr)
+#endif
+
+/* -DWBCL_TSSA_K=K (K <= 64) keeps each token's K logits in registers instead of in Pi. */
+#ifdef WBCL_TSSA_K
+#define WBCL_TSSA_PRIVATE_LOGITS 1
+#else
+#define WBCL_TSSA_PRIVATE_LOGITS 0
+#define WBCL_TSSA_K 1
+#endif
+
+#define WBCL_TSSA_EPS_NORM 1e-12f  /* F.normalize eps (non-causal), max(S, eps) (causal) */
+#define WBCL_TSSA_EPS_PI 1e-8f     /* Pi.sum + 1e-8                                      */
+
+/* acc[c] += x[c]^2 for c < p */
+inline void wbcl_tssa_acc_sq(__global float *acc, __global const float *x, const uint p)
+{
+    uint c = 0;
+    for (; c + 8 <= p; c += 8) {
+        const float8 v = WBCL_LD8(0, x + c);
+        WBCL_ST8(fma(v, v, WBCL_LD8(0, acc + c)), 0, acc + c);
+    }
+    for (; c < p; c++) acc[c] = fma(x[c], x[c], acc[c]);
+}
+
+/* acc[c] += s * x[c]^2 for c < p */
+inline void wbcl_tssa_acc_wsq(__global float *acc, __global const float *x, const float s, const uint p)
+{
+    uint c = 0;
+    for (; c + 8 <= p; c += 8) {
+        const float8 v = WBCL_LD8(0, x + c);
+        WBCL_ST8(fma((float8)s * v, v, WBCL_LD8(0, acc + c)), 0, acc + c);
+    }
+    for (; c < p; c++) acc[c] = fma(s * x[c], x[c], acc[c]);
+}
+
+inline void wbcl_tssa_zero(__global float *a, const uint n)
+{
+    for (uint i = 0; i < n; i++) a[i] = 0.0f;
+}
+
+inline float wbcl_tssa_hsum(const float8 a)
+{
+    return ((a.s0 + a.s1) + (a.s2 + a.s3)) + ((a.s4 + a.s5) + (a.s6 + a.s7));
+}
+
+/* sum_c (x[c] iv[c])^2, with four independent float8 accumulators: one FMA chain of p/8
+ * dependent steps per head is latency-bound (measured: the membership pass 1.5x slower). */
+inline float wbcl_tssa_dotsq(__global const float *x, __global const float *iv, const uint p)
+{
+    float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    uint c = 0;
+    for (; c + 32 <= p; c += 32) {
+        const float8 u0 = WBCL_LD8(0, x + c) * WBCL_LD8(0, iv + c), u1 = WBCL_LD8(1, x + c) * WBCL_LD8(1, iv + c),
+                     u2 = WBCL_LD8(2, x + c) * WBCL_LD8(2, iv + c), u3 = WBCL_LD8(3, x + c) * WBCL_LD8(3, iv + c);
+        a0 = fma(u0, u0, a0);
+        a1 = fma(u1, u1, a1);
+        a2 = fma(u2, u2, a2);
+        a3 = fma(u3, u3, a3);
+    }
+    for (; c + 8 <= p; c += 8) {
+        const float8 u = WBCL_LD8(0, x + c) * WBCL_LD8(0, iv + c);
+        a0 = fma(u, u, a0);
+    }
+    float s = 0.0f;
+    for (; c < p; c++) {
+        const float u = x[c] * iv[c];
+        s = fma(u, u, s);
+    }
+    return s + wbcl_tssa_hsum((a0 + a1) + (a2 + a3));
+}
+
+/* S[c] += x[c]^2 (the running prefix sum), returns sum_c x[c]^2 / max(S[c], eps); four
+ * independent accumulators as above. */
+inline float wbcl_tssa_scan_ratio(__global float *S, __global const float *x, const uint p)
+{
+    float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    const float8 eps = (float8)WBCL_TSSA_EPS_NORM;
+    uint c = 0;
+    for (; c + 32 <= p; c += 32) {
+        const float8 v0 = WBCL_LD8(0, x + c), v1 = WBCL_LD8(1, x + c), v2 = WBCL_LD8(2, x + c), v3 = WBCL_LD8(3, x + c);
+        const float8 q0 = v0 * v0, q1 = v1 * v1, q2 = v2 * v2, q3 = v3 * v3;
+        const float8 S0 = WBCL_LD8(0, S + c) + q0, S1 = WBCL_LD8(1, S + c) + q1, S2 = WBCL_LD8(2, S + c) + q2,
+                     S3 = WBCL_LD8(3, S + c) + q3;
+        WBCL_ST8(S0, 0, S + c);
+        WBCL_ST8(S1, 1, S + c);
+        WBCL_ST8(S2, 2, S + c);
+        WBCL_ST8(S3, 3, S + c);
+        a0 += q0 / fmax(S0, eps);
+        a1 += q1 / fmax(S1, eps);
+        a2 += q2 / fmax(S2, eps);
+        a3 += q3 / fmax(S3, eps);
+    }
+    for (; c + 8 <= p; c += 8) {
+        const float8 v = WBCL_LD8(0, x + c), q = v * v, Sn = WBCL_LD8(0, S + c) + q;
+        WBCL_ST8(Sn, 0, S + c);
+        a0 += q / fmax(Sn, eps);
+    }
+    float s = 0.0f;
+    for (; c < p; c++) {
+        const float q = x[c] * x[c], Sn = S[c] + q;
+        S[c] = Sn;
+        s += q / fmax(Sn, WBCL_TSSA_EPS_NORM);
+    }
+    return s + wbcl_tssa_hsum((a0 + a1) + (a2 + a3));
+}
+
+/* Softmax over K logits in a private array, in place (max-subtracted). */
+inline void wbcl_tssa_softmax_priv(float *l, const uint K)
+{
+    float m = l[0];
+    for (uint h = 1; h < K; h++) m = fmax(m, l[h]);
+    float z = 0.0f;
+    for (uint h = 0; h < K; h++) {
+        l[h] = exp(l[h] - m);
+        z += l[h];
+    }
+    const float iz = 1.0f / z;
+    for (uint h = 0; h < K; h++) l[h] *= iz;
+}
+
+/* Softmax over the K heads of token n, in place in Pi (logits on entry).
+ * Max-subtracted: finite for any finite logits. */
+inline void wbcl_tssa_softmax_heads(__global float *pi, const ulong N, const uint K)
+{
+    float m = pi[0];
+    for (uint h = 1; h < K; h++) m = fmax(m, pi[h * N]);
+    float z = 0.0f;
+    for (uint h = 0; h < K; h++) {
+        const float e = exp(pi[h * N] - m);
+        pi[h * N] = e;
+        z += e;
+    }
+    const float iz = 1.0f / z;
+    for (uint h = 0; h < K; h++) pi[h * N] *= iz;
+}
+
+/* ---- block sums of w^2: part[(b*nblk + blk)*KP + j] = sum over the block of w^2 ---------- */
+__kernel void wbcl_tssa_rowsq(__global const float *w, const ulong off, const ulong sb, const ulong sh,
+                              const ulong sn, const uint B, const uint N, const uint K, const uint p, const uint rb,
+                              const uint nblk, __global float *part)
+{
+    const size_t g = get_global_id(0);
+    if (g >= (size_t)B * nblk) return;
+    const uint b = g / nblk, blk = g % nblk;
+    const uint n0 = blk * rb, n1 = min(N, n0 + rb);
+    __global float *acc = part + g * (size_t)K * p;
+    wbcl_tssa_zero(acc, K * p);
+    for (uint n = n0; n < n1; n++)
+        for (uint h = 0; h < K; h++) wbcl_tssa_acc_sq(acc + h * p, w + off + b * sb + h * sh + n * sn, WBCL_P);
+}
+
+/* inv[b*KP + j] = 1 / max(sqrt(sum_blk part), 1e-12): the F.normalize divisor over tokens */
+__kernel void wbcl_tssa_norm_finish(__global const float *part, const uint B, const uint nblk, const uint KP,
+                                    __global float *inv)
+{
+    const size_t g = get_global_id(0);
+    if (g >= (size_t)B * KP) return;
+    const uint b = g / KP, j = g % KP;
+    float s = 0.0f;
+    for (uint blk = 0; blk < nblk; blk++) s += part[((size_t)b * nblk + blk) * KP + j];
+    inv[g] = 1.0f / fmax(sqrt(s), WBCL_TSSA_EPS_NORM);
+}
+
+/* ---- non-causal membership and second-moment partials ---------------------------------------
+ * For each token: logit_h = temp_h * sum_c (w * inv)^2, Pi = softmax over heads (stored),
+ * then part2 += Pi_h w^2 (per channel), partP += Pi_h (per head). */
+__kernel void wbcl_tssa_member(__global const float *w, const ulong off, const ulong sb, const ulong sh,
+                               const ulong sn, const uint B, const uint N, const uint K, const uint p, const uint rb,
+                               const uint nblk, __global const float *inv, __global const float *temp,
+                               __global float *Pi, __global float *part2, __global float *partP)
+{
+    const size_t g = get_global_id(0);
+    if (g >= (size_t)B * nblk) return;
+    const uint b = g / nblk, blk = g % nblk;
+    const uint n0 = blk * rb, n1 = min(N, n0 + rb);
+    const uint KP = K * p;
+    __global float *acc = part2 + g * KP;
+    __global float *accP = partP + g * K;
+    __global const float *ib = inv + (size_t)b * KP;
+    wbcl_tssa_zero(acc, KP);
+    wbcl_tssa_zero(accP, K);
+    for (uint n = n0; n < n1; n++) {
+        __global float *pi = Pi + (size_t)b * K * N + n;
+        __global const float *row = w + off + b * sb + n * sn;
+#if WBCL_TSSA_PRIVATE_LOGITS
+        float lg[WBCL_TSSA_K];
+        for (uint h = 0; h < K; h++) lg[h] = temp[h] * wbcl_tssa_dotsq(row + h * sh, ib + h * p, WBCL_P);
+        wbcl_tssa_softmax_priv(lg, K);
+        for (uint h = 0; h < K; h++) pi[(size_t)h * N] = lg[h];
+#define WBCL_PI(h) lg[h]
+#else
+        for (uint h = 0; h < K; h++) pi[(size_t)h * N] = temp[h] * wbcl_tssa_dotsq(row + h * sh, ib + h * p, WBCL_P);
+        wbcl_tssa_softmax_heads(pi, N, K);
+#define WBCL_PI(h) pi[(size_t)(h) * N]
+#endif
+        for (uint h = 0; h < K; h++) {
+            const float ph = WBCL_PI(h);
+            accP[h] += ph;
+            wbcl_tssa_acc_wsq(acc + h * p, row + h * sh, ph, WBCL_P);
+        }
+#undef WBCL_PI
+    }
+}
+
+/* a[b*KP + j] = 1 / (1 + dots), dots = sum_blk part2 / (sum_blk partP + 1e-8) */
+__kernel void wbcl_tssa_dots_finish(__global const float *part2, __global const float *partP, const uint B,
+                                    const uint nblk, const uint K, const uint p, __global float *a)
+{
+    const size_t g = get_global_id(0);
+    const uint KP = K * p;
+    if (g >= (size_t)B * KP) return;
+    const uint b = g / KP, j = g % KP, h = j / p;
+    float s = 0.0f, q = 0.0f;
+    for (uint blk = 0; blk < nblk; blk++) {
+        s += partP[((size_t)b * nblk + blk) * K + h];
+        q += part2[((size_t)b * nblk + blk) * KP + j];
+    }
+    a[g] = 1.0f / (1.0f + q / (s + WBCL_TSSA_EPS_PI));
+}
+
+/* y = -w * Pi * a; one work-item per token row (b, n), all heads */
+__kernel void wbcl_tssa_output(__global const float *w, const ulong off, const ulong sb, const ulong sh,
+                               const ulong sn, __global float *y, const ulong yoff, const ulong ysb, const ulong ysh,
+                               const ulong ysn, const uint B, const uint N, const uint K, const uint p,
+                               __global const float *Pi, __global const float *a)
+{
+    const size_t r = get_global_id(0);
+    if (r >= (size_t)B * N) return;
+    const uint b = r / N, n = r % N;
+    for (uint h = 0; h < K; h++) {
+        __global const float *x = w + off + b * sb + h * sh + n * sn;
+        __global float *o = y + yoff + b * ysb + h * ysh + n * ysn;
+        __global const float *ah = a + ((size_t)b * K + h) * p;
+        const float mp = -Pi[((size_t)b * K + h) * N + n];
+        uint c = 0;
+        for (; c + 8 <= WBCL_P; c += 8) WBCL_ST8(WBCL_LD8(0, x + c) * mp * WBCL_LD8(0, ah + c), 0, o + c);
+        for (; c < WBCL_P; c++) o[c] = x[c] * mp * ah[c];
+    }
+}
+
+/* ---- causal: scans ---------------------------------------------------------------------------
+ * Exclusive scan over the blocks, per (b, column): part[b, blk, j] <- carry before block blk.
+ * With a state (has_state = 1) the carry starts at st[b, j] - cst[b, j] (Kahan sum and
+ * compensation) and the total is written back to st (cst <- 0). */
+__kernel void wbcl_tssa_scan(__global float *part, const uint B, const uint nblk, const uint cols,
+                             const int has_state, __global float *st, __global float *cst)
+{
+    const size_t g = get_global_id(0);
+    if (g >= (size_t)B * cols) return;
+    const uint b = g / cols, j = g % cols;
+    float run = has_state ? st[g] - cst[g] : 0.0f;
+    for (uint blk = 0; blk < nblk; blk++) {
+        __global float *q = part + ((size_t)b * nblk + blk) * cols + j;
+        const float t = *q;
+        *q = run;
+        run += t;
+    }
+    if (has_state) {
+        st[g] = run;
+        cst[g] = 0.0f;
+    }
+}
+
+/* ---- causal membership: local scan of S from the block's carry, logits, Pi, and the
+ * block sums of Pi w^2 (part2) and Pi (partP) for the second scan.
+ * carryS: (B, nblk, KP), the exclusive scan of the block sums of w^2; updated in place as the
+ * running S (each work-item owns its row). */
+__kernel void wbcl_tssa_causal_member(__global const float *w, const ulong off, const ulong sb, const ulong sh,
+                                      const ulong sn, const uint B, const uint N, const uint K, const uint p,
+                                      const uint rb, const uint nblk, const uint t0, __global float *carryS,
+                                      __global const float *temp, __global const float *bias, const uint tmax,
+                                      __global float *Pi, __global float *part2, __global float *partP)
+{
+    const size_t g = get_global_id(0);
+    if (g >= (size_t)B * nblk) return;
+    const uint b = g / nblk, blk = g % nblk;
+    const uint n0 = blk * rb, n1 = min(N, n0 + rb);
+    const uint KP = K * p;
+    __global float *S = carryS + g * KP;
+    __global float *acc = part2 + g * KP;
+    __global float *accP = partP + g * K;
+    wbcl_tssa_zero(acc, KP);
+    wbcl_tssa_zero(accP, K);
+    for (uint n = n0; n < n1; n++) {
+        __global float *pi = Pi + (size_t)b * K * N + n;
+        __global const float *row = w + off + b * sb + n * sn;
+        const uint t = t0 + n;
+#if WBCL_TSSA_PRIVATE_LOGITS
+        float lg[WBCL_TSSA_K];
+#define WBCL_PI(h) lg[h]
+#else
+#define WBCL_PI(h) pi[(size_t)(h) * N]
+#endif
+        for (uint h = 0; h < K; h++)
+            WBCL_PI(h) = temp[h] * (wbcl_tssa_scan_ratio(S + h * p, row + h * sh, WBCL_P) +
+                                    (float)p * bias[(size_t)h * tmax + t]);
+#if WBCL_TSSA_PRIVATE_LOGITS
+        wbcl_tssa_softmax_priv(lg, K);
+        for (uint h = 0; h < K; h++) pi[(size_t)h * N] = lg[h];
+#else
+        wbcl_tssa_softmax_heads(pi, N, K);
+#endif
+        for (uint h = 0; h < K; h++) {
+            const float ph = WBCL_PI(h);
+            accP[h] += ph;
+            wbcl_tssa_acc_wsq(acc + h * p, row + h * sh, ph, WBCL_P);
+        }
+#undef WBCL_PI
+    }
+}
+
+/* ---- causal output: local scans of Q and P from the block's carries, then
+ * y = -w Pi / (1 + Q / (P + 1e-8)). carryQ (B, nblk, KP), carryP (B, nblk, K) updated in place. */
+__kernel void wbcl_tssa_causal_output(__global const float *w, const ulong off, const ulong sb, const ulong sh,
+                                      const ulong sn, __global float *y, const ulong yoff, const ulong ysb,
+                                      const ulong ysh, const ulong ysn, const uint B, const uint N, const uint K,
+                                      const uint p, const uint rb, const uint nblk, __global const float *Pi,
+                                      __global float *carryQ, __global float *carryP)
+{
+    const size_t g = get_global_id(0);
+    if (g >= (size_t)B * nblk) return;
+    const uint b = g / nblk, blk = g % nblk;
+    const uint n0 = blk * rb, n1 = min(N, n0 + rb);
+    const uint KP = K * p;
+    __global float *Q = carryQ + g * KP;
+    __global float *P = carryP + g * K;
+    for (uint n = n0; n < n1; n++)
+        for (uint h = 0; h < K; h++) {
+            __global const float *x = w + off + b * sb + h * sh + n * sn;
+            __global float *o = y + yoff + b * ysb + h * ysh + n * ysn;
+            __global float *Qh = Q + h * p;
+            const float ph = Pi[((size_t)b * K + h) * N + n];
+            const float Ph = P[h] + ph;
+            P[h] = Ph;
+            const float iden = 1.0f / (Ph + WBCL_TSSA_EPS_PI);
+            uint c = 0;
+            for (; c + 8 <= WBCL_P; c += 8) {
+                const float8 v = WBCL_LD8(0, x + c);
+                const float8 Qn = fma((float8)ph * v, v, WBCL_LD8(0, Qh + c));
+                WBCL_ST8(Qn, 0, Qh + c);
+                WBCL_ST8(-v * ph / fma(Qn, (float8)iden, (float8)1.0f), 0, o + c);
+            }
+            for (; c < WBCL_P; c++) {
+                const float v = x[c];
+                const float Qn = fma(ph * v, v, Qh[c]);
+                Qh[c] = Qn;
+                o[c] = -v * ph / fma(Qn, iden, 1.0f);
+            }
+        }
+}
+
+/* ---- causal, sequential (decode and short inputs): one work-item per batch entry walks the
+ * N tokens in order, continuing the state (S, Q, P with Kahan compensations cS, cQ, cP:
+ * true sum = s - c). The state arrays are (B, KP) and (B, K). */
+inline float wbcl_tssa_kahan(__global float *s, __global float *comp, const float x)
+{
+    const float yv = x - *comp;
+    const float t = *s + yv;
+    *comp = (t - *s) - yv;
+    *s = t;
+    return t;
+}
+
+__kernel void wbcl_tssa_causal_seq(__global const float *w, const ulong off, const ulong sb, const ulong sh,
+                                   const ulong sn, __global float *y, const ulong yoff, const ulong ysb,
+                                   const ulong ysh, const ulong ysn, const uint B, const uint N, const uint K,
+                                   const uint p, const uint t0, __global const float *temp,
+                                   __global const float *bias, const uint tmax, __global float *Pi,
+                                   __global float *S, __global float *cS, __global float *Q, __global float *cQ,
+                                   __global float *P, __global float *cP)
+{
+    const size_t b = get_global_id(0);
+    if (b >= B) return;
+    const uint KP = K * p;
+    __global float *Sb = S + b * KP, *cSb = cS + b * KP, *Qb = Q + b * KP, *cQb = cQ + b * KP;
+    __global float *Pb = P + b * K, *cPb = cP + b * K;
+    for (uint n = 0; n < N; n++) {
+        __global float *pi = Pi + b * K * N + n;
+        const uint t = t0 + n;
+        for (uint h = 0; h < K; h++) {
+            __global const float *x = w + off + b * sb + h * sh + n * sn;
+            float s = 0.0f;
+            for (uint c = 0; c < WBCL_P; c++) {
+                const float v2 = x[c] * x[c];
+                const float Sn = wbcl_tssa_kahan(Sb + h * p + c, cSb + h * p + c, v2);
+                s += v2 / fmax(Sn, WBCL_TSSA_EPS_NORM);
+            }
+            pi[(size_t)h * N] = temp[h] * (s + (float)p * bias[(size_t)h * tmax + t]);
+        }
+        wbcl_tssa_softmax_heads(pi, N, K);
+        for (uint h = 0; h < K; h++) {
+            __global const float *x = w + off + b * sb + h * sh + n * sn;
+            __global float *o = y + yoff + b * ysb + h * ysh + n * ysn;
+            const float ph = pi[(size_t)h * N];
+            const float Ph = wbcl_tssa_kahan(Pb + h, cPb + h, ph);
+            const float iden = 1.0f / (Ph + WBCL_TSSA_EPS_PI);
+            for (uint c = 0; c < WBCL_P; c++) {
+                const float v = x[c];
+                const float Qn = wbcl_tssa_kahan(Qb + h * p + c, cQb + h * p + c, ph * v * v);
+                o[c] = -v * ph / fma(Qn, iden, 1.0f);
+            }
+        }
+    }
+}

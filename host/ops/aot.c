@@ -1,0 +1,180 @@
+/* AoT denoising step and per-subspace SNR (include/wbcl/aot.h, SPEC 1.3).
+ * Kernels in cl/aot.cl (family "aot"); the projections Z U and O U^T are GEMMs. */
+#include "attn_stats.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wbcl/aot.h"
+#include "wbcl/gemm.h"
+
+#define TRY(x)                     \
+    do {                           \
+        if ((st = (x))) goto done; \
+    } while (0)
+
+static wbcl_status check_phi(wbcl_context *ctx, const char *op, wbcl_aot_phi phi, float tau)
+{
+    if (phi != WBCL_AOT_SOFTMAX && phi != WBCL_AOT_THRESHOLD)
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: unknown phi %d", op, (int)phi);
+    if (phi == WBCL_AOT_THRESHOLD && !(tau > 0.5f && tau <= 1.0f))
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: tau must lie in (1/2, 1] (got %g)", op, (double)tau);
+    return WBCL_SUCCESS;
+}
+
+static wbcl_status attend(wbcl_context *ctx, const wbcl__hview *w, const wbcl__hview *o, const wbcl__hdims *dm,
+                          wbcl_aot_phi phi, float tau)
+{
+    wbcl_kern *k;
+    wbcl_status st = wbcl__kernel(ctx, "aot", NULL, "wbcl_aot_attend", &k);
+    if (st) return st;
+    cl_uint B = (cl_uint)dm->B, K = (cl_uint)dm->K, N = (cl_uint)dm->N, p = (cl_uint)dm->p;
+    cl_int th = phi == WBCL_AOT_THRESHOLD;
+    if ((st = wbcl__set_view(ctx, k, 0, w)) || (st = wbcl__set_view(ctx, k, 5, o))) return st;
+    WBCL_ARG(ctx, k, 10, B);
+    WBCL_ARG(ctx, k, 11, K);
+    WBCL_ARG(ctx, k, 12, N);
+    WBCL_ARG(ctx, k, 13, p);
+    WBCL_ARG(ctx, k, 14, th);
+    WBCL_ARG(ctx, k, 15, tau);
+    return wbcl__launch_items(ctx, k, dm->B * dm->K * dm->N);
+}
+
+wbcl_status wbcl_aot_heads(wbcl_context *ctx, const wbcl_tensor *w, wbcl_aot_phi phi, float tau, wbcl_tensor *o)
+{
+    static const char *op = "wbcl_aot_heads";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    wbcl__hdims dm;
+    wbcl_status st = wbcl__check_heads(ctx, w, op, "w", &dm);
+    if (!st) st = wbcl__check_tensor(ctx, o, op, "o");
+    if (!st) st = wbcl__check_same_shape(ctx, w, o, op, "w", "o");
+    if (!st) st = wbcl__check_distinct(ctx, op, o, "o", w, "w");
+    if (!st) st = check_phi(ctx, op, phi, tau);
+    if (st) return st;
+    size_t sizes[2] = {dm.B * dm.K * dm.N, dm.p};
+    if ((st = wbcl__check_u32(ctx, op, 2, sizes))) return st;
+    wbcl__hview vw = wbcl__hview_heads(w), vo = wbcl__hview_heads(o);
+    return attend(ctx, &vw, &vo, &dm, phi, tau);
+}
+
+/* Z tokens (B, N, d), U (d, heads * p): fills B, N, d, p */
+static wbcl_status check_zu(wbcl_context *ctx, const char *op, const wbcl_tensor *Z, const wbcl_tensor *U,
+                            size_t heads, size_t *B, size_t *N, size_t *d, size_t *p)
+{
+    wbcl_status st = wbcl__check_tokens(ctx, Z, op, "Z", B, N, d);
+    if (!st) st = wbcl__check_tensor(ctx, U, op, "U");
+    if (st) return st;
+    if (U->ndim != 2 || U->shape[0] != *d || heads == 0 || U->shape[1] % heads) {
+        char s[128];
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: 'U' has shape %s, expected (%zu, heads * p) with %zu heads", op,
+                          wbcl__shape_str(s, sizeof s, U->ndim, U->shape), *d, heads);
+    }
+    *p = U->shape[1] / heads;
+    size_t sizes[3] = {*B * *N * heads, *d, U->shape[1]};
+    return wbcl__check_u32(ctx, op, 3, sizes);
+}
+
+wbcl_status wbcl_aot_step(wbcl_context *ctx, const wbcl_tensor *Z, const wbcl_tensor *U, size_t heads, float eta,
+                          wbcl_aot_phi phi, float tau, wbcl_tensor *Zout)
+{
+    static const char *op = "wbcl_aot_step";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    size_t B = 0, N = 0, d = 0, p = 0;
+    wbcl_status st = check_zu(ctx, op, Z, U, heads, &B, &N, &d, &p);
+    if (!st) st = wbcl__check_tensor(ctx, Zout, op, "Zout");
+    if (!st) st = wbcl__check_same_shape(ctx, Z, Zout, op, "Z", "Zout");
+    if (!st) st = wbcl__check_distinct(ctx, op, Zout, "Zout", U, "U");
+    if (!st) st = check_phi(ctx, op, phi, tau);
+    if (st) return st;
+    if (!isfinite(eta)) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: eta must be finite (got %g)", op, (double)eta);
+    wbcl_tensor *W = NULL, *O = NULL;
+    TRY(wbcl__work(ctx, &W, Z, heads * p));
+    TRY(wbcl__work(ctx, &O, Z, heads * p));
+    TRY(wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1.0f, Z, U, 0.0f, W));
+    {
+        wbcl__hdims dm = {B, heads, N, p};
+        wbcl__hview vw = wbcl__hview_tokens(W, heads, p, 0, 1), vo = wbcl__hview_tokens(O, heads, p, 0, 1);
+        TRY(attend(ctx, &vw, &vo, &dm, phi, tau));
+    }
+    if (Zout->mem != Z->mem) TRY(wbcl_tensor_copy(ctx, Z, Zout));
+    TRY(wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_TRANS, eta, O, U, 1.0f, Zout));
+done:
+    wbcl_tensor_destroy(W);
+    wbcl_tensor_destroy(O);
+    return st;
+}
+
+wbcl_status wbcl_aot_snr(wbcl_context *ctx, const wbcl_tensor *Z, const wbcl_tensor *U, size_t heads,
+                         const int *labels, double *snr)
+{
+    static const char *op = "wbcl_aot_snr";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    size_t B = 0, N = 0, d = 0, p = 0;
+    wbcl_status st = check_zu(ctx, op, Z, U, heads, &B, &N, &d, &p);
+    if (st) return st;
+    if (!labels || !snr) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: 'labels' or 'snr' is NULL", op);
+    size_t rows = B * N;
+    for (size_t r = 0; r < rows; r++)
+        if (labels[r] < 0 || (size_t)labels[r] >= heads)
+            return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: labels[%zu] = %d is outside [0, %zu)", op, r,
+                              labels[r], heads);
+    wbcl_tensor *W = NULL;
+    cl_mem lab = NULL, out = NULL;
+    float *h = NULL;
+    TRY(wbcl__work(ctx, &W, Z, heads * p));
+    TRY(wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1.0f, Z, U, 0.0f, W));
+    TRY(wbcl__buffer(ctx, rows * sizeof(cl_int), "wbcl_aot_snr: labels", &lab));
+    TRY(wbcl__tmp(ctx, 2 * rows, "wbcl_aot_snr: per-token sums", &out));
+    {
+        cl_int e = clEnqueueWriteBuffer(ctx->queue, lab, CL_FALSE, 0, rows * sizeof(cl_int), labels, 0, NULL, NULL);
+        if (e != CL_SUCCESS) {
+            st = wbcl__cl_fail(ctx, e, "%s: writing the labels", op);
+            goto done;
+        }
+    }
+    {
+        wbcl_kern *k;
+        TRY(wbcl__kernel(ctx, "aot", NULL, "wbcl_aot_snr_rows", &k));
+        cl_uint ur = (cl_uint)rows, ud = (cl_uint)d, ukp = (cl_uint)(heads * p), up = (cl_uint)p;
+        WBCL_ARG(ctx, k, 0, Z->mem);
+        WBCL_ARG(ctx, k, 1, U->mem);
+        WBCL_ARG(ctx, k, 2, W->mem);
+        WBCL_ARG(ctx, k, 3, lab);
+        WBCL_ARG(ctx, k, 4, ur);
+        WBCL_ARG(ctx, k, 5, ud);
+        WBCL_ARG(ctx, k, 6, ukp);
+        WBCL_ARG(ctx, k, 7, up);
+        WBCL_ARG(ctx, k, 8, out);
+        TRY(wbcl__launch_items(ctx, k, rows));
+    }
+    h = malloc(2 * rows * sizeof *h);
+    if (!h) {
+        st = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        goto done;
+    }
+    {
+        cl_int e = clEnqueueReadBuffer(ctx->queue, out, CL_TRUE, 0, 2 * rows * sizeof *h, h, 0, NULL, NULL);
+        if (e != CL_SUCCESS) {
+            st = wbcl__cl_fail(ctx, e, "%s: reading the per-token sums", op);
+            goto done;
+        }
+    }
+    for (size_t k = 0; k < heads; k++) {
+        double sig = 0.0, noi = 0.0;
+        size_t cnt = 0;
+        for (size_t r = 0; r < rows; r++)
+            if ((size_t)labels[r] == k) {
+                sig += h[2 * r];
+                noi += h[2 * r + 1];
+                cnt++;
+            }
+        snr[k] = cnt ? sqrt(sig) / sqrt(noi) : NAN;
+    }
+done:
+    free(h);
+    wbcl_tensor_destroy(W);
+    wbcl__tmp_release(&lab);
+    wbcl__tmp_release(&out);
+    return st;
+}

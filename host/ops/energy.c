@@ -1,0 +1,350 @@
+/* Energy-descent attention (include/wbcl/energy.h, SPEC 1.7): the unrolled
+ * step, the feed-forward half of the heterogeneous layer, the energy E1 and
+ * the attn.energy layer. Kernels in cl/energy.cl (family "energy"); the
+ * products Z W_a and U W_f^s are GEMMs. */
+#include "attn_stats.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wbcl/energy.h"
+#include "wbcl/gemm.h"
+#include "wbcl/ops.h"
+
+#define FAMILY "energy"
+
+#define TRY(x)                     \
+    do {                           \
+        if ((st = (x))) goto done; \
+    } while (0)
+
+static wbcl_status check_rho(wbcl_context *ctx, const char *op, wbcl_energy_rho rho, float c)
+{
+    if (rho != WBCL_RHO_EXP && rho != WBCL_RHO_LOG)
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: unknown rho %d (0 = exp, 1 = log)", op, (int)rho);
+    if (rho == WBCL_RHO_LOG && !(c > 0.0f && isfinite(c)))
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: c must be positive and finite for rho = log (got %g)",
+                          op, (double)c);
+    return WBCL_SUCCESS;
+}
+
+static wbcl_status check_alpha(wbcl_context *ctx, const char *op, float alpha)
+{
+    if (!(alpha > 0.0f && alpha <= 1.0f))
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: alpha must lie in (0, 1] (got %g)", op, (double)alpha);
+    return WBCL_SUCCESS;
+}
+
+/* W (d, d) */
+static wbcl_status check_square(wbcl_context *ctx, const char *op, const char *what, const wbcl_tensor *W, size_t d)
+{
+    size_t want[2] = {d, d};
+    return wbcl__check_shape(ctx, W, op, what, 2, want);
+}
+
+static wbcl_status attend(wbcl_context *ctx, const wbcl__hview *y, const wbcl__hview *v, const wbcl__hview *o,
+                          const wbcl__hdims *dm, size_t pv, wbcl_energy_rho rho, float c, float alpha)
+{
+    wbcl_kern *k;
+    wbcl_status st = wbcl__kernel(ctx, FAMILY, NULL, "wbcl_energy_attend", &k);
+    if (st) return st;
+    cl_uint B = (cl_uint)dm->B, K = (cl_uint)dm->K, N = (cl_uint)dm->N, p = (cl_uint)dm->p, upv = (cl_uint)pv;
+    cl_int r = (cl_int)rho;
+    if ((st = wbcl__set_view(ctx, k, 0, y)) || (st = wbcl__set_view(ctx, k, 5, v)) ||
+        (st = wbcl__set_view(ctx, k, 10, o)))
+        return st;
+    WBCL_ARG(ctx, k, 15, B);
+    WBCL_ARG(ctx, k, 16, K);
+    WBCL_ARG(ctx, k, 17, N);
+    WBCL_ARG(ctx, k, 18, p);
+    WBCL_ARG(ctx, k, 19, upv);
+    WBCL_ARG(ctx, k, 20, r);
+    WBCL_ARG(ctx, k, 21, c);
+    WBCL_ARG(ctx, k, 22, alpha);
+    return wbcl__launch_items(ctx, k, dm->B * dm->K * dm->N);
+}
+
+wbcl_status wbcl_energy_heads(wbcl_context *ctx, const wbcl_tensor *y, const wbcl_tensor *v, wbcl_energy_rho rho,
+                              float c, float alpha, wbcl_tensor *out)
+{
+    static const char *op = "wbcl_energy_heads";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    wbcl__hdims dm, dv;
+    wbcl_status st = wbcl__check_heads(ctx, y, op, "y", &dm);
+    if (!st && v) {
+        st = wbcl__check_heads(ctx, v, op, "v", &dv);
+        if (!st && (dv.B != dm.B || dv.K != dm.K || dv.N != dm.N)) {
+            char s1[128], s2[128];
+            st = wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: 'v' of shape %s does not match 'y' of shape %s in (B, K, N)",
+                            op, wbcl__shape_str(s1, sizeof s1, v->ndim, v->shape),
+                            wbcl__shape_str(s2, sizeof s2, y->ndim, y->shape));
+        }
+    }
+    const wbcl_tensor *vv = v ? v : y;
+    if (!st) st = wbcl__check_tensor(ctx, out, op, "out");
+    if (!st) st = wbcl__check_same_shape(ctx, vv, out, op, v ? "v" : "y", "out");
+    if (!st) st = wbcl__check_distinct(ctx, op, out, "out", y, "y");
+    if (!st) st = wbcl__check_distinct(ctx, op, out, "out", v, "v");
+    if (!st) st = check_rho(ctx, op, rho, c);
+    if (!st) st = check_alpha(ctx, op, alpha);
+    if (st) return st;
+    size_t pv = vv->shape[3], sizes[3] = {dm.B * dm.K * dm.N, dm.p, pv};
+    if ((st = wbcl__check_u32(ctx, op, 3, sizes))) return st;
+    wbcl__hview vy = wbcl__hview_heads(y), vvv = wbcl__hview_heads(vv), vo = wbcl__hview_heads(out);
+    return attend(ctx, &vy, &vvv, &vo, &dm, pv, rho, c, alpha);
+}
+
+/* Z tokens with optional Wa; fills B, N, d */
+static wbcl_status check_z(wbcl_context *ctx, const char *op, const char *zn, const wbcl_tensor *Z,
+                           const wbcl_tensor *Wa, const char *wn, size_t *B, size_t *N, size_t *d)
+{
+    wbcl_status st = wbcl__check_tokens(ctx, Z, op, zn, B, N, d);
+    if (!st && Wa) st = check_square(ctx, op, wn, Wa, *d);
+    if (st) return st;
+    size_t sizes[2] = {*B * *N, *d};
+    return wbcl__check_u32(ctx, op, 2, sizes);
+}
+
+wbcl_status wbcl_energy_step(wbcl_context *ctx, const wbcl_tensor *Z, const wbcl_tensor *Wa, wbcl_energy_rho rho,
+                             float c, float alpha, wbcl_tensor *Zout)
+{
+    static const char *op = "wbcl_energy_step";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    size_t B = 0, N = 0, d = 0;
+    wbcl_status st = check_z(ctx, op, "Z", Z, Wa, "W_a", &B, &N, &d);
+    if (!st) st = wbcl__check_tensor(ctx, Zout, op, "Zout");
+    if (!st) st = wbcl__check_same_shape(ctx, Z, Zout, op, "Z", "Zout");
+    if (!st) st = wbcl__check_distinct(ctx, op, Zout, "Zout", Z, "Z");
+    if (!st) st = wbcl__check_distinct(ctx, op, Zout, "Zout", Wa, "W_a");
+    if (!st) st = check_rho(ctx, op, rho, c);
+    if (!st) st = check_alpha(ctx, op, alpha);
+    if (st) return st;
+    wbcl_tensor *Y = NULL;
+    const wbcl_tensor *ysrc = Z;
+    if (Wa) {
+        TRY(wbcl__work(ctx, &Y, Z, d));
+        TRY(wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1.0f, Z, Wa, 0.0f, Y));
+        ysrc = Y;
+    }
+    {
+        wbcl__hdims dm = {B, 1, N, d};
+        wbcl__hview vy = wbcl__hview_tokens(ysrc, 1, d, 0, 1), vz = wbcl__hview_tokens(Z, 1, d, 0, 1),
+                    vo = wbcl__hview_tokens(Zout, 1, d, 0, 1);
+        TRY(attend(ctx, &vy, &vz, &vo, &dm, d, rho, c, alpha));
+    }
+done:
+    wbcl_tensor_destroy(Y);
+    return st;
+}
+
+wbcl_status wbcl_energy_ffn(wbcl_context *ctx, const wbcl_tensor *U, const wbcl_tensor *Wf, float alpha2, int relu,
+                            wbcl_tensor *Y)
+{
+    static const char *op = "wbcl_energy_ffn";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    size_t B = 0, N = 0, d = 0;
+    wbcl_status st = check_z(ctx, op, "U", U, NULL, NULL, &B, &N, &d);
+    if (!st) st = check_square(ctx, op, "W_f", Wf, d);
+    if (!st) st = wbcl__check_tensor(ctx, Y, op, "Y");
+    if (!st) st = wbcl__check_same_shape(ctx, U, Y, op, "U", "Y");
+    if (!st) st = wbcl__check_distinct(ctx, op, Y, "Y", U, "U");
+    if (!st) st = wbcl__check_distinct(ctx, op, Y, "Y", Wf, "W_f");
+    if (st) return st;
+    if (!isfinite(alpha2))
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: alpha2 must be finite (got %g)", op, (double)alpha2);
+    wbcl_tensor *Ws = NULL;
+    size_t dd[2] = {d, d};
+    TRY(wbcl_tensor_create(ctx, 2, dd, WBCL_F32, NULL, &Ws));
+    {
+        wbcl_kern *k;
+        TRY(wbcl__kernel(ctx, FAMILY, NULL, "wbcl_energy_sym", &k));
+        cl_uint ud = (cl_uint)d;
+        WBCL_ARG(ctx, k, 0, Wf->mem);
+        WBCL_ARG(ctx, k, 1, ud);
+        WBCL_ARG(ctx, k, 2, alpha2);
+        WBCL_ARG(ctx, k, 3, Ws->mem);
+        size_t g[1] = {d * d}, l[1] = {ctx->params.wg_size > 0 ? (size_t)ctx->params.wg_size : 64};
+        TRY(wbcl__launch(ctx, k, 1, g, l));
+    }
+    TRY(wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1.0f, U, Ws, 0.0f, Y));
+    if (relu) TRY(wbcl_relu(ctx, Y, Y));
+done:
+    wbcl_tensor_destroy(Ws);
+    return st;
+}
+
+wbcl_status wbcl_energy_e1(wbcl_context *ctx, const wbcl_tensor *Yin, const wbcl_tensor *Wa, wbcl_energy_rho rho,
+                           float c, wbcl_tensor *E)
+{
+    static const char *op = "wbcl_energy_e1";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    size_t B = 0, N = 0, d = 0;
+    wbcl_status st = check_z(ctx, op, "Y", Yin, Wa, "W_a", &B, &N, &d);
+    if (!st) st = wbcl__check_numel(ctx, E, op, "E", B, "(B)");
+    if (!st) st = wbcl__check_distinct(ctx, op, E, "E", Yin, "Y");
+    if (!st) st = check_rho(ctx, op, rho, c);
+    if (st) return st;
+    wbcl_tensor *Yw = NULL;
+    cl_mem rows = NULL;
+    const wbcl_tensor *Y = Yin;
+    if (Wa) {
+        TRY(wbcl__work(ctx, &Yw, Yin, d));
+        TRY(wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1.0f, Yin, Wa, 0.0f, Yw));
+        Y = Yw;
+    }
+    {
+        size_t esz = ctx->info.has_fp64 ? sizeof(double) : sizeof(float);
+        TRY(wbcl__buffer(ctx, B * N * esz, "wbcl_energy_e1: per-token sums", &rows));
+        wbcl_kern *k;
+        TRY(wbcl__kernel(ctx, FAMILY, NULL, "wbcl_energy_e1_rows", &k));
+        wbcl__hview vy = wbcl__hview_tokens(Y, 1, d, 0, 1);
+        cl_ulong off = vy.off, sb = vy.sb, sn = vy.sn;
+        cl_uint uB = (cl_uint)B, uN = (cl_uint)N, ud = (cl_uint)d;
+        cl_int r = (cl_int)rho;
+        WBCL_ARG(ctx, k, 0, Y->mem);
+        WBCL_ARG(ctx, k, 1, off);
+        WBCL_ARG(ctx, k, 2, sb);
+        WBCL_ARG(ctx, k, 3, sn);
+        WBCL_ARG(ctx, k, 4, uB);
+        WBCL_ARG(ctx, k, 5, uN);
+        WBCL_ARG(ctx, k, 6, ud);
+        WBCL_ARG(ctx, k, 7, r);
+        WBCL_ARG(ctx, k, 8, c);
+        WBCL_ARG(ctx, k, 9, rows);
+        TRY(wbcl__launch_items(ctx, k, B * N));
+        TRY(wbcl__kernel(ctx, FAMILY, NULL, "wbcl_energy_e1_sum", &k));
+        WBCL_ARG(ctx, k, 0, rows);
+        WBCL_ARG(ctx, k, 1, uB);
+        WBCL_ARG(ctx, k, 2, uN);
+        WBCL_ARG(ctx, k, 3, E->mem);
+        TRY(wbcl__launch_items(ctx, k, B));
+    }
+done:
+    wbcl_tensor_destroy(Yw);
+    wbcl__tmp_release(&rows);
+    return st;
+}
+
+/* ---- the layer ----------------------------------------------------------------------------- */
+
+wbcl_energy_params wbcl_energy_params_default(void)
+{
+    wbcl_energy_params p;
+    p.rho = WBCL_RHO_EXP;
+    p.c = 1.0f;
+    p.alpha = 1.0f;
+    p.alpha2 = 0.5f;
+    p.relu = 0;
+    p.steps = 1;
+    return p;
+}
+
+struct wbcl_energy_layer {
+    wbcl_context *ctx;
+    size_t d;
+    wbcl_tensor *Wa, *Wf;
+    wbcl_tensor *buf[2]; /* work buffers */
+};
+
+void wbcl_energy_layer_destroy(wbcl_energy_layer *L)
+{
+    if (!L) return;
+    wbcl_tensor_destroy(L->Wa);
+    wbcl_tensor_destroy(L->Wf);
+    wbcl_tensor_destroy(L->buf[0]);
+    wbcl_tensor_destroy(L->buf[1]);
+    free(L);
+}
+
+int wbcl_energy_layer_has_ffn(const wbcl_energy_layer *L) { return L && L->Wf != NULL; }
+
+wbcl_status wbcl_energy_layer_create(wbcl_context *ctx, size_t d, const float *Wa, const float *Wf,
+                                     wbcl_energy_layer **out)
+{
+    static const char *op = "wbcl_energy_layer_create";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    if (!out) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: 'out' is NULL", op);
+    *out = NULL;
+    if (d == 0) return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: dimension d must be >= 1", op);
+    if (!Wa) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: Wa must not be NULL", op);
+    wbcl_energy_layer *L = calloc(1, sizeof *L);
+    if (!L) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    L->ctx = ctx;
+    L->d = d;
+    size_t dd[2] = {d, d};
+    wbcl_status st = wbcl__from_host(ctx, Wa, 2, dd, op, "Wa", &L->Wa);
+    if (!st) st = wbcl__from_host(ctx, Wf, 2, dd, op, "Wf", &L->Wf);
+    if (st) {
+        wbcl_energy_layer_destroy(L);
+        return st;
+    }
+    *out = L;
+    return WBCL_SUCCESS;
+}
+
+wbcl_status wbcl_energy_layer_load(wbcl_context *ctx, const wbcl_safetensors *stf, const char *file,
+                                   const char *prefix, size_t d, wbcl_energy_layer **out)
+{
+    static const char *op = "wbcl_energy_layer_load";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    if (!out) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: 'out' is NULL", op);
+    *out = NULL;
+    if (d == 0) return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: dimension d must be >= 1", op);
+    if (!stf) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: 'st' (the safetensors file) is NULL", op);
+    wbcl_energy_layer *L = calloc(1, sizeof *L);
+    if (!L) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    L->ctx = ctx;
+    L->d = d;
+    size_t dd[2] = {d, d};
+    wbcl_status st = wbcl__load(ctx, stf, file, prefix, "W_a", 2, dd, 1, &L->Wa);
+    if (!st) st = wbcl__load(ctx, stf, file, prefix, "W_f", 2, dd, 0, &L->Wf);
+    if (st) {
+        wbcl_energy_layer_destroy(L);
+        return st;
+    }
+    *out = L;
+    return WBCL_SUCCESS;
+}
+
+wbcl_status wbcl_energy_layer_forward(wbcl_context *ctx, wbcl_energy_layer *L, const wbcl_energy_params *P,
+                                      const wbcl_tensor *x, wbcl_tensor *out)
+{
+    static const char *op = "wbcl_energy_layer_forward";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    if (!L || !P) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: 'layer' or 'params' is NULL", op);
+    if (L->ctx != ctx) return wbcl__fail(ctx, WBCL_ERROR_CONTEXT_MISMATCH, "%s: the layer belongs to another context", op);
+    wbcl_status st = check_rho(ctx, op, P->rho, P->c);
+    if (!st) st = check_alpha(ctx, op, P->alpha);
+    if (st) return st;
+    if (!isfinite(P->alpha2))
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: alpha2 must be finite (got %g)", op, (double)P->alpha2);
+    if (P->steps < 1) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: steps must be >= 1 (got %d)", op, P->steps);
+    size_t B, N, D;
+    if ((st = wbcl__check_tokens(ctx, x, op, "x", &B, &N, &D))) return st;
+    if (D != L->d) {
+        char s[128];
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: 'x' has shape %s but the layer's dimension is d = %zu", op,
+                          wbcl__shape_str(s, sizeof s, x->ndim, x->shape), L->d);
+    }
+    if ((st = wbcl__check_tensor(ctx, out, op, "out")) || (st = wbcl__check_same_shape(ctx, x, out, op, "x", "out")) ||
+        (st = wbcl__check_distinct(ctx, op, out, "out", x, "x")))
+        return st;
+    if ((st = wbcl__work(ctx, &L->buf[0], x, L->d)) || (st = wbcl__work(ctx, &L->buf[1], x, L->d))) return st;
+    const wbcl_tensor *src = x;
+    int nb = 0;
+    for (int s = 0; s < P->steps; s++) {
+        wbcl_tensor *dst = L->buf[nb];
+        nb ^= 1;
+        if ((st = wbcl_energy_step(ctx, src, L->Wa, P->rho, P->c, P->alpha, dst))) return st;
+        src = dst;
+        if (!L->Wf && P->relu && (st = wbcl_relu(ctx, dst, dst))) return st;
+        if (L->Wf) {
+            dst = L->buf[nb];
+            nb ^= 1;
+            if ((st = wbcl_energy_ffn(ctx, src, L->Wf, P->alpha2, P->relu, dst))) return st;
+            src = dst;
+        }
+    }
+    return wbcl_tensor_copy(ctx, src, out);
+}
