@@ -14,6 +14,17 @@
     X(gelu)                                                                                         \
     X(softmax)                                                                                      \
     X(gemm)                                                                                         \
+    X(attn_softmax) /* mod_attention.c */                                                           \
+    X(attn_mssa)    /* mod_attention.c */                                                           \
+    X(redunet_fit)     /* mod_redunet.c */                                                          \
+    X(redunet_apply)   /* mod_redunet.c */                                                          \
+    X(redunet_example) /* mod_redunet.c */                                                          \
+    X(attn_tssa)        /* mod_attention_stats.c */                                                 \
+    X(attn_tssa_causal) /* mod_attention_stats.c */                                                 \
+    X(attn_xca)         /* mod_attention_stats.c */                                                 \
+    X(attn_energy)      /* mod_attention_stats.c */                                                 \
+    X(ista)  /* mod_ista.c */                                                                       \
+    X(lasso) /* mod_ista.c */                                                                       \
     /* mod_attention.c, mod_redunet.c, ...: add their lines here */
 
 #define WBCL_RUN_DECLARE(name) extern const wbcl_run_module wbcl_mod_##name;
