@@ -10,8 +10,8 @@
  *      Transposes, leading dimensions, offsets and batch strides are resolved
  *      here, so the main kernel sees only unit-stride streams and full tiles.
  *   2. wbcl_gemm_packed: each work-item owns one MR x NR tile of C in
- *      registers (MR rows x NR/VW vectors of VW floats: 8 x 2 float16 = 16
- *      zmm accumulators for the CPU default 8 x 32), streams its A and B panels
+ *      registers (MR rows x NR/VW vectors of VW floats: 12 x 2 float16 = 24
+ *      zmm accumulators for the CPU default 12 x 32), streams its A and B panels
  *      over k with FMAs, then writes alpha*acc + beta*C with edge masking. No
  *      local memory, no barriers: PoCL turns each work-item into a straight
  *      loop that LLVM keeps in registers.

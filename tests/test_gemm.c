@@ -146,9 +146,10 @@ static gspec plain(size_t m, size_t n, size_t k)
 START_TEST(shapes)
 {
     wbcl_context *ctx = ctx_for(_i);
-    /* 1, row vectors, primes, exact tiles (8 x 32), one past them, k = 1 */
-    const size_t sh[][3] = {{1, 1, 1}, {1, 37, 19}, {1, 64, 300}, {37, 41, 43}, {97, 13, 101}, {8, 32, 16},
-                            {9, 33, 17}, {31, 65, 1}, {40, 1, 7}};
+    /* 1, row vectors, primes, exact tiles (the CPU default 12 x 32, and 8 x 32),
+     * one past them, k = 1 */
+    const size_t sh[][3] = {{1, 1, 1}, {1, 37, 19}, {1, 64, 300}, {37, 41, 43}, {97, 13, 101}, {12, 32, 16},
+                            {13, 33, 17}, {8, 32, 16}, {9, 33, 17}, {31, 65, 1}, {40, 1, 7}};
     for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
         gspec s = plain(sh[i][0], sh[i][1], sh[i][2]);
         run_dense(ctx, &s, 100 + i);
@@ -157,9 +158,10 @@ START_TEST(shapes)
         gspec s = plain(256, 200, 300);
         run_dense(ctx, &s, 7);
         /* long k: the packed kernel then visits tiles in blocks of
-         * mcb = 2^20 / (4 MR k) = 7 row panels (MR = 8), so 15 row panels
-         * make blocks of 7, 7 and a ragged 1 */
-        s = plain(117, 70, 4099);
+         * mcb = 2^20 / (4 MR k) = 5 row panels (MR = 12; 7 for MR = 8), so
+         * 12 row panels (the last one partial) make blocks of 5, 5 and a
+         * ragged 2 (7, 7 and 3 for 17 panels of MR = 8) */
+        s = plain(133, 70, 4099);
         s.beta = -1.0f;
         run_dense(ctx, &s, 8);
     }
@@ -360,9 +362,9 @@ START_TEST(packed_tile_sizes)
 {
     /* Each (MR, NR) is a new program (a cold compile on first use), so one
      * case per size; the transposes rotate so that every packing kernel
-     * (A/B, along x/along k) meets widths other than the default 8 x 32. */
+     * (A/B, along x/along k) meets widths other than the CPU default 12 x 32. */
     wbcl_context *ctx = ctx_for(0);
-    const int tiles[][2] = {{1, 4}, {3, 8}, {5, 16}, {16, 32}};
+    const int tiles[][2] = {{1, 4}, {3, 8}, {5, 16}, {16, 32}, {8, 32}};
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
         ctx->params.gemm_mr = tiles[t][0];
         ctx->params.gemm_nr = tiles[t][1];

@@ -15,9 +15,12 @@
 /* ---- parameter table --------------------------------------------------- */
 void wbcl__params_init(wbcl_context *ctx)
 {
-    /* Per device class; values for CPUs come from ../shared/PERF-NOTES.md
-     * (8x32 register tiles, no local memory, work-groups of >= 64 items). */
-    static const wbcl_params cpu = {64, 8, 32, 16, 64, 64};
+    /* Per device class. CPUs: register tiles of MR x NR = 12 x 32 (24 zmm
+     * accumulators of the 32 an AVX-512 core has; PERF-NOTES measured 8 x 32
+     * on Zen 4, and 12 x 32 measured 1.03-1.07x faster than 8 x 32 at
+     * n = 1024-2048 on this project's Xeon: perf/RESULTS.md), no local
+     * memory, work-groups of >= 64 items. */
+    static const wbcl_params cpu = {64, 12, 32, 16, 64, 64};
     static const wbcl_params gpu = {256, 8, 32, 16, 1, 256};
     static const wbcl_params acc = {64, 8, 32, 8, 1, 64};
     wbcl_params p = ctx->variant == WBCL_VARIANT_CPU ? cpu
