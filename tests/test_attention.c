@@ -665,12 +665,12 @@ START_TEST(bad_input)
     wbcl_tensor *q = mk(ctx, 4, s4, NULL), *k = mk(ctx, 4, s4k, NULL), *v = mk(ctx, 4, s4k, NULL),
                 *o = mk(ctx, 4, s4, NULL), *ob = mk(ctx, 4, s4b, NULL), *t3 = mk(ctx, 3, s3, NULL);
     ck_assert_int_eq(wbcl_tensor_fill(ctx, o, S), WBCL_SUCCESS);
-    tu_assert_status(ctx, wbcl_attention_softmax_heads(ctx, NULL, k, v, 1.0f, 0, o), WBCL_ERROR_INVALID_ARGUMENT, "q");
-    tu_assert_status(ctx, wbcl_attention_softmax_heads(ctx, q, k, NULL, 1.0f, 0, o), WBCL_ERROR_INVALID_ARGUMENT, "v");
+    tu_assert_status(ctx, wbcl_attention_softmax_heads(ctx, NULL, k, v, 1.0f, 0, o), WBCL_ERROR_INVALID_ARGUMENT, "tensor 'q' is NULL");
+    tu_assert_status(ctx, wbcl_attention_softmax_heads(ctx, q, k, NULL, 1.0f, 0, o), WBCL_ERROR_INVALID_ARGUMENT, "tensor 'v' is NULL");
     tu_assert_status(ctx, wbcl_attention_softmax_heads(ctx, t3, k, v, 1.0f, 0, o), WBCL_ERROR_SHAPE,
                      "'q' must be (B, K, N, p), got (2, 5, 2)");
-    tu_assert_status(ctx, wbcl_attention_softmax_heads(ctx, q, k, q, 1.0f, 0, o), WBCL_ERROR_SHAPE, "k");
-    tu_assert_status(ctx, wbcl_attention_softmax_heads(ctx, q, k, v, 1.0f, 0, ob), WBCL_ERROR_SHAPE, "o");
+    tu_assert_status(ctx, wbcl_attention_softmax_heads(ctx, q, k, q, 1.0f, 0, o), WBCL_ERROR_SHAPE, "'k' has shape");
+    tu_assert_status(ctx, wbcl_attention_softmax_heads(ctx, q, k, v, 1.0f, 0, ob), WBCL_ERROR_SHAPE, "'o' has shape");
     tu_assert_status(ctx, wbcl_attention_softmax_heads(ctx, o, k, v, 1.0f, 0, o), WBCL_ERROR_INVALID_ARGUMENT,
                      "'o' must not be the same tensor as 'q'");
     tu_assert_status(ctx, wbcl_attention_softmax_heads(ctx, q, k, v, NAN, 0, o), WBCL_ERROR_INVALID_ARGUMENT,
@@ -680,7 +680,7 @@ START_TEST(bad_input)
     /* causal with more queries than keys */
     tu_assert_status(ctx, wbcl_attention_softmax_heads(ctx, k, q, q, 1.0f, 1, v), WBCL_ERROR_SHAPE, "n_q <= n_k");
     tu_assert_status(ctx, wbcl_attention_mssa_heads(ctx, q, 1.0f, 0, q), WBCL_ERROR_INVALID_ARGUMENT, "must not");
-    tu_assert_status(ctx, wbcl_attention_mssa_heads(ctx, q, 1.0f, 0, ob), WBCL_ERROR_SHAPE, "o");
+    tu_assert_status(ctx, wbcl_attention_mssa_heads(ctx, q, 1.0f, 0, ob), WBCL_ERROR_SHAPE, "'o' has shape");
     tu_assert_status(ctx, wbcl_attention_mssa_heads(ctx, t3, 1.0f, 0, o), WBCL_ERROR_SHAPE, "'w' must be");
     assert_untouched(ctx, o, S);
 
@@ -732,7 +732,7 @@ START_TEST(bad_input)
                 *y2 = mk(ctx, 2, sx2, NULL), *x2 = mk(ctx2, 3, sx, NULL);
     ck_assert_int_eq(wbcl_tensor_fill(ctx, y, S), WBCL_SUCCESS);
     tu_assert_status(ctx, wbcl_mha_forward(ctx, m, xb, y), WBCL_ERROR_SHAPE, "'x' must be (N, 24) or (B, N, 24)");
-    tu_assert_status(ctx, wbcl_mha_forward(ctx, m, x, y2), WBCL_ERROR_SHAPE, "y");
+    tu_assert_status(ctx, wbcl_mha_forward(ctx, m, x, y2), WBCL_ERROR_SHAPE, "'y' has shape");
     tu_assert_status(ctx, wbcl_mha_forward(ctx, m, x, x), WBCL_ERROR_INVALID_ARGUMENT, "must not");
     tu_assert_status(ctx, wbcl_mha_forward(ctx, NULL, x, y), WBCL_ERROR_INVALID_ARGUMENT, "module is NULL");
     ck_assert_int_eq(wbcl_mha_forward(ctx, m, x2, y), WBCL_ERROR_CONTEXT_MISMATCH);

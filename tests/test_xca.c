@@ -277,10 +277,10 @@ START_TEST(xca_bad_input)
                 *o = mk(ctx, 4, sh, ones), *o2 = mk(ctx, 4, sh2, NULL), *t = mk(ctx, 1, sk, ones),
                 *t2 = mk(ctx, 1, sk2, ones), *vo = mk(other, 4, sh, NULL);
     tu_assert_status(ctx, wbcl_xca_heads(ctx, NULL, k, v, t, o), WBCL_ERROR_INVALID_ARGUMENT, "NULL");
-    tu_assert_status(ctx, wbcl_xca_heads(ctx, q, k, v, t, o2), WBCL_ERROR_SHAPE, "");
+    tu_assert_status(ctx, wbcl_xca_heads(ctx, q, k, v, t, o2), WBCL_ERROR_SHAPE, "has shape (2, 3, 6, 4)");
     tu_assert_status(ctx, wbcl_xca_heads(ctx, q, k, v, t2, o), WBCL_ERROR_SHAPE, "'temperature' has shape (2)");
     tu_assert_status(ctx, wbcl_xca_heads(ctx, q, k, v, t, v), WBCL_ERROR_INVALID_ARGUMENT, "'o' must not be 'v'");
-    tu_assert_status(ctx, wbcl_xca_heads(ctx, q, k, vo, t, o), WBCL_ERROR_CONTEXT_MISMATCH, "");
+    tu_assert_status(ctx, wbcl_xca_heads(ctx, q, k, vo, t, o), WBCL_ERROR_CONTEXT_MISMATCH, "'v' belongs to another context");
     float *oh = rd(ctx, o);
     for (int i = 0; i < 120; i++) ck_assert(oh[i] == 1.0f);
     tu_guarded_free(oh);

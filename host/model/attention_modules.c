@@ -508,8 +508,12 @@ wbcl_status wbcl_mssa_decode_step(wbcl_context *ctx, wbcl_mssa_cache *c, const w
     mssa_desc(m, c->B, 1, t + 1, c->cap * inner, t * inner, inner, 1, &a);
     wbcl_tensor *o = m->Wo ? c->o : y_t;
     if ((st = wbcl_attention_softmax_strided(ctx, &a, c->w, c->w, c->w, o))) return st;
+    if (m->Wo) {
+        if ((st = linear(ctx, c->o, c->B, inner, m->Wo, m->d, y_t))) return st;
+        if ((st = wbcl_add(ctx, y_t, m->bo, y_t))) return st;
+    }
+    /* the token counts only once the whole step succeeded: a failed step leaves
+     * the cache's length as it was (row t is rewritten by the next attempt) */
     c->len = t + 1;
-    if (!m->Wo) return WBCL_SUCCESS;
-    if ((st = linear(ctx, c->o, c->B, inner, m->Wo, m->d, y_t))) return st;
-    return wbcl_add(ctx, y_t, m->bo, y_t);
+    return WBCL_SUCCESS;
 }

@@ -127,7 +127,8 @@ wbcl_status wbcl_aot_snr(wbcl_context *ctx, const wbcl_tensor *Z, const wbcl_ten
     TRY(wbcl__buffer(ctx, rows * sizeof(cl_int), "wbcl_aot_snr: labels", &lab));
     TRY(wbcl__tmp(ctx, 2 * rows, "wbcl_aot_snr: per-token sums", &out));
     {
-        cl_int e = clEnqueueWriteBuffer(ctx->queue, lab, CL_FALSE, 0, rows * sizeof(cl_int), labels, 0, NULL, NULL);
+        cl_int e = clEnqueueWriteBuffer(ctx->queue, lab, CL_TRUE, 0, rows * sizeof(cl_int), labels, 0, NULL, NULL);
+        /* blocking: no queued read of the caller's labels outlives this call, error paths included */
         if (e != CL_SUCCESS) {
             st = wbcl__cl_fail(ctx, e, "%s: writing the labels", op);
             goto done;

@@ -290,6 +290,11 @@ static wbcl_status causal_blocked(wbcl_context *ctx, const wbcl__hview *w, const
     cl_uint uB = (cl_uint)B, uN = (cl_uint)N, uK = (cl_uint)K, up = (cl_uint)p, urb = (cl_uint)rb,
             unb = (cl_uint)nblk, ut0 = (cl_uint)t0, utm = (cl_uint)tmax;
     wbcl_kern *k;
+    /* Build (or fetch) every kernel before the first scan writes the state, so
+     * that a build failure leaves the state as it was (tssa.h). */
+    TRY(wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_scan", &k));
+    TRY(wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_causal_member", &k));
+    TRY(wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_causal_output", &k));
     TRY(wbcl__rowsq(ctx, w, dm, al, rb, nblk, part1));
     TRY(run_scan(ctx, p, K, al, part1, B, nblk, KP, state ? state->S : NULL, state ? state->cS : NULL));
     TRY(wbcl__tssa_kernel(ctx, dm->p, dm->K, al, "wbcl_tssa_causal_member", &k));

@@ -74,7 +74,8 @@ size_t wbcl_tssa_state_position(const wbcl_tssa_state *s);
 wbcl_status wbcl_tssa_state_read(wbcl_context *ctx, const wbcl_tssa_state *s, float *S, float *Q, float *P);
 
 /* w (B, K, N, p); state NULL (a new sequence) or made for (B, K, p); y as w, not w; Pi NULL or (B, K, N).
- * On failure the state is unchanged. */
+ * On an argument, shape or kernel-build failure the state is unchanged; a device
+ * error after the first launch (out of resources) leaves it unspecified: reset it. */
 wbcl_status wbcl_tssa_causal_heads(wbcl_context *ctx, const wbcl_tensor *w, const wbcl_tensor *temp,
                                    const wbcl_tensor *denom_bias, wbcl_tssa_state *state, wbcl_tensor *y,
                                    wbcl_tensor *Pi);
