@@ -1,5 +1,6 @@
 /* Core: devices, selection, contexts, tensors, programs, caches, threads, bad input. */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -34,6 +35,18 @@ static wbcl_status run_axpb(wbcl_context *ctx, wbcl_tensor *t, float a, float b)
     return wbcl__launch(ctx, k, 1, &g, &l);
 }
 
+/* case-insensitive substring test (the selector's documented matching) */
+static int contains_ci(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i])) i++;
+        if (i == n) return 1;
+    }
+    return n == 0;
+}
+
 START_TEST(device_list_and_select)
 {
     wbcl_device_info *d = NULL;
@@ -58,7 +71,11 @@ START_TEST(device_list_and_select)
     /* a name substring, in another case */
     char sub[8] = {0};
     for (int i = 0; i < 4 && d[0].name[i]; i++) sub[i] = (char)(d[0].name[i] ^ ((d[0].name[i] >= 'a' && d[0].name[i] <= 'z') ? 0x20 : 0));
+    c = (size_t)-1;
     ck_assert_int_eq(wbcl_device_select(d, n, sub, &c, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_uint_lt(c, n);
+    ck_assert_msg(contains_ci(d[c].name, sub) || contains_ci(d[c].vendor, sub) || contains_ci(d[c].platform_name, sub),
+                  "selector '%s' chose device %zu '%s', which does not match it", sub, c, d[c].name);
     ck_assert_int_eq(wbcl_device_select(d, n, wbcl_device_type_name(d[0].type), &c, err, sizeof err), WBCL_SUCCESS);
     ck_assert_int_eq(d[c].type, d[0].type);
     /* failures name the selector and list the devices */

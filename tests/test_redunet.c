@@ -398,7 +398,6 @@ START_TEST(spd_and_eigenvalue_bounds)
                     ck_assert_msg(pd_shifted(d, A, -1.0, a + tol),
                                   "%s d=%zu layer %zu matrix %zu: an eigenvalue is above %.9g", impl_name(impl), d, l,
                                   g, a);
-                    ck_assert_msg(!pd_shifted(d, A, 1.0, -(a + tol)), "%s: the bound a is not tight?", impl_name(impl));
                 }
             }
             wbcl_redunet_destroy(net);

@@ -531,6 +531,88 @@ START_TEST(failed_run_keeps_output)
 }
 END_TEST
 
+/* redunet.fit then redunet.apply on the same rows, through files: the final features match the
+ * double reference (host/ref) written from SPEC §4.1, the saved model replays construction exactly
+ * (same kernels, same order: bit-identical features), the objective log has one row per layer, and
+ * a fit without labels or with an empty class fails cleanly. Two well-separated Gaussians on S^2
+ * (sigma 0.05): memberships are never ambiguous, so float32 tracks the double run; 5 layers of
+ * float32 steps, each a few ulps per entry of unit-norm rows: 1e-4 absolute is ~100x the drift. */
+START_TEST(redunet_fit_apply_cli)
+{
+    make_dir();
+    const size_t per = 20, K = 2, d = 3, m = per * K, L = 5;
+    float X[120];
+    int y[40];
+    ck_assert_int_eq(wbcl_redunet_gaussians(d, (int)K, per, 0.05, NULL, 7, X, y), WBCL_SUCCESS);
+    double xd[120], yd[40];
+    for (size_t i = 0; i < m * d; i++) xd[i] = X[i];
+    for (size_t i = 0; i < m; i++) yd[i] = y[i];
+    size_t xs[2] = {m, d}, ys[1] = {m};
+    write_npy(P("x.npy"), WBCL_ELEM_F32, 2, xs, xd);
+    write_npy(P("y.npy"), WBCL_ELEM_I64, 1, ys, yd);
+    result *r = run("redunet.fit", "--input", P("x.npy"), "--labels", P("y.npy"), "--output", P("z.npy"), "--save",
+                    P("m.safetensors"), "--log", P("obj.csv"), "--param", "layers=5", "--quiet", NULL);
+    assert_ok(r);
+    float *z = read_result(P("z.npy"), 2, xs);
+    double ref[120];
+    memcpy(ref, xd, sizeof ref);
+    ck_assert_int_eq(wbcl_ref_redunet_fit(m, d, K, L, y, 0.5, 0.1, 500.0, ref, NULL, NULL, NULL, NULL), 0);
+    tu_assert_close(z, ref, m * d, 1e-4, 0.0, "redunet.fit features vs double reference");
+    /* the objective log: a header and L rows */
+    char csv[4096];
+    slurp(P("obj.csv"), csv, sizeof csv);
+    size_t lines = 0;
+    for (const char *c = csv; *c; c++) lines += *c == '\n';
+    ck_assert_msg(lines == L + 1, "objective log has %zu lines, expected %zu:\n%s", lines, L + 1, csv);
+    /* replay on the training rows */
+    r = run("redunet.apply", "--model", P("m.safetensors"), "--input", P("x.npy"), "--output", P("z2.npy"), NULL);
+    assert_ok(r);
+    float *z2 = read_result(P("z2.npy"), 2, xs);
+    ck_assert_msg(memcmp(z, z2, m * d * sizeof *z) == 0, "redunet.apply does not replay redunet.fit exactly");
+    /* failures: no labels; an empty class (labels 0 and 2 only) */
+    r = run("redunet.fit", "--input", P("x.npy"), "--output", P("z3.npy"), NULL);
+    assert_fails(r, "--labels");
+    for (size_t i = 0; i < m; i++) yd[i] = y[i] ? 2 : 0;
+    write_npy(P("y2.npy"), WBCL_ELEM_I64, 1, ys, yd);
+    r = run("redunet.fit", "--input", P("x.npy"), "--labels", P("y2.npy"), "--output", P("z3.npy"), NULL);
+    assert_fails(r, "class 1");
+    ck_assert(!exists(P("z3.npy")));
+    free(z);
+    free(z2);
+    remove_dir();
+}
+END_TEST
+
+/* ista: CRATE's FeedForward through files against the double reference. Outputs are ReLU of sums of
+ * d + d*d products of values <= 1 in size; 1e-5 absolute bounds float32 rounding for d = 12. */
+START_TEST(ista_cli)
+{
+    make_dir();
+    tu_rng g;
+    tu_rng_seed(&g, 31);
+    const size_t rows = 7, d = 12;
+    double *x = values(&g, rows * d, -1.0, 1.0, WBCL_ELEM_F32), *W = values(&g, d * d, -0.3, 0.3, WBCL_ELEM_F32);
+    size_t xs[2] = {rows, d};
+    write_npy(P("x.npy"), WBCL_ELEM_F32, 2, xs, x);
+    const char *names[1] = {"weight"};
+    const int nd[1] = {2};
+    const size_t shp[1][4] = {{d, d}};
+    const double *data[1] = {W};
+    write_st(P("w.safetensors"), 1, names, nd, shp, data);
+    result *r = run("ista", "--weights", P("w.safetensors"), "--input", P("x.npy"), "--output", P("y.npy"), NULL);
+    assert_ok(r);
+    float *yv = read_result(P("y.npy"), 2, xs);
+    double want[84];
+    wbcl_ref_crate_ista(rows, d, x, W, 0.1, 0.1, want);
+    tu_assert_close(yv, want, rows * d, 1e-5, 0.0, "ista");
+    for (size_t i = 0; i < rows * d; i++) ck_assert_msg(yv[i] >= 0.0f, "ista output %zu is negative", i);
+    free(yv);
+    free(x);
+    free(W);
+    remove_dir();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("run");
@@ -545,6 +627,8 @@ int main(void)
     tcase_add_test(tc, bad_files);
     tcase_add_test(tc, bad_command_lines);
     tcase_add_test(tc, failed_run_keeps_output);
+    tcase_add_test(tc, redunet_fit_apply_cli);
+    tcase_add_test(tc, ista_cli);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

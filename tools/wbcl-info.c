@@ -51,8 +51,8 @@ int main(int argc, char **argv)
                d->max_work_group_size, d->max_work_item_sizes[0], d->max_work_item_sizes[1], d->max_work_item_sizes[2]);
         printf("    global memory %.0f MiB, max allocation %.0f MiB, local memory %.0f KiB%s\n", mib(d->global_mem_size),
                mib(d->max_alloc_size), (double)d->local_mem_size / 1024.0, d->local_mem_is_global ? " (emulated in global)" : "");
-        printf("    fp16 %s, fp64 %s, profiling %s\n", d->has_fp16 ? "yes" : "no", d->has_fp64 ? "yes" : "no",
-               d->has_profiling ? "yes" : "no");
+        printf("    fp16 %s, fp64 %s, profiling %s, native float vector width %u\n", d->has_fp16 ? "yes" : "no",
+               d->has_fp64 ? "yes" : "no", d->has_profiling ? "yes" : "no", d->native_vector_width_float);
         printf("    kernel variants: %s-shaped ops, GEMM via %s\n", d->type == WBCL_DEVICE_CPU ? "CPU" : "GPU",
                d->type == WBCL_DEVICE_CPU ? "wbcl packed register-tile kernel" : "CLBlast");
     }

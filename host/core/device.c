@@ -49,6 +49,9 @@ static void probe(cl_platform_id p, cl_device_id d, wbcl_device_info *info)
     cl_uint cu = 0;
     clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
     info->compute_units = cu;
+    cl_uint vw = 0;
+    clGetDeviceInfo(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof vw, &vw, NULL);
+    info->native_vector_width_float = vw;
     clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof info->max_work_group_size,
                     &info->max_work_group_size, NULL);
     cl_uint dims = 0;

@@ -183,8 +183,9 @@ wbcl_status wbcl_redunet_load(wbcl_context *ctx, const char *path, wbcl_redunet 
         st = wbcl__fail(ctx, st, "%s", err);
         goto done;
     }
-    size_t L = probe.shape[0], K = probe.shape[1], d = probe.shape[2];
-    if (probe.ndim != 4 || probe.shape[3] != d || L < 1 || K < 1 || d < 1 || L > INT32_MAX || K > 1024 ||
+    const int is4 = probe.ndim == 4;
+    size_t L = is4 ? probe.shape[0] : 0, K = is4 ? probe.shape[1] : 0, d = is4 ? probe.shape[2] : 0;
+    if (!is4 || probe.shape[3] != d || L < 1 || K < 1 || d < 1 || L > INT32_MAX || K > 1024 ||
         d > 65536) {
         char got[128];
         wbcl__shape_str(got, sizeof got, probe.ndim, probe.shape);

@@ -45,6 +45,8 @@ typedef struct wbcl_device_info {
     int has_fp16;                /* cl_khr_fp16                                      */
     int has_fp64;                /* cl_khr_fp64 or a double FP config                */
     int has_profiling;           /* queue profiling supported                        */
+    unsigned native_vector_width_float; /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: floats per SIMD
+                                           register (16 on AVX-512 CPUs, 8 on AVX2, 4 on SSE/NEON) */
 } wbcl_device_info;
 
 /* Lists every device of every platform. On success *infos is a malloc'd array

@@ -409,8 +409,11 @@ static int run_example(wbcl_run *r)
         goto done;
     }
     /* training and held-out samples from the same three distributions */
-    wbcl_redunet_gaussians(d, (int)K, (size_t)per, sigma, NULL, (uint64_t)seed, X, y);
-    wbcl_redunet_gaussians(d, (int)K, (size_t)per, sigma, NULL, (uint64_t)seed + 0x9E3779B9u, Xt, yt);
+    if (wbcl_redunet_gaussians(d, (int)K, (size_t)per, sigma, NULL, (uint64_t)seed, X, y) ||
+        wbcl_redunet_gaussians(d, (int)K, (size_t)per, sigma, NULL, (uint64_t)seed + 0x9E3779B9u, Xt, yt)) {
+        wbcl_run_fail(r, "Example 5.1: could not draw the Gaussian samples (d %zu, K %zu, %ld per class)", d, K, per);
+        goto done;
+    }
     const size_t shape[2] = {m, d};
     if (wbcl_run_check(r, wbcl_tensor_create(r->ctx, 2, shape, WBCL_F32, X, &tX))) goto done;
     if (wbcl_run_check(r, wbcl_tensor_create(r->ctx, 2, shape, WBCL_F32, NULL, &tZ))) goto done;
@@ -466,6 +469,15 @@ static int run_example(wbcl_run *r)
                       dR_opt);
         goto done;
     }
+    /* the geometry the book shows: orthogonal class lines, held-out samples on their own line */
+    if (judged && worst_cos >= 1e-2) {
+        wbcl_run_fail(r, "Example 5.1: class directions not orthogonal: max |cos| = %.2e (tolerance 1e-2)", worst_cos);
+        goto done;
+    }
+    if (judged && correct != m) {
+        wbcl_run_fail(r, "Example 5.1: %zu of %zu held-out samples land on another class's line", m - correct, m);
+        goto done;
+    }
     rc = 0;
 done:
     wbcl_redunet_destroy(net);
@@ -490,7 +502,8 @@ const wbcl_run_module wbcl_mod_redunet_example = {
     "  R, Rc every print_every layers against the optimum dR* of K orthogonal lines, the time, the\n"
     "  angles between the learned class directions and the nearest-subspace accuracy of held-out\n"
     "  samples mapped by the constructed network. Exits non-zero if layers >= 600 and the final dR\n"
-    "  is more than 1e-3 from dR*.\n"
+    "  is more than 1e-3 from dR*, the class directions have |cos| >= 1e-2, or a held-out sample\n"
+    "  is nearer another class's line.\n"
     "  --param layers=N         number of layers (default 2000)\n"
     "  --param per_class=N      samples per class (default 500)\n"
     "  --param sigma=X          standard deviation of each Gaussian (default 0.1)\n"
