@@ -1,0 +1,304 @@
+/* Shift-invariant ReduNet (include/wbcl/circulant.h, SPEC.md §4.2-4.3): the
+ * double reference against the golden 1-D case and against the dense
+ * block-circulant oracle; the device path against the reference; the
+ * shift-equivariance properties of book §5.1.2; sinusoid data (SPEC §5);
+ * model files; bad input. */
+#define _POSIX_C_SOURCE 200809L
+#include <cjson/cJSON.h>
+#include <complex.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "wbcl/ref.h"
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
+/* ---- golden data ---------------------------------------------------------------------------- */
+
+static cJSON *golden(void)
+{
+    FILE *f = fopen(WBCL_GOLDEN_DIR "/redunet.json", "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", WBCL_GOLDEN_DIR "/redunet.json");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = 0;
+    fclose(f);
+    cJSON *j = cJSON_Parse(buf);
+    free(buf);
+    ck_assert_msg(j != NULL, "golden/redunet.json does not parse");
+    return j;
+}
+
+static size_t flatten(const cJSON *a, double *out, size_t cap)
+{
+    if (cJSON_IsNumber(a)) {
+        ck_assert_uint_ge(cap, 1);
+        out[0] = a->valuedouble;
+        return 1;
+    }
+    ck_assert_msg(cJSON_IsArray(a), "golden: expected an array");
+    size_t n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, a) n += flatten(e, out + n, cap - n);
+    return n;
+}
+
+static size_t field(const cJSON *obj, const char *key, double *out, size_t cap)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(obj, key);
+    ck_assert_msg(a != NULL, "golden: missing '%s'", key);
+    return flatten(a, out, cap);
+}
+
+static double max_abs(const double *x, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(x[i]));
+    return m;
+}
+
+/* |got - want| <= rtol * max|want| for every element. */
+static void assert_normwise_d(const double *got, const double *want, size_t n, double rtol, const char *what)
+{
+    double scale = max_abs(want, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) <= rtol * scale, "%s[%zu]: got %.15g want %.15g", what, i, got[i],
+                      want[i]);
+}
+
+/* The golden 1-D case: T = 8, m = 4, Cin = 1, Cout = 3, k = 3, K = 2, eps2 0.1, eta 0.5, lambda 500, L = 2. */
+typedef struct {
+    double X[32], W[9], lifted[96], E1re[72], E1im[72], Zfinal[96], hist[6];
+    int y[4];
+} golden1d;
+
+static void load_golden1d(golden1d *g)
+{
+    cJSON *j = golden();
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "conv1d");
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(field(c, "X", g->X, 32), 32);
+    ck_assert_uint_eq(field(c, "W", g->W, 9), 9);
+    ck_assert_uint_eq(field(c, "lifted", g->lifted, 96), 96);
+    ck_assert_uint_eq(field(c, "E1_re", g->E1re, 72), 72);
+    ck_assert_uint_eq(field(c, "E1_im", g->E1im, 72), 72);
+    ck_assert_uint_eq(field(c, "Zfinal", g->Zfinal, 96), 96);
+    ck_assert_uint_eq(field(c, "hist", g->hist, 6), 6);
+    double y[4];
+    ck_assert_uint_eq(field(c, "y", y, 4), 4);
+    for (int i = 0; i < 4; i++) g->y[i] = (int)y[i];
+    cJSON_Delete(j);
+}
+
+/* ---- data ------------------------------------------------------------------------------------ */
+
+/* SPEC §5 sinusoids: per sample x0 ~ U(0, 10 pi), t = linspace(x0, x0 + 2 pi, T) (endpoint included);
+ * mode 1: {sin t, sin 3t}; mode 7: {sin t + N(0, .1^2), sign(sin t) + N(0, .1^2)}. X (2 n, 1, T), class by class. */
+static void sinusoids(tu_rng *r, int mode, size_t n, size_t T, double *X, int *y)
+{
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < n; i++) {
+            size_t b = k * n + i;
+            double x0 = tu_uniform(r, 0.0, 10.0 * M_PI);
+            for (size_t t = 0; t < T; t++) {
+                double tt = x0 + 2.0 * M_PI * (double)t / (double)(T - 1), v;
+                if (mode == 1) v = k == 0 ? sin(tt) : sin(3.0 * tt);
+                else v = (k == 0 ? sin(tt) : (sin(tt) > 0 ? 1.0 : (sin(tt) < 0 ? -1.0 : 0.0))) + 0.1 * tu_normal(r);
+                X[b * T + t] = v;
+            }
+            if (y) y[b] = (int)k;
+        }
+}
+
+/* roll along the last two axes of rows arrays (H, W) by (sh, sw): out[h][w] = in[(h - sh) mod H][(w - sw) mod W]. */
+static void roll2(size_t rows, size_t H, size_t W, size_t sh, size_t sw, const double *in, double *out)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t w = 0; w < W; w++)
+                out[(r * H + (h + sh) % H) * W + (w + sw) % W] = in[(r * H + h) * W + w];
+}
+
+/* ---- reference ------------------------------------------------------------------------------ */
+
+/* The reference reproduces the golden 1-D case (values from an independent NumPy implementation of
+ * SPEC §4.2, float64): 1e-10 relative leaves room only for summation-order rounding (~1e-15 here). */
+START_TEST(ref_golden_1d)
+{
+    golden1d g;
+    load_golden1d(&g);
+    double L[96], hist[6], Z[96], E1[144], mi = 1.0;
+    const size_t nops = 2 * 3 * 8 * 9; /* (K+1) N C C complex */
+    int yhat[4];
+    wbcl_ref_circ_lift(4, 1, 3, 1, 8, 1, 3, g.X, g.W, L);
+    assert_normwise_d(L, g.lifted, 96, 1e-12, "lifted");
+    memcpy(Z, L, sizeof Z);
+    double *ops_all = malloc(2 * nops * sizeof(double));
+    ck_assert_ptr_nonnull(ops_all);
+    ck_assert_int_eq(wbcl_ref_circ_fit(4, 3, 1, 8, 2, 2, g.y, 0.5, 0.1, 500.0, Z, ops_all, NULL, hist, yhat, &mi), 0);
+    assert_normwise_d(hist, g.hist, 6, 1e-10, "(dR, R, Rc) per layer");
+    assert_normwise_d(Z, g.Zfinal, 96, 1e-10, "final features");
+    ck_assert_msg(mi < 1e-12, "imaginary part of the output %g", mi);
+    /* E^1 for every frequency p = 0..7: entry K = 2 of layer 1's ops (K+1, N, C, C) */
+    for (size_t p = 0; p < 8; p++)
+        for (size_t i = 0; i < 9; i++) {
+            E1[p * 9 + i] = ops_all[2 * ((2 * 8 + p) * 9 + i)];
+            E1[72 + p * 9 + i] = ops_all[2 * ((2 * 8 + p) * 9 + i) + 1];
+        }
+    assert_normwise_d(E1, g.E1re, 72, 1e-10, "Re E1_p");
+    assert_normwise_d(E1 + 72, g.E1im, 72, 1e-10, "Im E1_p");
+    free(ops_all);
+}
+END_TEST
+
+/* Symmetry of the spectrum operators of real input: E_{N-p} = conj(E_p), and E_p Hermitian. */
+static void check_hermitian_pairs(size_t C, size_t H, size_t W, const double complex *Ep, double tol)
+{
+    size_t N = H * W;
+    for (size_t ph = 0; ph < H; ph++)
+        for (size_t pw = 0; pw < W; pw++) {
+            size_t p = ph * W + pw, q = ((H - ph) % H) * W + (W - pw) % W;
+            for (size_t i = 0; i < C; i++)
+                for (size_t k = 0; k < C; k++) {
+                    double complex a = Ep[(p * C + i) * C + k];
+                    ck_assert_msg(cabs(a - conj(Ep[(q * C + i) * C + k])) <= tol, "E_{-p} != conj E_p at p %zu", p);
+                    ck_assert_msg(cabs(a - conj(Ep[(p * C + k) * C + i])) <= tol, "E_p not Hermitian at p %zu", p);
+                }
+        }
+    (void)N;
+}
+
+/* Dense block-circulant oracle vs the FFT form. Operator: Ebar[(c,s),(d,t)] = (1/N) sum_p E_p[c,d] e^{2 pi i p (s-t)/N}
+ * (the inverse unitary DFT of the per-frequency blocks, 2-D as well). One layer: the FFT path (DFT, construct, apply,
+ * inverse DFT) equals the dense time-domain layer. Both in double: 1e-9 relative covers the conditioning of
+ * I + a S (cond <= 1 + a max|S| ~ 1e3 here) times double rounding. Cases: odd and even lengths, 1-D and 2-D. */
+static const size_t dense_cases[][5] = {/* m, C, H, W, K */ {6, 3, 1, 7, 2}, {5, 2, 1, 8, 2}, {6, 2, 3, 4, 3},
+                                        {4, 3, 2, 3, 2}};
+
+START_TEST(ref_fft_equals_dense)
+{
+    const size_t *cs = dense_cases[_i];
+    size_t m = cs[0], C = cs[1], H = cs[2], W = cs[3], K = cs[4], N = H * W, n = C * N;
+    tu_rng r;
+    tu_rng_seed(&r, 100 + (uint64_t)_i);
+    double *Z = malloc(m * n * sizeof *Z), *Z2 = malloc(m * n * sizeof *Z2);
+    double complex *V = malloc(m * n * sizeof *V), *tmp = malloc(m * n * sizeof *tmp);
+    double complex *ops = malloc((K + 1) * N * C * C * sizeof *ops);
+    double *Ed = malloc(n * n * sizeof *Ed), *Ef = malloc(n * n * sizeof *Ef), gamma[8];
+    int *y = malloc(m * sizeof *y), yh1[16], yh2[16];
+    ck_assert(Z && Z2 && V && tmp && ops && Ed && Ef && y);
+    for (size_t i = 0; i < m * n; i++) Z[i] = tu_normal(&r);
+    for (size_t b = 0; b < m; b++) y[b] = (int)(b % K);
+    wbcl_ref_redunet_normalize(m, n, Z);
+    for (size_t i = 0; i < m * n; i++) tmp[i] = Z[i];
+    wbcl_ref_circ_dft(m * C, H, W, 0, (const double *)tmp, (double *)V);
+    ck_assert_int_eq(wbcl_ref_circ_construct(m, C, N, K, (const double *)V, y, 0.1, (double *)ops, gamma), 0);
+    check_hermitian_pairs(C, H, W, ops + K * N * C * C, 1e-12);
+    /* operator: E and, for class 1, C_1 */
+    for (int which = 0; which < 2; which++) {
+        const double complex *Ep = ops + (which == 0 ? K : 1) * N * C * C;
+        ck_assert_int_eq(wbcl_ref_circ_dense_operator(m, C, H, W, Z, which == 0 ? NULL : y, 1, 0.1, Ed), 0);
+        double imax = 0.0;
+        for (size_t c = 0; c < C; c++)
+            for (size_t s = 0; s < N; s++)
+                for (size_t d = 0; d < C; d++)
+                    for (size_t t = 0; t < N; t++) {
+                        size_t sh = s / W, sw = s % W, th = t / W, tw = t % W;
+                        double complex acc = 0.0;
+                        for (size_t ph = 0; ph < H; ph++)
+                            for (size_t pw = 0; pw < W; pw++) {
+                                double a = 2.0 * M_PI *
+                                           ((double)(ph * ((sh + H - th) % H) % H) / (double)H +
+                                            (double)(pw * ((sw + W - tw) % W) % W) / (double)W);
+                                acc += Ep[((ph * W + pw) * C + c) * C + d] * (cos(a) + I * sin(a));
+                            }
+                        acc /= (double)N;
+                        Ef[(c * N + s) * n + d * N + t] = creal(acc);
+                        imax = fmax(imax, fabs(cimag(acc)));
+                    }
+        ck_assert_msg(imax < 1e-12, "FFT-built operator has an imaginary part %g", imax);
+        assert_normwise_d(Ef, Ed, n * n, 1e-9, which == 0 ? "E from FFT vs dense" : "C_1 from FFT vs dense");
+    }
+    /* one layer */
+    wbcl_ref_circ_apply(m, C, N, K, (const double *)ops, gamma, 0.5, 50.0, (double *)V, yh1, NULL);
+    wbcl_ref_circ_dft(m * C, H, W, 1, (const double *)V, (double *)tmp);
+    for (size_t i = 0; i < m * n; i++) {
+        ck_assert_msg(fabs(cimag(tmp[i])) < 1e-12, "layer output imaginary part %g", cimag(tmp[i]));
+        Z2[i] = creal(tmp[i]);
+    }
+    ck_assert_int_eq(wbcl_ref_circ_dense_layer(m, C, H, W, K, y, 0.5, 0.1, 50.0, Z, yh2), 0);
+    assert_normwise_d(Z2, Z, m * n, 1e-9, "one layer FFT vs dense");
+    for (size_t b = 0; b < m; b++) ck_assert_int_eq(yh1[b], yh2[b]);
+    free(Z);
+    free(Z2);
+    free(V);
+    free(tmp);
+    free(ops);
+    free(Ed);
+    free(Ef);
+    free(y);
+}
+END_TEST
+
+/* Equivariance of the reference itself (1-D and 2-D): fit on x, apply the fitted network to roll(x): equals
+ * roll(f(x)) to 1e-10 (double rounding). */
+START_TEST(ref_equivariance)
+{
+    size_t m = 6, Cin = 1, C = 3, H = _i == 0 ? 1 : 4, W = _i == 0 ? 10 : 5, kh = _i == 0 ? 1 : 2, kw = 3, K = 2,
+           Lyr = 2, N = H * W, sh = _i == 0 ? 0 : 1, sw = 3;
+    tu_rng r;
+    tu_rng_seed(&r, 7 + (uint64_t)_i);
+    double *X = malloc(m * Cin * N * sizeof *X), *Xs = malloc(m * Cin * N * sizeof *Xs), Wt[3 * 2 * 3];
+    double *Z = malloc(m * C * N * sizeof *Z), *Zs = malloc(m * C * N * sizeof *Zs), *R = malloc(m * C * N * sizeof *R);
+    size_t nops = (K + 1) * N * C * C * 2;
+    double *ops = malloc(Lyr * nops * sizeof *ops), gam[4], pi1[12], pi2[12];
+    int y[6] = {0, 1, 0, 1, 0, 1}, yh1[6], yh2[6];
+    for (size_t i = 0; i < m * Cin * N; i++) X[i] = tu_normal(&r);
+    for (size_t i = 0; i < C * Cin * kh * kw; i++) Wt[i] = tu_normal(&r);
+    wbcl_ref_circ_lift(m, Cin, C, H, W, kh, kw, X, Wt, Z);
+    ck_assert_int_eq(wbcl_ref_circ_fit(m, C, H, W, K, Lyr, y, 0.5, 0.1, 50.0, Z, ops, gam, NULL, NULL, NULL), 0);
+    wbcl_ref_circ_lift(m, Cin, C, H, W, kh, kw, X, Wt, R);
+    ck_assert_int_eq(wbcl_ref_circ_forward(m, C, H, W, K, Lyr, ops, gam, 0.5, 50.0, R, yh1, pi1), 0);
+    assert_normwise_d(R, Z, m * C * N, 1e-12, "apply replays fit");
+    roll2(m * Cin, H, W, sh, sw, X, Xs);
+    wbcl_ref_circ_lift(m, Cin, C, H, W, kh, kw, Xs, Wt, Zs);
+    ck_assert_int_eq(wbcl_ref_circ_forward(m, C, H, W, K, Lyr, ops, gam, 0.5, 50.0, Zs, yh2, pi2), 0);
+    roll2(m * C, H, W, sh, sw, Z, R);
+    assert_normwise_d(Zs, R, m * C * N, 1e-10, "f(roll x) vs roll f(x)");
+    assert_normwise_d(pi2, pi1, m * K, 1e-10, "pi under shift");
+    for (size_t b = 0; b < m; b++) ck_assert_int_eq(yh1[b], yh2[b]);
+    free(X);
+    free(Xs);
+    free(Z);
+    free(Zs);
+    free(R);
+    free(ops);
+}
+END_TEST
+
+/* DEVICE_TESTS */
+
+static Suite *circulant_suite(void)
+{
+    Suite *s = suite_create("circulant");
+    TCase *tc = tcase_create("reference");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, ref_golden_1d);
+    tcase_add_loop_test(tc, ref_fft_equals_dense, 0, (int)(sizeof dense_cases / sizeof dense_cases[0]));
+    tcase_add_loop_test(tc, ref_equivariance, 0, 2);
+    suite_add_tcase(s, tc);
+    /* DEVICE_TCASES */
+    return s;
+}
+
+int main(void) { return tu_run(circulant_suite()); }
