@@ -51,7 +51,7 @@ __kernel void circ_lift(__global const float *X, __global const float *Wt, __glo
             }
         }
     }
-    Y[gid] = fmax(s, 0.0f);
+    Y[gid] = isfinite(s) ? fmax(s, 0.0f) : s; /* a non-finite input must reach the entry check, not vanish */
 }
 
 /* Per sample: v <- v / max(|v|, 1e-8), |v| over the whole spectrum; flag[0] = 1 on a non-finite norm. */

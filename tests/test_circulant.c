@@ -517,6 +517,369 @@ START_TEST(device_vs_dense)
 }
 END_TEST
 
+/* Equivariance on the device, 1-D and 2-D: fit on x (with lifting), then f(roll(x, s)) = roll(f(x), s) for
+ * several shifts to 1e-5 of the features' largest entry (SPEC §4.3; fp32: the two inputs go through different
+ * FFT rounding, ~1e-7 per transform, amplified by the layers' Lipschitz constant ~1 + eta a ~ 10 over 3 layers).
+ * Memberships: yhat identical, pi within 1e-4 (lambda = 500 multiplies |c_j| differences ~1e-7). Every output
+ * sample has unit norm (1e-5). */
+START_TEST(device_equivariance)
+{
+    const int two_d = _i;
+    size_t m = 8, Cin = 2, C = 5, H = two_d ? 6 : 1, W = two_d ? 10 : 30, kh = two_d ? 3 : 1, kw = 3, K = 2,
+           N = H * W;
+    tu_rng r;
+    tu_rng_seed(&r, 77 + (uint64_t)_i);
+    double *X = malloc(m * Cin * N * sizeof *X), *Xs = malloc(m * Cin * N * sizeof *Xs),
+           *Wt = malloc(C * Cin * kh * kw * sizeof *Wt), *Zr = malloc(m * C * N * sizeof *Zr),
+           *Zrr = malloc(m * C * N * sizeof *Zrr);
+    int y[8];
+    for (size_t b = 0; b < m; b++) {
+        y[b] = (int)(b % 2);
+        for (size_t i = 0; i < Cin * N; i++) /* two classes: different dominant frequencies plus noise */
+            X[b * Cin * N + i] = sin(2.0 * M_PI * (double)((y[b] + 1) * (i % W)) / (double)W + tu_uniform(&r, 0, 6)) +
+                                 0.3 * tu_normal(&r);
+    }
+    for (size_t i = 0; i < C * Cin * kh * kw; i++) Wt[i] = tu_normal(&r);
+    wbcl_context *ctx = tu_context();
+    int nd = two_d ? 4 : 3;
+    size_t sx[4] = {m, Cin, H, W}, sw[4] = {C, Cin, kh, kw}, sz[4] = {m, C, H, W};
+    if (!two_d) sx[2] = W, sw[2] = kw, sz[2] = W;
+    wbcl_tensor *Xd = upload_d(ctx, nd, sx, X), *Wd = upload_d(ctx, nd, sw, Wt), *Zd = empty_t(ctx, nd, sz),
+                *Zs = empty_t(ctx, nd, sz);
+    wbcl_circulant_params p = cparams(3, 500.0f);
+    wbcl_circulant *net = dfit(ctx, Xd, Wd, y, (int)K, &p, Zd);
+    float pi0[16], pi1[16];
+    int yh0[8], yh1[8];
+    ck_assert_int_eq(wbcl_circulant_apply(ctx, net, Xd, Zd, yh0, pi0), WBCL_SUCCESS);
+    float *Z0 = download(ctx, Zd);
+    for (size_t i = 0; i < m * C * N; i++) Zr[i] = Z0[i];
+    for (size_t b = 0; b < m; b++) {
+        double s = 0.0;
+        for (size_t i = 0; i < C * N; i++) s += Zr[b * C * N + i] * Zr[b * C * N + i];
+        ck_assert_msg(fabs(sqrt(s) - 1.0) < 1e-5, "sample %zu has norm %.9g", b, sqrt(s));
+    }
+    const size_t shifts[3][2] = {{0, 1}, {two_d ? 2 : 0, 7}, {two_d ? 5 : 0, two_d ? 9 : 29}};
+    for (int s = 0; s < 3; s++) {
+        roll2(m * Cin, H, W, shifts[s][0], shifts[s][1], X, Xs);
+        wbcl_tensor *Xsd = upload_d(ctx, nd, sx, Xs);
+        ck_assert_int_eq(wbcl_circulant_apply(ctx, net, Xsd, Zs, yh1, pi1), WBCL_SUCCESS);
+        float *Z1 = download(ctx, Zs);
+        roll2(m * C, H, W, shifts[s][0], shifts[s][1], Zr, Zrr);
+        assert_normwise(Z1, Zrr, m * C * N, 1e-5, "f(roll x) vs roll f(x)");
+        for (size_t b = 0; b < m; b++) {
+            ck_assert_int_eq(yh1[b], yh0[b]);
+            for (size_t j = 0; j < K; j++) ck_assert_msg(fabs(pi1[b * K + j] - pi0[b * K + j]) < 1e-4, "pi moved");
+        }
+        tu_guarded_free(Z1);
+        wbcl_tensor_destroy(Xsd);
+    }
+    tu_guarded_free(Z0);
+    wbcl_circulant_destroy(net);
+    wbcl_tensor_destroy(Xd);
+    wbcl_tensor_destroy(Wd);
+    wbcl_tensor_destroy(Zd);
+    wbcl_tensor_destroy(Zs);
+    wbcl_context_destroy(ctx);
+    free(X);
+    free(Xs);
+    free(Wt);
+    free(Zr);
+    free(Zrr);
+}
+END_TEST
+
+/* Unit norms after every layer: networks of 1, 2, 3 and 4 layers (each a prefix of the next: fit is
+ * deterministic and layer l only sees layers < l) all give unit-norm features (1e-5: one float normalization),
+ * and the imaginary parts of the output are negligible in the reference (checked there to 1e-12); here the
+ * 1- to 4-layer features agree with the reference's to 1e-4. */
+START_TEST(device_unit_norm_every_layer)
+{
+    size_t m = 10, C = 4, T = 20, K = 2;
+    tu_rng r;
+    tu_rng_seed(&r, 5);
+    double *X = malloc(m * C * T * sizeof *X), *Z = malloc(m * C * T * sizeof *Z);
+    int y[10];
+    for (size_t i = 0; i < m * C * T; i++) X[i] = tu_normal(&r);
+    for (size_t b = 0; b < m; b++) y[b] = (int)(b % K);
+    wbcl_context *ctx = tu_context();
+    size_t sz[3] = {m, C, T};
+    wbcl_tensor *Xd = upload_d(ctx, 3, sz, X), *Zd = empty_t(ctx, 3, sz);
+    for (int L = 1; L <= 4; L++) {
+        wbcl_circulant_params p = cparams(L, 50.0f);
+        wbcl_circulant *net = dfit(ctx, Xd, NULL, y, (int)K, &p, Zd);
+        float *Zh = download(ctx, Zd);
+        for (size_t b = 0; b < m; b++) {
+            double s = 0.0;
+            for (size_t i = 0; i < C * T; i++) s += (double)Zh[b * C * T + i] * Zh[b * C * T + i];
+            ck_assert_msg(fabs(sqrt(s) - 1.0) < 1e-5, "L = %d sample %zu norm %.9g", L, b, sqrt(s));
+        }
+        double mi = 1.0;
+        memcpy(Z, X, m * C * T * sizeof *Z);
+        ck_assert_int_eq(wbcl_ref_circ_fit(m, C, 1, T, K, (size_t)L, y, 0.5, 0.1, 50.0, Z, NULL, NULL, NULL, NULL, &mi),
+                         0);
+        ck_assert_msg(mi < 1e-12, "reference output imaginary part %g", mi);
+        assert_normwise(Zh, Z, m * C * T, 1e-4, "features after L layers");
+        tu_guarded_free(Zh);
+        wbcl_circulant_destroy(net);
+    }
+    wbcl_tensor_destroy(Xd);
+    wbcl_tensor_destroy(Zd);
+    wbcl_context_destroy(ctx);
+    free(X);
+    free(Z);
+}
+END_TEST
+
+/* Nearest-subspace classifier of the ReduNet papers, made shift-invariant the circulant way: class j's subspace
+ * is spanned by all cyclic shifts of r principal directions, i.e. per frequency p the top-r eigenvectors U_{j,p} of
+ * S_{j,p} = sum_{train b in j} v_b(p) v_b(p)^H (power iteration with deflation, double); a test sample goes to
+ * the class whose subspace keeps most of its energy, sum_p |U_{j,p}^H v(p)|^2. Returns the number correct. */
+static int nearest_subspace(size_t C, size_t T, size_t ntr, const float *Ztr, const int *ytr, size_t nte,
+                            const float *Zte, const int *yte, int K, int rank)
+{
+    double complex *Vtr = malloc(ntr * C * T * sizeof *Vtr), *Vte = malloc(nte * C * T * sizeof *Vte),
+                   *tmp = malloc((ntr > nte ? ntr : nte) * C * T * sizeof *tmp),
+                   *U = malloc((size_t)K * T * (size_t)rank * C * sizeof *U), *S = malloc(C * C * sizeof *S),
+                   *u = malloc(C * sizeof *u), *w = malloc(C * sizeof *w);
+    ck_assert(Vtr && Vte && tmp && U && S && u && w);
+    for (size_t i = 0; i < ntr * C * T; i++) tmp[i] = Ztr[i];
+    wbcl_ref_circ_dft(ntr * C, 1, T, 0, (const double *)tmp, (double *)Vtr);
+    for (size_t i = 0; i < nte * C * T; i++) tmp[i] = Zte[i];
+    wbcl_ref_circ_dft(nte * C, 1, T, 0, (const double *)tmp, (double *)Vte);
+    for (int j = 0; j < K; j++)
+        for (size_t p = 0; p < T; p++) {
+            for (size_t i = 0; i < C * C; i++) S[i] = 0.0;
+            for (size_t b = 0; b < ntr; b++)
+                if (ytr[b] == j)
+                    for (size_t c = 0; c < C; c++)
+                        for (size_t d = 0; d < C; d++)
+                            S[c * C + d] += Vtr[(b * C + c) * T + p] * conj(Vtr[(b * C + d) * T + p]);
+            for (int k = 0; k < rank; k++) {
+                double complex *uk = U + (((size_t)j * T + p) * (size_t)rank + (size_t)k) * C;
+                for (size_t c = 0; c < C; c++) u[c] = 1.0 + 0.1 * (double)c + 0.01 * I * (double)(c * c);
+                for (int it = 0; it < 200; it++) {
+                    for (size_t c = 0; c < C; c++) { /* w = S u, deflated against earlier directions */
+                        w[c] = 0.0;
+                        for (size_t d = 0; d < C; d++) w[c] += S[c * C + d] * u[d];
+                    }
+                    for (int q = 0; q < k; q++) {
+                        const double complex *uq = U + (((size_t)j * T + p) * (size_t)rank + (size_t)q) * C;
+                        double complex dot = 0.0;
+                        for (size_t c = 0; c < C; c++) dot += conj(uq[c]) * w[c];
+                        for (size_t c = 0; c < C; c++) w[c] -= dot * uq[c];
+                    }
+                    double nn = 0.0;
+                    for (size_t c = 0; c < C; c++) nn += creal(w[c] * conj(w[c]));
+                    nn = sqrt(nn);
+                    if (nn < 1e-300) break;
+                    for (size_t c = 0; c < C; c++) u[c] = w[c] / nn;
+                }
+                memcpy(uk, u, C * sizeof *u);
+            }
+        }
+    int correct = 0;
+    for (size_t b = 0; b < nte; b++) {
+        int best = 0;
+        double bestv = -1.0;
+        for (int j = 0; j < K; j++) {
+            double e = 0.0;
+            for (size_t p = 0; p < T; p++)
+                for (int k = 0; k < rank; k++) {
+                    const double complex *uk = U + (((size_t)j * T + p) * (size_t)rank + (size_t)k) * C;
+                    double complex dot = 0.0;
+                    for (size_t c = 0; c < C; c++) dot += conj(uk[c]) * Vte[(b * C + c) * T + p];
+                    e += creal(dot * conj(dot));
+                }
+            if (e > bestv) bestv = e, best = j;
+        }
+        correct += best == yte[b];
+    }
+    free(Vtr);
+    free(Vte);
+    free(tmp);
+    free(U);
+    free(S);
+    free(u);
+    free(w);
+    return correct;
+}
+
+/* Sinusoid data of SPEC §5 (the ReduNet paper's 1-D experiments), modes 1 and 7, the reference run's settings:
+ * T = 100, Cout = 10, k = 9, 20 per class, L = 10, eta 0.5, eps2 0.1, lambda 500. dR rises at every layer;
+ * held-out samples, and the same samples cyclically shifted by random amounts, are classified by nearest
+ * subspace equally well (the same count: the classifier and the network are shift-invariant) and well above
+ * chance (>= 80% of 40). */
+START_TEST(device_sinusoids)
+{
+    const int mode = _i == 0 ? 1 : 7;
+    const size_t n = 20, T = 100, C = 10, k = 9, m = 2 * n;
+    tu_rng r;
+    tu_rng_seed(&r, 2024 + (uint64_t)mode);
+    double *X = malloc(m * T * sizeof *X), *Xt = malloc(m * T * sizeof *Xt), *Xs = malloc(m * T * sizeof *Xs),
+           Wt[10 * 9];
+    int y[40], yt[40];
+    sinusoids(&r, mode, n, T, X, y);
+    sinusoids(&r, mode, n, T, Xt, yt);
+    for (size_t b = 0; b < m; b++) {
+        size_t s = (size_t)tu_uniform(&r, 0, (double)T);
+        roll2(1, 1, T, 0, s, Xt + b * T, Xs + b * T);
+    }
+    for (size_t i = 0; i < C * k; i++) Wt[i] = tu_normal(&r);
+    wbcl_context *ctx = tu_context();
+    const size_t sx[3] = {m, 1, T}, sw[3] = {C, 1, k}, sz[3] = {m, C, T};
+    wbcl_tensor *Xd = upload_d(ctx, 3, sx, X), *Wd = upload_d(ctx, 3, sw, Wt), *Zd = empty_t(ctx, 3, sz),
+                *Xtd = upload_d(ctx, 3, sx, Xt), *Xsd = upload_d(ctx, 3, sx, Xs), *Ztd = empty_t(ctx, 3, sz),
+                *Zsd = empty_t(ctx, 3, sz);
+    wbcl_circulant_params p = cparams(10, 500.0f);
+    wbcl_circulant *net = dfit(ctx, Xd, Wd, y, 2, &p, Zd);
+    double prev = -1e300;
+    for (int l = 0; l < 10; l++) {
+        double dR;
+        ck_assert_int_eq(wbcl_circulant_history(net, l, &dR, NULL, NULL), WBCL_SUCCESS);
+        ck_assert_msg(dR > prev, "mode %d: dR fell at layer %d: %.9g after %.9g", mode, l + 1, dR, prev);
+        prev = dR;
+    }
+    ck_assert_int_eq(wbcl_circulant_apply(ctx, net, Xtd, Ztd, NULL, NULL), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_circulant_apply(ctx, net, Xsd, Zsd, NULL, NULL), WBCL_SUCCESS);
+    float *Ztr = download(ctx, Zd), *Zte = download(ctx, Ztd), *Zsh = download(ctx, Zsd);
+    int a0 = nearest_subspace(C, T, m, Ztr, y, m, Zte, yt, 2, 1);
+    int a1 = nearest_subspace(C, T, m, Ztr, y, m, Zsh, yt, 2, 1);
+    ck_assert_msg(a0 == a1, "mode %d: %d of 40 unshifted vs %d shifted", mode, a0, a1);
+    ck_assert_msg(a0 >= 32, "mode %d: only %d of 40 test samples classified correctly", mode, a0);
+    tu_guarded_free(Ztr);
+    tu_guarded_free(Zte);
+    tu_guarded_free(Zsh);
+    wbcl_circulant_destroy(net);
+    wbcl_tensor_destroy(Xd);
+    wbcl_tensor_destroy(Wd);
+    wbcl_tensor_destroy(Zd);
+    wbcl_tensor_destroy(Xtd);
+    wbcl_tensor_destroy(Xsd);
+    wbcl_tensor_destroy(Ztd);
+    wbcl_tensor_destroy(Zsd);
+    wbcl_context_destroy(ctx);
+    free(X);
+    free(Xt);
+    free(Xs);
+}
+END_TEST
+
+/* Bad input: every error a status and a message naming the problem; outputs untouched, *out NULL. */
+START_TEST(device_bad_input)
+{
+    wbcl_context *ctx = tu_context();
+    const size_t sx[3] = {4, 1, 8}, sw[3] = {3, 1, 3}, sz[3] = {4, 3, 8};
+    double X[32], Wt[9];
+    tu_rng r;
+    tu_rng_seed(&r, 9);
+    for (int i = 0; i < 32; i++) X[i] = tu_normal(&r);
+    for (int i = 0; i < 9; i++) Wt[i] = tu_normal(&r) + 1.0;
+    wbcl_tensor *Xd = upload_d(ctx, 3, sx, X), *Wd = upload_d(ctx, 3, sw, Wt), *Zd = empty_t(ctx, 3, sz);
+    int y[4] = {0, 0, 1, 1}, yb[4] = {0, 0, 0, 2};
+    wbcl_circulant_params p = cparams(2, 500.0f);
+    wbcl_circulant *net = (wbcl_circulant *)&p; /* must come back NULL */
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xd, Wd, yb, 3, &p, NULL, NULL, Zd, &net),
+                     WBCL_ERROR_INVALID_ARGUMENT, "class 1 has no samples");
+    ck_assert_ptr_null(net);
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xd, Wd, yb, 2, &p, NULL, NULL, Zd, &net),
+                     WBCL_ERROR_INVALID_ARGUMENT, "labels[3] = 2");
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xd, Wd, NULL, 2, &p, NULL, NULL, Zd, &net),
+                     WBCL_ERROR_INVALID_ARGUMENT, "labels is NULL");
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xd, Wd, y, 2, NULL, NULL, NULL, Zd, &net),
+                     WBCL_ERROR_INVALID_ARGUMENT, "params is NULL");
+    wbcl_circulant_params bad = p;
+    bad.eps2 = -1.0f;
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xd, Wd, y, 2, &bad, NULL, NULL, Zd, &net),
+                     WBCL_ERROR_INVALID_ARGUMENT, "eps2");
+    bad = p;
+    bad.layers = 0;
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xd, Wd, y, 2, &bad, NULL, NULL, Zd, &net),
+                     WBCL_ERROR_INVALID_ARGUMENT, "layers");
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xd, Wd, y, 2, &p, NULL, NULL, Xd, &net), WBCL_ERROR_SHAPE,
+                     "Z has shape (4, 1, 8)");
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xd, Zd, y, 2, &p, NULL, NULL, Zd, &net), WBCL_ERROR_SHAPE,
+                     "lifting kernel has shape");
+    /* FFT length with a prime factor > 13 */
+    const size_t s17[3] = {4, 1, 17}, s17z[3] = {4, 3, 17};
+    double X17[68] = {0};
+    for (int i = 0; i < 68; i++) X17[i] = sin(0.3 * i);
+    wbcl_tensor *X17d = upload_d(ctx, 3, s17, X17), *Z17 = empty_t(ctx, 3, s17z);
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, X17d, Wd, y, 2, &p, NULL, NULL, Z17, &net), WBCL_ERROR_UNSUPPORTED,
+                     "FFT length 17 has the prime factor 17");
+    /* too many channels */
+    const size_t s65[3] = {2, 65, 4};
+    wbcl_tensor *X65 = empty_t(ctx, 3, s65);
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, X65, NULL, y, 2, &p, NULL, NULL, NULL, &net), WBCL_ERROR_UNSUPPORTED,
+                     "65 channels");
+    /* non-finite input */
+    double Xn[32];
+    memcpy(Xn, X, sizeof Xn);
+    Xn[13] = NAN;
+    wbcl_tensor *Xnd = upload_d(ctx, 3, sx, Xn);
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xnd, Wd, y, 2, &p, NULL, NULL, Zd, &net), WBCL_ERROR_NUMERIC,
+                     "non-finite input");
+    ck_assert_ptr_null(net);
+    /* not positive definite: eps2 so small that a = C/(m eps2) overflows I + a S_p */
+    bad = p;
+    bad.eps2 = 1e-37f;
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xd, Wd, y, 2, &bad, NULL, NULL, Zd, &net), WBCL_ERROR_NUMERIC,
+                     "is not positive definite");
+    ck_assert_ptr_null(net);
+    /* apply: wrong shapes */
+    net = dfit(ctx, Xd, Wd, y, 2, &p, Zd);
+    tu_assert_status(ctx, wbcl_circulant_apply(ctx, net, Zd, Zd, NULL, NULL), WBCL_ERROR_SHAPE, "the model takes");
+    tu_assert_status(ctx, wbcl_circulant_apply(ctx, net, Xd, Xd, NULL, NULL), WBCL_ERROR_SHAPE, "Z has shape");
+    tu_assert_status(ctx, wbcl_circulant_apply(ctx, NULL, Xd, Zd, NULL, NULL), WBCL_ERROR_INVALID_ARGUMENT,
+                     "net is NULL");
+    tu_assert_status(ctx, wbcl_circulant_apply(ctx, net, Xnd, Zd, NULL, NULL), WBCL_ERROR_NUMERIC,
+                     "non-finite input");
+    tu_assert_status(ctx, wbcl_circulant_read_layer(ctx, net, 2, NULL, NULL, NULL), WBCL_ERROR_INVALID_ARGUMENT,
+                     "layer 2 not in [0, 2)");
+    ck_assert_int_eq(wbcl_circulant_history(net, 2, NULL, NULL, NULL), WBCL_ERROR_INVALID_ARGUMENT);
+    wbcl_circulant_destroy(NULL);
+    wbcl_circulant_destroy(net);
+    wbcl_tensor_destroy(Xd);
+    wbcl_tensor_destroy(Wd);
+    wbcl_tensor_destroy(Zd);
+    wbcl_tensor_destroy(X17d);
+    wbcl_tensor_destroy(Z17);
+    wbcl_tensor_destroy(X65);
+    wbcl_tensor_destroy(Xnd);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
+/* The device objective of given features equals the reference's (1e-5 relative: float log-determinants of
+ * well-conditioned matrices summed in double), with an empty group skipped, 1-D and 2-D. */
+START_TEST(device_objective)
+{
+    size_t m = 9, C = 3, H = _i ? 4 : 1, W = _i ? 6 : 10, N = H * W;
+    tu_rng r;
+    tu_rng_seed(&r, 31 + (uint64_t)_i);
+    double *Z = malloc(m * C * N * sizeof *Z), *tmp = malloc(2 * m * C * N * sizeof *tmp),
+           *V = malloc(2 * m * C * N * sizeof *V), want[3];
+    int lab[9] = {0, 1, 0, 1, 0, 3, 3, 0, 1}; /* class 2 empty */
+    for (size_t i = 0; i < m * C * N; i++) Z[i] = tu_normal(&r);
+    for (size_t i = 0; i < m * C * N; i++) tmp[2 * i] = Z[i], tmp[2 * i + 1] = 0.0;
+    wbcl_ref_circ_dft(m * C, H, W, 0, tmp, V);
+    ck_assert_int_eq(wbcl_ref_circ_objective(m, C, N, 4, V, lab, 0.1, want), 0);
+    wbcl_context *ctx = tu_context();
+    size_t sz[4] = {m, C, H, W};
+    if (!_i) sz[2] = W;
+    wbcl_tensor *Zd = upload_d(ctx, _i ? 4 : 3, sz, Z);
+    double got[3];
+    ck_assert_int_eq(wbcl_circulant_objective(ctx, Zd, lab, 4, 0.1f, &got[0], &got[1], &got[2]), WBCL_SUCCESS);
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) <= 1e-5 * fabs(want[1]), "objective %d: %.9g vs %.9g", i, got[i],
+                      want[i]);
+    wbcl_tensor_destroy(Zd);
+    wbcl_context_destroy(ctx);
+    free(Z);
+    free(tmp);
+    free(V);
+}
+END_TEST
+
 /* DEVICE_TESTS */
 
 static Suite *circulant_suite(void)
@@ -533,6 +896,17 @@ static Suite *circulant_suite(void)
     tcase_add_test(tc, device_golden_1d);
     tcase_add_loop_test(tc, device_vs_reference, 0, (int)(sizeof dev_cases / sizeof dev_cases[0]));
     tcase_add_loop_test(tc, device_vs_dense, 0, (int)(sizeof dense_cases / sizeof dense_cases[0]));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("properties");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, device_equivariance, 0, 2);
+    tcase_add_test(tc, device_unit_norm_every_layer);
+    tcase_add_loop_test(tc, device_sinusoids, 0, 2);
+    tcase_add_loop_test(tc, device_objective, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("errors");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, device_bad_input);
     suite_add_tcase(s, tc);
     /* DEVICE_TCASES */
     return s;

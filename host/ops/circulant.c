@@ -298,7 +298,7 @@ static wbcl_status enter(wbcl_context *ctx, const char *op, ws *w, int normalize
     if (normalize && (st = launch1(ctx, k, g->m))) return st;
     int flag = 0;
     if (normalize && (st = read_buf(ctx, w->flag, sizeof flag, &flag, "flag"))) return st;
-    if (flag) return wbcl__fail(ctx, WBCL_ERROR_NUMERIC, "%s: non-finite input (NaN or Inf in the features)", op);
+    if (flag) return wbcl__fail(ctx, WBCL_ERROR_NUMERIC, "%s: non-finite input (NaN or Inf in the signals or features, or an overflow)", op);
     return WBCL_SUCCESS;
 }
 
