@@ -16,6 +16,7 @@
 
 #include "fft.h"
 #include "wbcl/circulant.h"
+#include "circulant_internal.h"
 
 #define FAMILY "circulant"
 #define MAX_CLASSES 1024
@@ -467,8 +468,6 @@ void wbcl_circulant_destroy(wbcl_circulant *net)
 
 /* An empty model with L layer slots (buffers allocated). */
 wbcl_status wbcl__circulant_new(wbcl_context *ctx, int dims, size_t C, size_t H, size_t W, int K, int L,
-                                const wbcl_circulant_params *p, wbcl_circulant **out);
-wbcl_status wbcl__circulant_new(wbcl_context *ctx, int dims, size_t C, size_t H, size_t W, int K, int L,
                                 const wbcl_circulant_params *p, wbcl_circulant **out)
 {
     *out = NULL;
@@ -507,8 +506,6 @@ wbcl_status wbcl__circulant_new(wbcl_context *ctx, int dims, size_t C, size_t H,
 
 /* Loads layer data into a model made by wbcl__circulant_new (ops: (K+1) P C C complex per layer). */
 wbcl_status wbcl__circulant_set_layer(wbcl_context *ctx, wbcl_circulant *net, int l, const float *ops,
-                                      const float *gamma);
-wbcl_status wbcl__circulant_set_layer(wbcl_context *ctx, wbcl_circulant *net, int l, const float *ops,
                                       const float *gamma)
 {
     const size_t ob = ((size_t)net->K + 1) * net->P * net->C * net->C * 2 * sizeof(float);
@@ -518,8 +515,6 @@ wbcl_status wbcl__circulant_set_layer(wbcl_context *ctx, wbcl_circulant *net, in
     return st;
 }
 
-wbcl_status wbcl__circulant_set_extra(wbcl_circulant *net, const double *hist, const float *lift, size_t Cin,
-                                      size_t kh, size_t kw);
 wbcl_status wbcl__circulant_set_extra(wbcl_circulant *net, const double *hist, const float *lift, size_t Cin,
                                       size_t kh, size_t kw)
 {
@@ -555,7 +550,6 @@ wbcl_circulant_params wbcl_circulant_get_params(const wbcl_circulant *net)
 }
 
 /* The lifting kernel (C, Cin, kh, kw) host copy and its sizes; NULL if none. */
-const float *wbcl__circulant_lift(const wbcl_circulant *net, size_t *Cin, size_t *kh, size_t *kw);
 const float *wbcl__circulant_lift(const wbcl_circulant *net, size_t *Cin, size_t *kh, size_t *kw)
 {
     *Cin = net->Cin;
