@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -968,6 +970,82 @@ START_TEST(save_load_roundtrip)
 }
 END_TEST
 
+/* wbcl-run redunet1d.fit / .apply / redunet2d.apply (SPEC §6.3) on the golden 1-D case: exit status 0, the
+ * features match the golden values (1e-5 as device_golden_1d), apply replays fit exactly, a 1-D model is
+ * refused by redunet2d.apply with a non-zero status. */
+static int run_tool(const char *dir, const char *const *args)
+{
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = WBCL_TOOLS_DIR "/wbcl-run";
+    for (; *args && n < 31; args++) argv[n++] = *args;
+    argv[n] = NULL;
+    char log[512];
+    snprintf(log, sizeof log, "%s/log.txt", dir);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd < 0) _exit(126);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_ne(WEXITSTATUS(status), 127);
+    return WEXITSTATUS(status);
+}
+
+START_TEST(cli_redunet1d)
+{
+    golden1d g;
+    load_golden1d(&g);
+    char dir[256], px[300], pw[300], py[300], pz[300], pz2[300], pm[300], err[256];
+    snprintf(dir, sizeof dir, "%s/wbcl_circ_cli_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(px, sizeof px, "%s/X.npy", dir);
+    snprintf(pw, sizeof pw, "%s/W.npy", dir);
+    snprintf(py, sizeof py, "%s/y.npy", dir);
+    snprintf(pz, sizeof pz, "%s/Z.npy", dir);
+    snprintf(pz2, sizeof pz2, "%s/Z2.npy", dir);
+    snprintf(pm, sizeof pm, "%s/m.safetensors", dir);
+    float X[32], W[9], y[4];
+    for (int i = 0; i < 32; i++) X[i] = (float)g.X[i];
+    for (int i = 0; i < 9; i++) W[i] = (float)g.W[i];
+    for (int i = 0; i < 4; i++) y[i] = (float)g.y[i];
+    const size_t sx[3] = {4, 1, 8}, sw[3] = {3, 1, 3}, sy[1] = {4};
+    ck_assert_int_eq(wbcl_npy_write_f32(px, 3, sx, X, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_npy_write_f32(pw, 3, sw, W, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_npy_write_f32(py, 1, sy, y, err, sizeof err), WBCL_SUCCESS);
+    const char *fit[] = {"redunet1d.fit", "--input", px, "--lift", pw, "--labels", py, "--output", pz, "--save", pm,
+                         "--param", "layers=2", NULL};
+    ck_assert_int_eq(run_tool(dir, fit), 0);
+    const char *app[] = {"redunet1d.apply", "--model", pm, "--input", px, "--output", pz2, NULL};
+    ck_assert_int_eq(run_tool(dir, app), 0);
+    const char *bad[] = {"redunet2d.apply", "--model", pm, "--input", px, "--output", pz2, NULL};
+    ck_assert_int_ne(run_tool(dir, bad), 0);
+    wbcl_array a, b;
+    ck_assert_int_eq(wbcl_npy_read(pz, &a, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_npy_read(pz2, &b, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_int_eq(a.ndim, 3);
+    ck_assert_uint_eq(wbcl_array_numel(&a), 96);
+    assert_normwise((const float *)a.data, g.Zfinal, 96, 1e-5, "wbcl-run redunet1d.fit features");
+    ck_assert(memcmp(a.data, b.data, 96 * sizeof(float)) == 0);
+    wbcl_array_free(&a);
+    wbcl_array_free(&b);
+    const char *files[] = {px, pw, py, pz, pz2, pm};
+    for (int i = 0; i < 6; i++) unlink(files[i]);
+    char log[512];
+    snprintf(log, sizeof log, "%s/log.txt", dir);
+    unlink(log);
+    rmdir(dir);
+}
+END_TEST
+
 /* DEVICE_TESTS */
 
 static Suite *circulant_suite(void)
@@ -996,6 +1074,7 @@ static Suite *circulant_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, device_bad_input);
     tcase_add_loop_test(tc, save_load_roundtrip, 0, 2);
+    tcase_add_test(tc, cli_redunet1d);
     suite_add_tcase(s, tc);
     /* DEVICE_TCASES */
     return s;
