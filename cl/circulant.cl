@@ -164,83 +164,137 @@ __kernel void circ_shifted_inverse(__global float2 *S, __global const float *alp
         }
 }
 
-/* out = M^H v = M v for a Hermitian C x C M, v strided by P. */
-#define CI_MATVEC(out, Mp, vv)                                                   \
-    for (uint r = 0; r < CI_C; r++) {                                            \
-        float2 s_ = (float2)(0.0f, 0.0f);                                        \
-        for (uint k = 0; k < CI_C; k++) s_ += CMUL((Mp)[r * CI_C + k], (vv)[k]); \
-        (out)[r] = s_;                                                           \
+/* ---- application: 8 samples per work-item (float8 lanes) -------------------------------------
+ * A work-item owns 8 consecutive samples (lanes; lanes past m repeat the last sample and are not
+ * stored) and walks the frequencies: per bin it gathers the 8 samples' C-vectors into float8
+ * registers and applies each C x C matrix with scalar-broadcast FMAs, 8 samples at once. The
+ * matrices are Hermitian, so M^H v = M v is taken row by row (contiguous rows). */
+typedef float8 ci_v;
+#define CI_VW 8
+
+/* Offsets of the 8 lanes' samples: o[l] = min(b0 + l, m - 1) * C * P. */
+#define CI_LANES(o, b0, m, P)                                                        \
+    ulong o[CI_VW];                                                                  \
+    for (uint l_ = 0; l_ < CI_VW; l_++) o[l_] = (ulong)min((b0) + l_, (m) - 1) * CI_C * (P);
+
+#define CI_GATHER(dst_re, dst_im, V, o, idx)                                                          \
+    {                                                                                                 \
+        const float2 g0_ = V[o[0] + (idx)], g1_ = V[o[1] + (idx)], g2_ = V[o[2] + (idx)],             \
+                     g3_ = V[o[3] + (idx)], g4_ = V[o[4] + (idx)], g5_ = V[o[5] + (idx)],             \
+                     g6_ = V[o[6] + (idx)], g7_ = V[o[7] + (idx)];                                    \
+        dst_re = (ci_v)(g0_.x, g1_.x, g2_.x, g3_.x, g4_.x, g5_.x, g6_.x, g7_.x);                      \
+        dst_im = (ci_v)(g0_.y, g1_.y, g2_.y, g3_.y, g4_.y, g5_.y, g6_.y, g7_.y);                      \
     }
 
-/* nrm[b K + j] = max(|c_j|, 1e-8) over the whole spectrum, c_j(p) = C_{j,p}^H v_b(p); work-item (b, j). */
+/* (cr, ci) = row r of M times (vr, vi), 8 lanes */
+#define CI_ROW(cr, ci, Mp, r, vr, vi)                                         \
+    {                                                                         \
+        cr = (ci_v)(0.0f);                                                    \
+        ci = (ci_v)(0.0f);                                                    \
+        for (uint k_ = 0; k_ < CI_C; k_++) {                                  \
+            const float2 a_ = (Mp)[(r) * CI_C + k_];                          \
+            cr = fma((ci_v)(a_.x), vr[k_], fma((ci_v)(-a_.y), vi[k_], cr));   \
+            ci = fma((ci_v)(a_.x), vi[k_], fma((ci_v)(a_.y), vr[k_], ci));    \
+        }                                                                     \
+    }
+
+/* nrm[b K + j] = max(|c_j|, 1e-8) over the whole spectrum, c_j(p) = C_{j,p}^H v_b(p);
+ * work-item (j, block of 8 samples). */
 __kernel void circ_norms(__global const float2 *V, __global const float2 *ops, __global float *nrm, const uint m,
                          const uint P, const uint W, const uint Wh, const uint K)
 {
-    const size_t gid = get_global_id(0);
-    if (gid >= (size_t)m * K) return;
-    const uint j = (uint)(gid % K);
-    const size_t b = gid / K;
-    const __global float2 *v = V + b * CI_C * P;
-    float acc = 0.0f;
-    float2 vp[CI_C], cj[CI_C];
+    const uint nblk = (m + CI_VW - 1) / CI_VW;
+    const uint gid = get_global_id(0);
+    if (gid >= K * nblk) return;
+    const uint j = gid / nblk, b0 = (gid % nblk) * CI_VW;
+    CI_LANES(o, b0, m, P)
+    ci_v acc = (ci_v)(0.0f);
+    ci_v vr[CI_C], vi[CI_C];
     for (uint p = 0; p < P; p++) {
-        for (uint k = 0; k < CI_C; k++) vp[k] = v[(size_t)k * P + p];
+        for (uint k = 0; k < CI_C; k++) CI_GATHER(vr[k], vi[k], V, o, (ulong)k * P + p)
         const __global float2 *Mp = ops + ((size_t)j * P + p) * CI_C * CI_C;
-        CI_MATVEC(cj, Mp, vp)
-        float s = 0.0f;
-        for (uint r = 0; r < CI_C; r++) s += CABS2(cj[r]);
-        acc += ci_weight(p, W, Wh) * s;
+        ci_v s = (ci_v)(0.0f);
+        for (uint r = 0; r < CI_C; r++) {
+            ci_v cr, ci;
+            CI_ROW(cr, ci, Mp, r, vr, vi)
+            s = fma(cr, cr, fma(ci, ci, s));
+        }
+        acc = fma((ci_v)(ci_weight(p, W, Wh)), s, acc);
     }
-    nrm[gid] = fmax(sqrt(acc), 1e-8f);
+    float out[CI_VW];
+    vstore8(sqrt(acc), 0, out);
+    for (uint l = 0; l < CI_VW && b0 + l < m; l++) nrm[(size_t)(b0 + l) * K + j] = fmax(out[l], 1e-8f);
 }
 
-/* Per sample b: pi = softmax(-lambda n) (max-subtracted; argmax ties to the lowest class) into pi (m, K) and
- * yhat; then v <- normalize(v + eta (E^H v - sum_j gamma_j pi_j C_j^H v)) per frequency, whole-spectrum norm.
- * Classes with pi_j gamma_j == 0 (exp underflow) contribute exactly 0 and are skipped. */
+/* Per block of 8 samples: pi = softmax(-lambda n) per sample (max-subtracted; argmax ties to the lowest
+ * class) into pi (m, K) and yhat; then per frequency v <- v + eta (E^H v - sum_j gamma_j pi_j C_j^H v),
+ * and finally v <- v / max(|v|, 1e-8) over the whole spectrum. Classes whose gamma_j pi_j is 0 in all 8
+ * lanes (exp underflow) contribute exactly 0 and are skipped. */
 __kernel void circ_update(__global float2 *V, __global const float2 *ops, __global const float *gamma,
                           __global const float *nrm, __global float *pi, __global int *yhat, const float eta,
                           const float lambda, const uint m, const uint P, const uint W, const uint Wh, const uint K)
 {
-    const uint b = get_global_id(0);
-    if (b >= m) return;
-    const __global float *n = nrm + (size_t)b * K;
-    __global float *pb = pi + (size_t)b * K;
-    float mx = -lambda * n[0];
-    for (uint j = 1; j < K; j++) mx = fmax(mx, -lambda * n[j]);
-    float den = 0.0f;
-    for (uint j = 0; j < K; j++) {
-        const float e = exp(-lambda * n[j] - mx);
-        pb[j] = e;
-        den += e;
-    }
-    uint best = 0;
-    for (uint j = 0; j < K; j++) {
-        pb[j] /= den;
-        if (pb[j] > pb[best]) best = j;
-    }
-    yhat[b] = (int)best;
-    __global float2 *v = V + (size_t)b * CI_C * P;
-    float2 vp[CI_C], g[CI_C], cj[CI_C];
-    float s2 = 0.0f;
-    for (uint p = 0; p < P; p++) {
-        for (uint k = 0; k < CI_C; k++) vp[k] = v[(size_t)k * P + p];
-        const __global float2 *Ep = ops + ((size_t)K * P + p) * CI_C * CI_C;
-        CI_MATVEC(g, Ep, vp)
+    const uint nblk = (m + CI_VW - 1) / CI_VW;
+    const uint gid = get_global_id(0);
+    if (gid >= nblk) return;
+    const uint b0 = gid * CI_VW;
+    for (uint l = 0; l < CI_VW && b0 + l < m; l++) {
+        const uint b = b0 + l;
+        const __global float *n = nrm + (size_t)b * K;
+        __global float *pb = pi + (size_t)b * K;
+        float mx = -lambda * n[0];
+        for (uint j = 1; j < K; j++) mx = fmax(mx, -lambda * n[j]);
+        float den = 0.0f;
         for (uint j = 0; j < K; j++) {
-            const float coef = gamma[j] * pb[j];
-            if (coef == 0.0f) continue;
-            const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
-            CI_MATVEC(cj, Cp, vp)
-            for (uint r = 0; r < CI_C; r++) g[r] -= coef * cj[r];
+            const float e = exp(-lambda * n[j] - mx);
+            pb[j] = e;
+            den += e;
         }
-        float s = 0.0f;
-        for (uint r = 0; r < CI_C; r++) {
-            const float2 u = vp[r] + eta * g[r];
-            v[(size_t)r * P + p] = u;
-            s += CABS2(u);
+        uint best = 0;
+        for (uint j = 0; j < K; j++) {
+            pb[j] /= den;
+            if (pb[j] > pb[best]) best = j;
         }
-        s2 += ci_weight(p, W, Wh) * s;
+        yhat[b] = (int)best;
     }
-    const float inv = 1.0f / fmax(sqrt(s2), 1e-8f);
-    for (uint i = 0; i < CI_C * P; i++) v[i] *= inv;
+    uint pl[CI_VW]; /* lane -> row of pi (last valid sample for padding lanes) */
+    for (uint l = 0; l < CI_VW; l++) pl[l] = min(b0 + l, m - 1) * K;
+    CI_LANES(o, b0, m, P)
+    ci_v vr[CI_C], vi[CI_C], gr[CI_C], gi[CI_C];
+    ci_v s2 = (ci_v)(0.0f);
+    for (uint p = 0; p < P; p++) {
+        for (uint k = 0; k < CI_C; k++) CI_GATHER(vr[k], vi[k], V, o, (ulong)k * P + p)
+        const __global float2 *Ep = ops + ((size_t)K * P + p) * CI_C * CI_C;
+        for (uint r = 0; r < CI_C; r++) CI_ROW(gr[r], gi[r], Ep, r, vr, vi)
+        for (uint j = 0; j < K; j++) {
+            const float gj = gamma[j];
+            const ci_v coef = gj * (ci_v)(pi[pl[0] + j], pi[pl[1] + j], pi[pl[2] + j], pi[pl[3] + j],
+                                          pi[pl[4] + j], pi[pl[5] + j], pi[pl[6] + j], pi[pl[7] + j]);
+            if (all(coef == (ci_v)(0.0f))) continue;
+            const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+            for (uint r = 0; r < CI_C; r++) {
+                ci_v cr, ci;
+                CI_ROW(cr, ci, Cp, r, vr, vi)
+                gr[r] = fma(-coef, cr, gr[r]);
+                gi[r] = fma(-coef, ci, gi[r]);
+            }
+        }
+        ci_v s = (ci_v)(0.0f);
+        for (uint r = 0; r < CI_C; r++) {
+            const ci_v ur = fma((ci_v)(eta), gr[r], vr[r]), ui = fma((ci_v)(eta), gi[r], vi[r]);
+            s = fma(ur, ur, fma(ui, ui, s));
+            float tr[CI_VW], ti[CI_VW];
+            vstore8(ur, 0, tr);
+            vstore8(ui, 0, ti);
+            for (uint l = 0; l < CI_VW && b0 + l < m; l++) V[o[l] + (ulong)r * P + p] = (float2)(tr[l], ti[l]);
+        }
+        s2 = fma((ci_v)(ci_weight(p, W, Wh)), s, s2);
+    }
+    float nn[CI_VW];
+    vstore8(sqrt(s2), 0, nn);
+    for (uint l = 0; l < CI_VW && b0 + l < m; l++) {
+        const float inv = 1.0f / fmax(nn[l], 1e-8f);
+        __global float2 *v = V + o[l];
+        for (uint i = 0; i < CI_C * P; i++) v[i] *= inv;
+    }
 }

@@ -431,7 +431,7 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
     WBCL_ARG(ctx, kn, 5, uW);
     WBCL_ARG(ctx, kn, 6, uWh);
     WBCL_ARG(ctx, kn, 7, uK);
-    if ((st = launch1(ctx, kn, g->m * w->K))) return st;
+    if ((st = launch1(ctx, kn, w->K * ((g->m + 7) / 8)))) return st; /* (j, block of 8 samples) */
     float eta = p->eta, lambda = p->lambda;
     WBCL_ARG(ctx, ku, 0, w->V);
     WBCL_ARG(ctx, ku, 1, ops);
@@ -446,7 +446,7 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
     WBCL_ARG(ctx, ku, 10, uW);
     WBCL_ARG(ctx, ku, 11, uWh);
     WBCL_ARG(ctx, ku, 12, uK);
-    return launch1(ctx, ku, g->m);
+    return launch1(ctx, ku, (g->m + 7) / 8);
 }
 
 /* ---- model ------------------------------------------------------------------------------------ */
