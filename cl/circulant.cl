@@ -198,6 +198,36 @@ typedef float8 ci_v;
         }                                                                     \
     }
 
+/* Rows r..r+3 at once: eight independent FMA chains (one row alone is latency-bound). */
+#define CI_ROWS4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Mp, r, vr, vi)                  \
+    {                                                                                    \
+        c0r = c0i = c1r = c1i = c2r = c2i = c3r = c3i = (ci_v)(0.0f);                    \
+        const __global float2 *m0_ = (Mp) + (r) * CI_C;                                  \
+        for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
+            const ci_v xr_ = vr[k_], xi_ = vi[k_];                                       \
+            const float2 a0_ = m0_[k_], a1_ = m0_[CI_C + k_], a2_ = m0_[2 * CI_C + k_],  \
+                         a3_ = m0_[3 * CI_C + k_];                                       \
+            c0r = fma((ci_v)(a0_.x), xr_, fma((ci_v)(-a0_.y), xi_, c0r));                \
+            c0i = fma((ci_v)(a0_.x), xi_, fma((ci_v)(a0_.y), xr_, c0i));                 \
+            c1r = fma((ci_v)(a1_.x), xr_, fma((ci_v)(-a1_.y), xi_, c1r));                \
+            c1i = fma((ci_v)(a1_.x), xi_, fma((ci_v)(a1_.y), xr_, c1i));                 \
+            c2r = fma((ci_v)(a2_.x), xr_, fma((ci_v)(-a2_.y), xi_, c2r));                \
+            c2i = fma((ci_v)(a2_.x), xi_, fma((ci_v)(a2_.y), xr_, c2i));                 \
+            c3r = fma((ci_v)(a3_.x), xr_, fma((ci_v)(-a3_.y), xi_, c3r));                \
+            c3i = fma((ci_v)(a3_.x), xi_, fma((ci_v)(a3_.y), xr_, c3i));                 \
+        }                                                                                \
+    }
+
+/* out[r] = M v for all rows (4 at a time, then the rest one by one). */
+#define CI_MATVEC8(outr, outi, Mp, vr, vi)                                                           \
+    {                                                                                                \
+        uint r_ = 0;                                                                                 \
+        for (; r_ + 4 <= CI_C; r_ += 4)                                                              \
+            CI_ROWS4(outr[r_], outi[r_], outr[r_ + 1], outi[r_ + 1], outr[r_ + 2], outi[r_ + 2],    \
+                     outr[r_ + 3], outi[r_ + 3], Mp, r_, vr, vi)                                     \
+        for (; r_ < CI_C; r_++) CI_ROW(outr[r_], outi[r_], Mp, r_, vr, vi)                           \
+    }
+
 /* nrm[b K + j] = max(|c_j|, 1e-8) over the whole spectrum, c_j(p) = C_{j,p}^H v_b(p);
  * work-item (j, block of 8 samples). */
 __kernel void circ_norms(__global const float2 *V, __global const float2 *ops, __global float *nrm, const uint m,
@@ -209,16 +239,13 @@ __kernel void circ_norms(__global const float2 *V, __global const float2 *ops, _
     const uint j = gid / nblk, b0 = (gid % nblk) * CI_VW;
     CI_LANES(o, b0, m, P)
     ci_v acc = (ci_v)(0.0f);
-    ci_v vr[CI_C], vi[CI_C];
+    ci_v vr[CI_C], vi[CI_C], cr[CI_C], ci[CI_C];
     for (uint p = 0; p < P; p++) {
         for (uint k = 0; k < CI_C; k++) CI_GATHER(vr[k], vi[k], V, o, (ulong)k * P + p)
         const __global float2 *Mp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+        CI_MATVEC8(cr, ci, Mp, vr, vi)
         ci_v s = (ci_v)(0.0f);
-        for (uint r = 0; r < CI_C; r++) {
-            ci_v cr, ci;
-            CI_ROW(cr, ci, Mp, r, vr, vi)
-            s = fma(cr, cr, fma(ci, ci, s));
-        }
+        for (uint r = 0; r < CI_C; r++) s = fma(cr[r], cr[r], fma(ci[r], ci[r], s));
         acc = fma((ci_v)(ci_weight(p, W, Wh)), s, acc);
     }
     float out[CI_VW];
@@ -260,23 +287,22 @@ __kernel void circ_update(__global float2 *V, __global const float2 *ops, __glob
     uint pl[CI_VW]; /* lane -> row of pi (last valid sample for padding lanes) */
     for (uint l = 0; l < CI_VW; l++) pl[l] = min(b0 + l, m - 1) * K;
     CI_LANES(o, b0, m, P)
-    ci_v vr[CI_C], vi[CI_C], gr[CI_C], gi[CI_C];
+    ci_v vr[CI_C], vi[CI_C], gr[CI_C], gi[CI_C], cr[CI_C], ci[CI_C];
     ci_v s2 = (ci_v)(0.0f);
     for (uint p = 0; p < P; p++) {
         for (uint k = 0; k < CI_C; k++) CI_GATHER(vr[k], vi[k], V, o, (ulong)k * P + p)
         const __global float2 *Ep = ops + ((size_t)K * P + p) * CI_C * CI_C;
-        for (uint r = 0; r < CI_C; r++) CI_ROW(gr[r], gi[r], Ep, r, vr, vi)
+        CI_MATVEC8(gr, gi, Ep, vr, vi)
         for (uint j = 0; j < K; j++) {
             const float gj = gamma[j];
             const ci_v coef = gj * (ci_v)(pi[pl[0] + j], pi[pl[1] + j], pi[pl[2] + j], pi[pl[3] + j],
                                           pi[pl[4] + j], pi[pl[5] + j], pi[pl[6] + j], pi[pl[7] + j]);
             if (all(coef == (ci_v)(0.0f))) continue;
             const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+            CI_MATVEC8(cr, ci, Cp, vr, vi)
             for (uint r = 0; r < CI_C; r++) {
-                ci_v cr, ci;
-                CI_ROW(cr, ci, Cp, r, vr, vi)
-                gr[r] = fma(-coef, cr, gr[r]);
-                gi[r] = fma(-coef, ci, gi[r]);
+                gr[r] = fma(-coef, cr[r], gr[r]);
+                gi[r] = fma(-coef, ci[r], gi[r]);
             }
         }
         ci_v s = (ci_v)(0.0f);
