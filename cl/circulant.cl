@@ -81,24 +81,64 @@ __kernel void circ_real_normalize(__global float *Z, const uint m, const uint n)
     for (uint i = 0; i < n; i++) z[i] *= inv;
 }
 
-/* S[j,p] lower triangle, row c per work-item: S[j,p][c][d] = sum_{b in group j} v_b[c,p] conj(v_b[d,p]),
- * d <= c; group K is every sample. Work-item (j, p, c) = gid. */
-__kernel void circ_gram(__global const float2 *V, __global const int *labels, __global float2 *S, const uint m,
+/* ---- sample lanes ------------------------------------------------------------------------------
+ * The per-frequency kernels read the spectra in a lane layout Vt (P, C, 2, mp): for every bin p and
+ * channel c a plane of the mp real parts, then one of the mp imaginary parts, mp = m rounded up to a
+ * multiple of 8, padding lanes zero. Eight consecutive samples are then one float8 load. */
+typedef float8 ci_v;
+#define CI_VW 8
+
+static inline float ci_hsum(const ci_v a)
+{
+    const float4 h = a.lo + a.hi;
+    return (h.x + h.y) + (h.z + h.w);
+}
+
+/* V (m, C, P) float2 -> Vt; one element per work-item (b fastest: contiguous stores). */
+__kernel void circ_to_lanes(__global const float2 *V, __global float *Vt, const uint m, const uint P, const uint mp)
+{
+    const size_t gid = get_global_id(0);
+    if (gid >= (size_t)P * CI_C * mp) return;
+    const uint b = (uint)(gid % mp);
+    const size_t pc = gid / mp;
+    const uint p = (uint)(pc / CI_C), c = (uint)(pc % CI_C);
+    const float2 v = b < m ? V[((size_t)b * CI_C + c) * P + p] : (float2)(0.0f, 0.0f);
+    Vt[pc * 2 * mp + b] = v.x;
+    Vt[(pc * 2 + 1) * mp + b] = v.y;
+}
+
+/* Vt -> V (m, C, P) float2; one element per work-item (p fastest: contiguous stores). */
+__kernel void circ_from_lanes(__global const float *Vt, __global float2 *V, const uint m, const uint P, const uint mp)
+{
+    const size_t gid = get_global_id(0);
+    if (gid >= (size_t)m * CI_C * P) return;
+    const uint p = (uint)(gid % P), c = (uint)((gid / P) % CI_C), b = (uint)(gid / ((size_t)P * CI_C));
+    const size_t pc = (size_t)p * CI_C + c;
+    V[gid] = (float2)(Vt[pc * 2 * mp + b], Vt[(pc * 2 + 1) * mp + b]);
+}
+
+/* S[j,p] lower triangle, row c per work-item (j, p, c): S[j,p][c][d] = sum_b mask[j][b] v_b[c,p] conj(v_b[d,p]),
+ * d <= c, mask (K+1, mp) of 0/1 (group K: every sample; padding lanes 0). */
+__kernel void circ_gram(__global const float *Vt, __global const float *mask, __global float2 *S, const uint mp,
                         const uint P, const uint K)
 {
     const size_t gid = get_global_id(0);
     if (gid >= (size_t)(K + 1) * P * CI_C) return;
     const uint c = (uint)(gid % CI_C), p = (uint)((gid / CI_C) % P), j = (uint)(gid / ((size_t)CI_C * P));
-    float2 acc[CI_C];
-    for (uint d = 0; d < CI_C; d++) acc[d] = (float2)(0.0f, 0.0f);
-    for (uint b = 0; b < m; b++) {
-        if (j < K && labels[b] != (int)j) continue;
-        const __global float2 *v = V + (size_t)b * CI_C * P + p;
-        const float2 vc = v[(size_t)c * P];
-        for (uint d = 0; d <= c; d++) acc[d] += CMULC(vc, v[(size_t)d * P]);
-    }
+    const __global float *base = Vt + (size_t)p * CI_C * 2 * mp, *mk = mask + (size_t)j * mp;
+    const __global float *xr = base + (size_t)c * 2 * mp, *xi = xr + mp;
     __global float2 *s = S + gid * CI_C;
-    for (uint d = 0; d <= c; d++) s[d] = acc[d];
+    for (uint d = 0; d <= c; d++) {
+        const __global float *yr = base + (size_t)d * 2 * mp, *yi = yr + mp;
+        ci_v ar = (ci_v)(0.0f), ai = (ci_v)(0.0f);
+        for (uint b = 0; b < mp; b += CI_VW) {
+            const ci_v w = vload8(0, mk + b), pr = w * vload8(0, xr + b), pi_ = w * vload8(0, xi + b),
+                       qr = vload8(0, yr + b), qi = vload8(0, yi + b);
+            ar = fma(pr, qr, fma(pi_, qi, ar)); /* x conj(y) */
+            ai = fma(pi_, qr, fma(-pr, qi, ai));
+        }
+        s[d] = (float2)(ci_hsum(ar), ci_hsum(ai));
+    }
 }
 
 /* One matrix per work-item, batch entry t = j P + p: A = I + alpha_j S (lower triangle of S read), factor
@@ -164,26 +204,18 @@ __kernel void circ_shifted_inverse(__global float2 *S, __global const float *alp
         }
 }
 
-/* ---- application: 8 samples per work-item (float8 lanes) -------------------------------------
- * A work-item owns 8 consecutive samples (lanes; lanes past m repeat the last sample and are not
- * stored) and walks the frequencies: per bin it gathers the 8 samples' C-vectors into float8
- * registers and applies each C x C matrix with scalar-broadcast FMAs, 8 samples at once. The
- * matrices are Hermitian, so M^H v = M v is taken row by row (contiguous rows). */
-typedef float8 ci_v;
-#define CI_VW 8
-
-/* Offsets of the 8 lanes' samples: o[l] = min(b0 + l, m - 1) * C * P. */
-#define CI_LANES(o, b0, m, P)                                                        \
-    ulong o[CI_VW];                                                                  \
-    for (uint l_ = 0; l_ < CI_VW; l_++) o[l_] = (ulong)min((b0) + l_, (m) - 1) * CI_C * (P);
-
-#define CI_GATHER(dst_re, dst_im, V, o, idx)                                                          \
-    {                                                                                                 \
-        const float2 g0_ = V[o[0] + (idx)], g1_ = V[o[1] + (idx)], g2_ = V[o[2] + (idx)],             \
-                     g3_ = V[o[3] + (idx)], g4_ = V[o[4] + (idx)], g5_ = V[o[5] + (idx)],             \
-                     g6_ = V[o[6] + (idx)], g7_ = V[o[7] + (idx)];                                    \
-        dst_re = (ci_v)(g0_.x, g1_.x, g2_.x, g3_.x, g4_.x, g5_.x, g6_.x, g7_.x);                      \
-        dst_im = (ci_v)(g0_.y, g1_.y, g2_.y, g3_.y, g4_.y, g5_.y, g6_.y, g7_.y);                      \
+/* ---- application: 8 samples per work-item (float8 lanes of Vt) ------------------------------
+ * A work-item owns 8 consecutive samples and walks the frequencies: per bin it loads the 8 samples'
+ * C-vectors (float8 loads from the lane layout) and applies each C x C matrix with scalar-broadcast
+ * FMAs, 8 samples at once, four rows at a time. The matrices are Hermitian, so M^H v = M v is taken row
+ * by row (contiguous rows). */
+#define CI_LOAD(vr, vi, Vt, p, b0, mp)                                                   \
+    {                                                                                    \
+        const __global float *pb_ = (Vt) + (size_t)(p) * CI_C * 2 * (mp) + (b0);         \
+        for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
+            vr[k_] = vload8(0, pb_ + (size_t)k_ * 2 * (mp));                             \
+            vi[k_] = vload8(0, pb_ + ((size_t)k_ * 2 + 1) * (mp));                       \
+        }                                                                                \
     }
 
 /* (cr, ci) = row r of M times (vr, vi), 8 lanes */
@@ -230,18 +262,17 @@ typedef float8 ci_v;
 
 /* nrm[b K + j] = max(|c_j|, 1e-8) over the whole spectrum, c_j(p) = C_{j,p}^H v_b(p);
  * work-item (j, block of 8 samples). */
-__kernel void circ_norms(__global const float2 *V, __global const float2 *ops, __global float *nrm, const uint m,
-                         const uint P, const uint W, const uint Wh, const uint K)
+__kernel void circ_norms(__global const float *Vt, __global const float2 *ops, __global float *nrm, const uint m,
+                         const uint mp, const uint P, const uint W, const uint Wh, const uint K)
 {
-    const uint nblk = (m + CI_VW - 1) / CI_VW;
+    const uint nblk = mp / CI_VW;
     const uint gid = get_global_id(0);
     if (gid >= K * nblk) return;
     const uint j = gid / nblk, b0 = (gid % nblk) * CI_VW;
-    CI_LANES(o, b0, m, P)
     ci_v acc = (ci_v)(0.0f);
     ci_v vr[CI_C], vi[CI_C], cr[CI_C], ci[CI_C];
     for (uint p = 0; p < P; p++) {
-        for (uint k = 0; k < CI_C; k++) CI_GATHER(vr[k], vi[k], V, o, (ulong)k * P + p)
+        CI_LOAD(vr, vi, Vt, p, b0, mp)
         const __global float2 *Mp = ops + ((size_t)j * P + p) * CI_C * CI_C;
         CI_MATVEC8(cr, ci, Mp, vr, vi)
         ci_v s = (ci_v)(0.0f);
@@ -257,11 +288,12 @@ __kernel void circ_norms(__global const float2 *V, __global const float2 *ops, _
  * class) into pi (m, K) and yhat; then per frequency v <- v + eta (E^H v - sum_j gamma_j pi_j C_j^H v),
  * and finally v <- v / max(|v|, 1e-8) over the whole spectrum. Classes whose gamma_j pi_j is 0 in all 8
  * lanes (exp underflow) contribute exactly 0 and are skipped. */
-__kernel void circ_update(__global float2 *V, __global const float2 *ops, __global const float *gamma,
+__kernel void circ_update(__global float *Vt, __global const float2 *ops, __global const float *gamma,
                           __global const float *nrm, __global float *pi, __global int *yhat, const float eta,
-                          const float lambda, const uint m, const uint P, const uint W, const uint Wh, const uint K)
+                          const float lambda, const uint m, const uint mp, const uint P, const uint W, const uint Wh,
+                          const uint K)
 {
-    const uint nblk = (m + CI_VW - 1) / CI_VW;
+    const uint nblk = mp / CI_VW;
     const uint gid = get_global_id(0);
     if (gid >= nblk) return;
     const uint b0 = gid * CI_VW;
@@ -286,11 +318,10 @@ __kernel void circ_update(__global float2 *V, __global const float2 *ops, __glob
     }
     uint pl[CI_VW]; /* lane -> row of pi (last valid sample for padding lanes) */
     for (uint l = 0; l < CI_VW; l++) pl[l] = min(b0 + l, m - 1) * K;
-    CI_LANES(o, b0, m, P)
     ci_v vr[CI_C], vi[CI_C], gr[CI_C], gi[CI_C], cr[CI_C], ci[CI_C];
     ci_v s2 = (ci_v)(0.0f);
     for (uint p = 0; p < P; p++) {
-        for (uint k = 0; k < CI_C; k++) CI_GATHER(vr[k], vi[k], V, o, (ulong)k * P + p)
+        CI_LOAD(vr, vi, Vt, p, b0, mp)
         const __global float2 *Ep = ops + ((size_t)K * P + p) * CI_C * CI_C;
         CI_MATVEC8(gr, gi, Ep, vr, vi)
         for (uint j = 0; j < K; j++) {
@@ -306,21 +337,18 @@ __kernel void circ_update(__global float2 *V, __global const float2 *ops, __glob
             }
         }
         ci_v s = (ci_v)(0.0f);
+        __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
         for (uint r = 0; r < CI_C; r++) {
             const ci_v ur = fma((ci_v)(eta), gr[r], vr[r]), ui = fma((ci_v)(eta), gi[r], vi[r]);
             s = fma(ur, ur, fma(ui, ui, s));
-            float tr[CI_VW], ti[CI_VW];
-            vstore8(ur, 0, tr);
-            vstore8(ui, 0, ti);
-            for (uint l = 0; l < CI_VW && b0 + l < m; l++) V[o[l] + (ulong)r * P + p] = (float2)(tr[l], ti[l]);
+            vstore8(ur, 0, pb + (size_t)r * 2 * mp);
+            vstore8(ui, 0, pb + ((size_t)r * 2 + 1) * mp);
         }
         s2 = fma((ci_v)(ci_weight(p, W, Wh)), s, s2);
     }
-    float nn[CI_VW];
-    vstore8(sqrt(s2), 0, nn);
-    for (uint l = 0; l < CI_VW && b0 + l < m; l++) {
-        const float inv = 1.0f / fmax(nn[l], 1e-8f);
-        __global float2 *v = V + o[l];
-        for (uint i = 0; i < CI_C * P; i++) v[i] *= inv;
+    const ci_v inv = (ci_v)(1.0f) / fmax(sqrt(s2), (ci_v)(1e-8f));
+    for (uint p = 0; p < P; p++) {
+        __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
+        for (uint i = 0; i < 2 * CI_C; i++) vstore8(inv * vload8(0, pb + (size_t)i * mp), 0, pb + (size_t)i * mp);
     }
 }

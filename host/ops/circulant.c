@@ -202,11 +202,12 @@ typedef struct {
     size_t K;
     cl_mem Zr;     /* real (m, C, N)            */
     cl_mem V;      /* float2 (m, C, P)          */
+    cl_mem Vt;     /* lane layout (P, C, 2, mp) floats, mp = m rounded up to 8 */
+    cl_mem mask;   /* (K+1, mp) floats: group membership for the Gram kernel   */
     cl_mem S;      /* float2 (K+1, P, C, C)     */
     cl_mem ld;     /* (K+1) P floats            */
     cl_mem info;   /* 2 (K+1) P ints            */
     cl_mem alpha;  /* K+1 floats                */
-    cl_mem lab;    /* m ints: labels for gram   */
     cl_mem yhat;   /* m ints                    */
     cl_mem nrm;    /* m K floats                */
     cl_mem pi;     /* m K floats                */
@@ -214,15 +215,18 @@ typedef struct {
     int *info_h;
     float *ld_h;
     int *yhat_h;
+    float *mask_h;
+    size_t mp;
 } ws;
 
 static void ws_free(ws *w)
 {
-    cl_mem *all[] = {&w->Zr, &w->V, &w->S, &w->ld, &w->info, &w->alpha, &w->lab, &w->yhat, &w->nrm, &w->pi, &w->flag};
+    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
     free(w->info_h);
     free(w->ld_h);
     free(w->yhat_h);
+    free(w->mask_h);
     memset(w, 0, sizeof *w);
 }
 
@@ -231,15 +235,17 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K)
     memset(w, 0, sizeof *w);
     w->g = *g;
     w->K = K;
+    w->mp = (g->m + 7) / 8 * 8;
     const size_t nb = (K + 1) * g->P, CC = g->C * g->C;
     wbcl_status st;
     if ((st = wbcl__buffer(ctx, g->m * g->C * g->N * sizeof(float), "features", &w->Zr)) ||
         (st = wbcl__buffer(ctx, g->m * g->C * g->P * 2 * sizeof(float), "spectra", &w->V)) ||
+        (st = wbcl__buffer(ctx, w->mp * g->C * g->P * 2 * sizeof(float), "spectra (lanes)", &w->Vt)) ||
+        (st = wbcl__buffer(ctx, (K + 1) * w->mp * sizeof(float), "group masks", &w->mask)) ||
         (st = wbcl__buffer(ctx, nb * CC * 2 * sizeof(float), "per-frequency matrices", &w->S)) ||
         (st = wbcl__buffer(ctx, nb * sizeof(float), "log-determinants", &w->ld)) ||
         (st = wbcl__buffer(ctx, 2 * nb * sizeof(int), "pivot info", &w->info)) ||
         (st = wbcl__buffer(ctx, (K + 1) * sizeof(float), "alpha", &w->alpha)) ||
-        (st = wbcl__buffer(ctx, g->m * sizeof(int), "labels", &w->lab)) ||
         (st = wbcl__buffer(ctx, g->m * sizeof(int), "yhat", &w->yhat)) ||
         (st = wbcl__buffer(ctx, g->m * K * sizeof(float), "norms", &w->nrm)) ||
         (st = wbcl__buffer(ctx, g->m * K * sizeof(float), "memberships", &w->pi)) ||
@@ -250,7 +256,8 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K)
     w->info_h = malloc(2 * nb * sizeof *w->info_h);
     w->ld_h = malloc(nb * sizeof *w->ld_h);
     w->yhat_h = malloc(g->m * sizeof *w->yhat_h);
-    if (!w->info_h || !w->ld_h || !w->yhat_h) {
+    w->mask_h = malloc((K + 1) * w->mp * sizeof *w->mask_h);
+    if (!w->info_h || !w->ld_h || !w->yhat_h || !w->mask_h) {
         ws_free(w);
         return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
     }
@@ -300,15 +307,32 @@ static wbcl_status enter(wbcl_context *ctx, const char *op, ws *w, int normalize
     int flag = 0;
     if (normalize && (st = read_buf(ctx, w->flag, sizeof flag, &flag, "flag"))) return st;
     if (flag) return wbcl__fail(ctx, WBCL_ERROR_NUMERIC, "%s: non-finite input (NaN or Inf in the signals or features, or an overflow)", op);
-    return WBCL_SUCCESS;
+    wbcl_kern *kt;
+    if ((st = kern(ctx, g->C, "circ_to_lanes", &kt))) return st;
+    cl_uint ump = (cl_uint)w->mp;
+    WBCL_ARG(ctx, kt, 0, w->V);
+    WBCL_ARG(ctx, kt, 1, w->Vt);
+    WBCL_ARG(ctx, kt, 2, um);
+    WBCL_ARG(ctx, kt, 3, uP);
+    WBCL_ARG(ctx, kt, 4, ump);
+    return launch1(ctx, kt, g->P * g->C * w->mp);
 }
 
 /* V -> Z = real(normalize(IFFT(V))) into dst (V is overwritten). */
 static wbcl_status leave(wbcl_context *ctx, ws *w, cl_mem dst)
 {
     const geom *g = &w->g;
-    wbcl_status st = wbcl__fft_inverse(ctx, g->m * g->C, g->H, g->W, w->V, dst);
+    wbcl_kern *kf;
+    wbcl_status st = kern(ctx, g->C, "circ_from_lanes", &kf);
     if (st) return st;
+    cl_uint um0 = (cl_uint)g->m, uP0 = (cl_uint)g->P, ump = (cl_uint)w->mp;
+    WBCL_ARG(ctx, kf, 0, w->Vt);
+    WBCL_ARG(ctx, kf, 1, w->V);
+    WBCL_ARG(ctx, kf, 2, um0);
+    WBCL_ARG(ctx, kf, 3, uP0);
+    WBCL_ARG(ctx, kf, 4, ump);
+    if ((st = launch1(ctx, kf, g->m * g->C * g->P))) return st;
+    if ((st = wbcl__fft_inverse(ctx, g->m * g->C, g->H, g->W, w->V, dst))) return st;
     wbcl_kern *k;
     if ((st = kern(ctx, g->C, "circ_real_normalize", &k))) return st;
     cl_uint um = (cl_uint)g->m, un = (cl_uint)(g->C * g->N);
@@ -318,17 +342,25 @@ static wbcl_status leave(wbcl_context *ctx, ws *w, cl_mem dst)
     return launch1(ctx, k, g->m);
 }
 
-static wbcl_status enq_gram(wbcl_context *ctx, ws *w, cl_mem labels)
+/* Per-group Gram matrices of the spectra; groups from host labels (group K: every sample). */
+static wbcl_status enq_gram(wbcl_context *ctx, ws *w, const int *labels)
 {
     const geom *g = &w->g;
-    wbcl_kern *k;
-    wbcl_status st = kern(ctx, g->C, "circ_gram", &k);
+    const size_t K = w->K, mp = w->mp;
+    memset(w->mask_h, 0, (K + 1) * mp * sizeof *w->mask_h);
+    for (size_t b = 0; b < g->m; b++) {
+        w->mask_h[(size_t)labels[b] * mp + b] = 1.0f;
+        w->mask_h[K * mp + b] = 1.0f;
+    }
+    wbcl_status st = write_buf(ctx, w->mask, (K + 1) * mp * sizeof(float), w->mask_h, "group masks");
     if (st) return st;
-    cl_uint um = (cl_uint)g->m, uP = (cl_uint)g->P, uK = (cl_uint)w->K;
-    WBCL_ARG(ctx, k, 0, w->V);
-    WBCL_ARG(ctx, k, 1, labels);
+    wbcl_kern *k;
+    if ((st = kern(ctx, g->C, "circ_gram", &k))) return st;
+    cl_uint ump = (cl_uint)mp, uP = (cl_uint)g->P, uK = (cl_uint)K;
+    WBCL_ARG(ctx, k, 0, w->Vt);
+    WBCL_ARG(ctx, k, 1, w->mask);
     WBCL_ARG(ctx, k, 2, w->S);
-    WBCL_ARG(ctx, k, 3, um);
+    WBCL_ARG(ctx, k, 3, ump);
     WBCL_ARG(ctx, k, 4, uP);
     WBCL_ARG(ctx, k, 5, uK);
     return launch1(ctx, k, (w->K + 1) * g->P * g->C);
@@ -379,7 +411,7 @@ static wbcl_status enq_shinv(wbcl_context *ctx, const char *op, ws *w, const flo
     return read_buf(ctx, w->ld, nb * sizeof(float), w->ld_h, "log-determinants");
 }
 
-/* Objective of the spectra in w->V grouped by host labels (already on the device in w->lab). */
+/* Objective of the spectra (lane layout) grouped by host labels. */
 static wbcl_status objective_of(wbcl_context *ctx, const char *op, ws *w, const int *labels, float eps2, int layer,
                                 double out[3])
 {
@@ -395,7 +427,7 @@ static wbcl_status objective_of(wbcl_context *ctx, const char *op, ws *w, const 
     for (size_t b = 0; b < g->m; b++) cnt[labels[b]]++;
     for (size_t j = 0; j < K; j++) alpha[j] = cnt[j] ? (float)((double)g->C / ((double)cnt[j] * eps2)) : 0.0f;
     alpha[K] = (float)((double)g->C / ((double)g->m * eps2));
-    if ((st = enq_gram(ctx, w, w->lab)) || (st = enq_shinv(ctx, op, w, alpha, NULL, layer))) goto done;
+    if ((st = enq_gram(ctx, w, labels)) || (st = enq_shinv(ctx, op, w, alpha, NULL, layer))) goto done;
     double R = 0.0, Rc = 0.0;
     for (size_t p = 0; p < g->P; p++) {
         const size_t q = p % g->Wh;
@@ -422,18 +454,20 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
     wbcl_kern *kn, *ku;
     wbcl_status st;
     if ((st = kern(ctx, g->C, "circ_norms", &kn)) || (st = kern(ctx, g->C, "circ_update", &ku))) return st;
-    cl_uint um = (cl_uint)g->m, uP = (cl_uint)g->P, uW = (cl_uint)g->W, uWh = (cl_uint)g->Wh, uK = (cl_uint)w->K;
-    WBCL_ARG(ctx, kn, 0, w->V);
+    cl_uint um = (cl_uint)g->m, ump = (cl_uint)w->mp, uP = (cl_uint)g->P, uW = (cl_uint)g->W,
+            uWh = (cl_uint)g->Wh, uK = (cl_uint)w->K;
+    WBCL_ARG(ctx, kn, 0, w->Vt);
     WBCL_ARG(ctx, kn, 1, ops);
     WBCL_ARG(ctx, kn, 2, w->nrm);
     WBCL_ARG(ctx, kn, 3, um);
-    WBCL_ARG(ctx, kn, 4, uP);
-    WBCL_ARG(ctx, kn, 5, uW);
-    WBCL_ARG(ctx, kn, 6, uWh);
-    WBCL_ARG(ctx, kn, 7, uK);
-    if ((st = launch1(ctx, kn, w->K * ((g->m + 7) / 8)))) return st; /* (j, block of 8 samples) */
+    WBCL_ARG(ctx, kn, 4, ump);
+    WBCL_ARG(ctx, kn, 5, uP);
+    WBCL_ARG(ctx, kn, 6, uW);
+    WBCL_ARG(ctx, kn, 7, uWh);
+    WBCL_ARG(ctx, kn, 8, uK);
+    if ((st = launch1(ctx, kn, w->K * (w->mp / 8)))) return st; /* (j, block of 8 samples) */
     float eta = p->eta, lambda = p->lambda;
-    WBCL_ARG(ctx, ku, 0, w->V);
+    WBCL_ARG(ctx, ku, 0, w->Vt);
     WBCL_ARG(ctx, ku, 1, ops);
     WBCL_ARG(ctx, ku, 2, gam);
     WBCL_ARG(ctx, ku, 3, w->nrm);
@@ -442,11 +476,12 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
     WBCL_ARG(ctx, ku, 6, eta);
     WBCL_ARG(ctx, ku, 7, lambda);
     WBCL_ARG(ctx, ku, 8, um);
-    WBCL_ARG(ctx, ku, 9, uP);
-    WBCL_ARG(ctx, ku, 10, uW);
-    WBCL_ARG(ctx, ku, 11, uWh);
-    WBCL_ARG(ctx, ku, 12, uK);
-    return launch1(ctx, ku, (g->m + 7) / 8);
+    WBCL_ARG(ctx, ku, 9, ump);
+    WBCL_ARG(ctx, ku, 10, uP);
+    WBCL_ARG(ctx, ku, 11, uW);
+    WBCL_ARG(ctx, ku, 12, uWh);
+    WBCL_ARG(ctx, ku, 13, uK);
+    return launch1(ctx, ku, w->mp / 8);
 }
 
 /* ---- model ------------------------------------------------------------------------------------ */
@@ -689,14 +724,13 @@ wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wb
     }
     alpha[K] = (float)((double)C / ((double)g.m * params->eps2));
     for (int l = 0; l < params->layers; l++) {
-        if ((st = write_buf(ctx, w.lab, g.m * sizeof(int), labels, "labels")) || (st = enq_gram(ctx, &w, w.lab)) ||
+        if ((st = enq_gram(ctx, &w, labels)) ||
             (st = enq_shinv(ctx, op, &w, alpha, net->ops[l], l)) ||
             (st = write_buf(ctx, net->gam[l], K * sizeof(float), gamma, "gamma")) ||
             (st = apply_layer(ctx, &w, net->ops[l], net->gam[l], params)))
             goto done;
         memcpy(net->gamma + (size_t)l * K, gamma, K * sizeof *gamma);
         if ((st = read_buf(ctx, w.yhat, g.m * sizeof(int), w.yhat_h, "yhat")) ||
-            (st = copy_buf(ctx, w.yhat, w.lab, g.m * sizeof(int), "yhat")) ||
             (st = objective_of(ctx, op, &w, w.yhat_h, params->eps2, l, net->hist + 3 * (size_t)l)))
             goto done;
         if (progress) progress(l + 1, net->hist[3 * l], net->hist[3 * l + 1], net->hist[3 * l + 2], user);
@@ -781,7 +815,6 @@ wbcl_status wbcl_circulant_objective(wbcl_context *ctx, const wbcl_tensor *Z, co
     double o[3];
     if ((st = ws_alloc(ctx, &w, &g, (size_t)classes))) return st;
     if (!(st = features_in(ctx, &w, Z, NULL, 0, 0, 0)) && !(st = enter(ctx, op, &w, 0)) &&
-        !(st = write_buf(ctx, w.lab, g.m * sizeof(int), labels, "labels")) &&
         !(st = objective_of(ctx, op, &w, labels, eps2, -1, o))) {
         if (dR) *dR = o[0];
         if (R) *R = o[1];
