@@ -83,8 +83,10 @@ __kernel void circ_real_normalize(__global float *Z, const uint m, const uint n)
 
 /* ---- sample lanes ------------------------------------------------------------------------------
  * The per-frequency kernels read the spectra in a lane layout Vt (P, C, 2, mp): for every bin p and
- * channel c a plane of the mp real parts, then one of the mp imaginary parts, mp = m rounded up to a
- * multiple of 8, padding lanes zero. Eight consecutive samples are then one float8 load. */
+ * channel c a plane of the mp real parts, then one of the mp imaginary parts. Sample b sits in lane
+ * lane_of[b]; the host groups the training samples by class, each class padded to a multiple of 8
+ * lanes, so a class's Gram matrix reads only its own blocks of 8 lanes. Padding lanes are zero (and
+ * stay zero through the layers). Eight lanes are one float8 load. */
 typedef float8 ci_v;
 #define CI_VW 8
 
@@ -94,33 +96,35 @@ static inline float ci_hsum(const ci_v a)
     return (h.x + h.y) + (h.z + h.w);
 }
 
-/* V (m, C, P) float2 -> Vt; one element per work-item (b fastest: contiguous stores). */
-__kernel void circ_to_lanes(__global const float2 *V, __global float *Vt, const uint m, const uint P, const uint mp)
-{
-    const size_t gid = get_global_id(0);
-    if (gid >= (size_t)P * CI_C * mp) return;
-    const uint b = (uint)(gid % mp);
-    const size_t pc = gid / mp;
-    const uint p = (uint)(pc / CI_C), c = (uint)(pc % CI_C);
-    const float2 v = b < m ? V[((size_t)b * CI_C + c) * P + p] : (float2)(0.0f, 0.0f);
-    Vt[pc * 2 * mp + b] = v.x;
-    Vt[(pc * 2 + 1) * mp + b] = v.y;
-}
-
-/* Vt -> V (m, C, P) float2; one element per work-item (p fastest: contiguous stores). */
-__kernel void circ_from_lanes(__global const float *Vt, __global float2 *V, const uint m, const uint P, const uint mp)
+/* V (m, C, P) float2 -> Vt (padding lanes must be zeroed beforehand); one element per work-item. */
+__kernel void circ_to_lanes(__global const float2 *V, __global float *Vt, __global const int *lane_of,
+                            const uint m, const uint P, const uint mp)
 {
     const size_t gid = get_global_id(0);
     if (gid >= (size_t)m * CI_C * P) return;
     const uint p = (uint)(gid % P), c = (uint)((gid / P) % CI_C), b = (uint)(gid / ((size_t)P * CI_C));
-    const size_t pc = (size_t)p * CI_C + c;
-    V[gid] = (float2)(Vt[pc * 2 * mp + b], Vt[(pc * 2 + 1) * mp + b]);
+    const size_t pc = (size_t)p * CI_C + c, l = (size_t)lane_of[b];
+    const float2 v = V[gid];
+    Vt[pc * 2 * mp + l] = v.x;
+    Vt[(pc * 2 + 1) * mp + l] = v.y;
+}
+
+/* Vt -> V (m, C, P) float2; one element per work-item (p fastest: contiguous stores). */
+__kernel void circ_from_lanes(__global const float *Vt, __global float2 *V, __global const int *lane_of,
+                              const uint m, const uint P, const uint mp)
+{
+    const size_t gid = get_global_id(0);
+    if (gid >= (size_t)m * CI_C * P) return;
+    const uint p = (uint)(gid % P), c = (uint)((gid / P) % CI_C), b = (uint)(gid / ((size_t)P * CI_C));
+    const size_t pc = (size_t)p * CI_C + c, l = (size_t)lane_of[b];
+    V[gid] = (float2)(Vt[pc * 2 * mp + l], Vt[(pc * 2 + 1) * mp + l]);
 }
 
 /* S[j,p] lower triangle, row c per work-item (j, p, c): S[j,p][c][d] = sum_b mask[j][b] v_b[c,p] conj(v_b[d,p]),
- * d <= c, mask (K+1, mp) of 0/1 (group K: every sample; padding lanes 0). */
-__kernel void circ_gram(__global const float *Vt, __global const float *mask, __global float2 *S, const uint mp,
-                        const uint P, const uint K)
+ * d <= c, mask (K+1, mp) of 0/1 over lanes (group K: every sample; padding lanes 0), summed only over the
+ * blocks of 8 lanes listed for the group: blocks[boff[j] .. boff[j+1]) (block index = first lane / 8). */
+__kernel void circ_gram(__global const float *Vt, __global const float *mask, __global const int *boff,
+                        __global const int *blocks, __global float2 *S, const uint mp, const uint P, const uint K)
 {
     const size_t gid = get_global_id(0);
     if (gid >= (size_t)(K + 1) * P * CI_C) return;
@@ -131,7 +135,8 @@ __kernel void circ_gram(__global const float *Vt, __global const float *mask, __
     for (uint d = 0; d <= c; d++) {
         const __global float *yr = base + (size_t)d * 2 * mp, *yi = yr + mp;
         ci_v ar = (ci_v)(0.0f), ai = (ci_v)(0.0f);
-        for (uint b = 0; b < mp; b += CI_VW) {
+        for (int q = boff[j]; q < boff[j + 1]; q++) {
+            const uint b = (uint)blocks[q] * CI_VW;
             const ci_v w = vload8(0, mk + b), pr = w * vload8(0, xr + b), pi_ = w * vload8(0, xi + b),
                        qr = vload8(0, yr + b), qi = vload8(0, yi + b);
             ar = fma(pr, qr, fma(pi_, qi, ar)); /* x conj(y) */
@@ -281,7 +286,7 @@ __kernel void circ_norms(__global const float *Vt, __global const float2 *ops, _
     }
     float out[CI_VW];
     vstore8(sqrt(acc), 0, out);
-    for (uint l = 0; l < CI_VW && b0 + l < m; l++) nrm[(size_t)(b0 + l) * K + j] = fmax(out[l], 1e-8f);
+    for (uint l = 0; l < CI_VW && b0 + l < mp; l++) nrm[(size_t)(b0 + l) * K + j] = fmax(out[l], 1e-8f);
 }
 
 /* Per block of 8 samples: pi = softmax(-lambda n) per sample (max-subtracted; argmax ties to the lowest
@@ -297,7 +302,7 @@ __kernel void circ_update(__global float *Vt, __global const float2 *ops, __glob
     const uint gid = get_global_id(0);
     if (gid >= nblk) return;
     const uint b0 = gid * CI_VW;
-    for (uint l = 0; l < CI_VW && b0 + l < m; l++) {
+    for (uint l = 0; l < CI_VW && b0 + l < mp; l++) {
         const uint b = b0 + l;
         const __global float *n = nrm + (size_t)b * K;
         __global float *pb = pi + (size_t)b * K;
@@ -316,8 +321,8 @@ __kernel void circ_update(__global float *Vt, __global const float2 *ops, __glob
         }
         yhat[b] = (int)best;
     }
-    uint pl[CI_VW]; /* lane -> row of pi (last valid sample for padding lanes) */
-    for (uint l = 0; l < CI_VW; l++) pl[l] = min(b0 + l, m - 1) * K;
+    uint pl[CI_VW]; /* lane -> row of pi */
+    for (uint l = 0; l < CI_VW; l++) pl[l] = (b0 + l) * K;
     ci_v vr[CI_C], vi[CI_C], gr[CI_C], gi[CI_C], cr[CI_C], ci[CI_C];
     ci_v s2 = (ci_v)(0.0f);
     for (uint p = 0; p < P; p++) {

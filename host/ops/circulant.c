@@ -203,7 +203,10 @@ typedef struct {
     cl_mem Zr;     /* real (m, C, N)            */
     cl_mem V;      /* float2 (m, C, P)          */
     cl_mem Vt;     /* lane layout (P, C, 2, mp) floats, mp = m rounded up to 8 */
-    cl_mem mask;   /* (K+1, mp) floats: group membership for the Gram kernel   */
+    cl_mem mask;   /* (K+1, mp) floats: group membership over lanes (Gram kernel) */
+    cl_mem lane;   /* m ints: the lane of each sample                          */
+    cl_mem boff;   /* K+2 ints: per group, offsets into blocks                 */
+    cl_mem blocks; /* (K+1) mp/8 ints: the blocks of 8 lanes holding a group   */
     cl_mem S;      /* float2 (K+1, P, C, C)     */
     cl_mem ld;     /* (K+1) P floats            */
     cl_mem info;   /* 2 (K+1) P ints            */
@@ -216,50 +219,117 @@ typedef struct {
     float *ld_h;
     int *yhat_h;
     float *mask_h;
+    int *lane_h;    /* m: lane of sample b            */
+    int *sample_h;  /* mp: sample in lane l, -1: pad  */
+    int *boff_h, *blocks_h;
     size_t mp;
 } ws;
 
 static void ws_free(ws *w)
 {
-    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag};
+    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
     free(w->info_h);
     free(w->ld_h);
     free(w->yhat_h);
     free(w->mask_h);
+    free(w->lane_h);
+    free(w->sample_h);
+    free(w->boff_h);
+    free(w->blocks_h);
     memset(w, 0, sizeof *w);
 }
 
-static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K)
+/* Lane layout: with labels, samples grouped by class, each class padded to a multiple of 8 lanes;
+ * without, lane = sample, padded at the end. */
+static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, const int *labels)
 {
     memset(w, 0, sizeof *w);
     w->g = *g;
     w->K = K;
-    w->mp = (g->m + 7) / 8 * 8;
+    size_t mp = (g->m + 7) / 8 * 8;
+    if (labels) {
+        mp = 0;
+        for (size_t j = 0; j < K; j++) {
+            size_t n = 0;
+            for (size_t b = 0; b < g->m; b++) n += labels[b] == (int)j;
+            mp += (n + 7) / 8 * 8;
+        }
+    }
+    w->mp = mp;
+    w->lane_h = malloc(g->m * sizeof *w->lane_h);
+    w->sample_h = malloc(mp * sizeof *w->sample_h);
+    w->boff_h = malloc((K + 2) * sizeof *w->boff_h);
+    w->blocks_h = malloc((K + 1) * (mp / 8) * sizeof *w->blocks_h);
+    if (!w->lane_h || !w->sample_h || !w->boff_h || !w->blocks_h) {
+        ws_free(w);
+        return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
+    }
+    for (size_t l = 0; l < mp; l++) w->sample_h[l] = -1;
+    if (labels) {
+        size_t l0 = 0;
+        for (size_t j = 0; j < K; j++) {
+            size_t l = l0;
+            for (size_t b = 0; b < g->m; b++)
+                if (labels[b] == (int)j) w->lane_h[b] = (int)l, w->sample_h[l++] = (int)b;
+            l0 += (l - l0 + 7) / 8 * 8;
+        }
+    } else {
+        for (size_t b = 0; b < g->m; b++) w->lane_h[b] = (int)b, w->sample_h[b] = (int)b;
+    }
     const size_t nb = (K + 1) * g->P, CC = g->C * g->C;
     wbcl_status st;
     if ((st = wbcl__buffer(ctx, g->m * g->C * g->N * sizeof(float), "features", &w->Zr)) ||
         (st = wbcl__buffer(ctx, g->m * g->C * g->P * 2 * sizeof(float), "spectra", &w->V)) ||
         (st = wbcl__buffer(ctx, w->mp * g->C * g->P * 2 * sizeof(float), "spectra (lanes)", &w->Vt)) ||
         (st = wbcl__buffer(ctx, (K + 1) * w->mp * sizeof(float), "group masks", &w->mask)) ||
+        (st = wbcl__buffer(ctx, g->m * sizeof(int), "lanes", &w->lane)) ||
+        (st = wbcl__buffer(ctx, (K + 2) * sizeof(int), "group block offsets", &w->boff)) ||
+        (st = wbcl__buffer(ctx, (K + 1) * (mp / 8) * sizeof(int), "group blocks", &w->blocks)) ||
         (st = wbcl__buffer(ctx, nb * CC * 2 * sizeof(float), "per-frequency matrices", &w->S)) ||
         (st = wbcl__buffer(ctx, nb * sizeof(float), "log-determinants", &w->ld)) ||
         (st = wbcl__buffer(ctx, 2 * nb * sizeof(int), "pivot info", &w->info)) ||
         (st = wbcl__buffer(ctx, (K + 1) * sizeof(float), "alpha", &w->alpha)) ||
-        (st = wbcl__buffer(ctx, g->m * sizeof(int), "yhat", &w->yhat)) ||
-        (st = wbcl__buffer(ctx, g->m * K * sizeof(float), "norms", &w->nrm)) ||
-        (st = wbcl__buffer(ctx, g->m * K * sizeof(float), "memberships", &w->pi)) ||
+        (st = wbcl__buffer(ctx, mp * sizeof(int), "yhat", &w->yhat)) ||
+        (st = wbcl__buffer(ctx, mp * K * sizeof(float), "norms", &w->nrm)) ||
+        (st = wbcl__buffer(ctx, mp * K * sizeof(float), "memberships", &w->pi)) ||
         (st = wbcl__buffer(ctx, sizeof(int), "flag", &w->flag))) {
         ws_free(w);
         return st;
     }
     w->info_h = malloc(2 * nb * sizeof *w->info_h);
     w->ld_h = malloc(nb * sizeof *w->ld_h);
-    w->yhat_h = malloc(g->m * sizeof *w->yhat_h);
+    w->yhat_h = malloc(mp * sizeof *w->yhat_h);
     w->mask_h = malloc((K + 1) * w->mp * sizeof *w->mask_h);
     if (!w->info_h || !w->ld_h || !w->yhat_h || !w->mask_h) {
         ws_free(w);
         return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
+    }
+    if ((st = write_buf(ctx, w->lane, g->m * sizeof(int), w->lane_h, "lanes"))) {
+        ws_free(w);
+        return st;
+    }
+    return WBCL_SUCCESS;
+}
+
+/* Lane-indexed yhat / pi (device) -> sample-indexed host arrays (either may be NULL). */
+static wbcl_status read_memberships(wbcl_context *ctx, ws *w, int *yhat, float *pi)
+{
+    const size_t m = w->g.m, K = w->K, mp = w->mp;
+    wbcl_status st;
+    if (yhat) {
+        if ((st = read_buf(ctx, w->yhat, mp * sizeof(int), w->yhat_h, "yhat"))) return st;
+        for (size_t b = 0; b < m; b++) yhat[b] = w->yhat_h[w->lane_h[b]];
+    }
+    if (pi) {
+        float *t = malloc(mp * K * sizeof *t);
+        if (!t) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
+        if ((st = read_buf(ctx, w->pi, mp * K * sizeof(float), t, "memberships"))) {
+            free(t);
+            return st;
+        }
+        for (size_t b = 0; b < m; b++) memcpy(pi + b * K, t + (size_t)w->lane_h[b] * K, K * sizeof *t);
+        free(t);
     }
     return WBCL_SUCCESS;
 }
@@ -310,12 +380,14 @@ static wbcl_status enter(wbcl_context *ctx, const char *op, ws *w, int normalize
     wbcl_kern *kt;
     if ((st = kern(ctx, g->C, "circ_to_lanes", &kt))) return st;
     cl_uint ump = (cl_uint)w->mp;
+    if ((st = fill_int(ctx, w->Vt, 0, w->mp * g->C * g->P * 2, "spectra (lanes)"))) return st; /* padding lanes */
     WBCL_ARG(ctx, kt, 0, w->V);
     WBCL_ARG(ctx, kt, 1, w->Vt);
-    WBCL_ARG(ctx, kt, 2, um);
-    WBCL_ARG(ctx, kt, 3, uP);
-    WBCL_ARG(ctx, kt, 4, ump);
-    return launch1(ctx, kt, g->P * g->C * w->mp);
+    WBCL_ARG(ctx, kt, 2, w->lane);
+    WBCL_ARG(ctx, kt, 3, um);
+    WBCL_ARG(ctx, kt, 4, uP);
+    WBCL_ARG(ctx, kt, 5, ump);
+    return launch1(ctx, kt, g->m * g->C * g->P);
 }
 
 /* V -> Z = real(normalize(IFFT(V))) into dst (V is overwritten). */
@@ -328,9 +400,10 @@ static wbcl_status leave(wbcl_context *ctx, ws *w, cl_mem dst)
     cl_uint um0 = (cl_uint)g->m, uP0 = (cl_uint)g->P, ump = (cl_uint)w->mp;
     WBCL_ARG(ctx, kf, 0, w->Vt);
     WBCL_ARG(ctx, kf, 1, w->V);
-    WBCL_ARG(ctx, kf, 2, um0);
-    WBCL_ARG(ctx, kf, 3, uP0);
-    WBCL_ARG(ctx, kf, 4, ump);
+    WBCL_ARG(ctx, kf, 2, w->lane);
+    WBCL_ARG(ctx, kf, 3, um0);
+    WBCL_ARG(ctx, kf, 4, uP0);
+    WBCL_ARG(ctx, kf, 5, ump);
     if ((st = launch1(ctx, kf, g->m * g->C * g->P))) return st;
     if ((st = wbcl__fft_inverse(ctx, g->m * g->C, g->H, g->W, w->V, dst))) return st;
     wbcl_kern *k;
@@ -349,20 +422,36 @@ static wbcl_status enq_gram(wbcl_context *ctx, ws *w, const int *labels)
     const size_t K = w->K, mp = w->mp;
     memset(w->mask_h, 0, (K + 1) * mp * sizeof *w->mask_h);
     for (size_t b = 0; b < g->m; b++) {
-        w->mask_h[(size_t)labels[b] * mp + b] = 1.0f;
-        w->mask_h[K * mp + b] = 1.0f;
+        const size_t l = (size_t)w->lane_h[b];
+        w->mask_h[(size_t)labels[b] * mp + l] = 1.0f;
+        w->mask_h[K * mp + l] = 1.0f;
     }
-    wbcl_status st = write_buf(ctx, w->mask, (K + 1) * mp * sizeof(float), w->mask_h, "group masks");
-    if (st) return st;
+    size_t nq = 0; /* blocks of 8 lanes holding at least one member, per group */
+    for (size_t j = 0; j <= K; j++) {
+        w->boff_h[j] = (int)nq;
+        for (size_t q = 0; q < mp / 8; q++) {
+            int any = 0;
+            for (size_t l = 8 * q; l < 8 * q + 8; l++) any |= w->mask_h[j * mp + l] != 0.0f;
+            if (any) w->blocks_h[nq++] = (int)q;
+        }
+    }
+    w->boff_h[K + 1] = (int)nq;
+    wbcl_status st;
+    if ((st = write_buf(ctx, w->mask, (K + 1) * mp * sizeof(float), w->mask_h, "group masks")) ||
+        (st = write_buf(ctx, w->boff, (K + 2) * sizeof(int), w->boff_h, "group block offsets")) ||
+        (st = write_buf(ctx, w->blocks, (nq ? nq : 1) * sizeof(int), w->blocks_h, "group blocks")))
+        return st;
     wbcl_kern *k;
     if ((st = kern(ctx, g->C, "circ_gram", &k))) return st;
     cl_uint ump = (cl_uint)mp, uP = (cl_uint)g->P, uK = (cl_uint)K;
     WBCL_ARG(ctx, k, 0, w->Vt);
     WBCL_ARG(ctx, k, 1, w->mask);
-    WBCL_ARG(ctx, k, 2, w->S);
-    WBCL_ARG(ctx, k, 3, ump);
-    WBCL_ARG(ctx, k, 4, uP);
-    WBCL_ARG(ctx, k, 5, uK);
+    WBCL_ARG(ctx, k, 2, w->boff);
+    WBCL_ARG(ctx, k, 3, w->blocks);
+    WBCL_ARG(ctx, k, 4, w->S);
+    WBCL_ARG(ctx, k, 5, ump);
+    WBCL_ARG(ctx, k, 6, uP);
+    WBCL_ARG(ctx, k, 7, uK);
     return launch1(ctx, k, (w->K + 1) * g->P * g->C);
 }
 
@@ -688,10 +777,11 @@ wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wb
     }
     const size_t K = (size_t)classes;
     float *lift_h = NULL, *alpha = malloc((K + 1) * sizeof *alpha), *gamma = malloc(K * sizeof *gamma);
+    int *yh = malloc(g.m * sizeof *yh);
     wbcl_circulant *net = NULL;
     ws w;
     memset(&w, 0, sizeof w);
-    if (!alpha || !gamma) {
+    if (!alpha || !gamma || !yh) {
         st = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
         goto done;
     }
@@ -715,7 +805,7 @@ wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wb
         st = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
         goto done;
     }
-    if ((st = ws_alloc(ctx, &w, &g, K))) goto done;
+    if ((st = ws_alloc(ctx, &w, &g, K, labels))) goto done;
     if ((st = features_in(ctx, &w, X, lift ? lift->mem : NULL, gx.C, kh, kw)) || (st = enter(ctx, op, &w, 1)))
         goto done;
     for (size_t j = 0; j < K; j++) {
@@ -730,8 +820,8 @@ wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wb
             (st = apply_layer(ctx, &w, net->ops[l], net->gam[l], params)))
             goto done;
         memcpy(net->gamma + (size_t)l * K, gamma, K * sizeof *gamma);
-        if ((st = read_buf(ctx, w.yhat, g.m * sizeof(int), w.yhat_h, "yhat")) ||
-            (st = objective_of(ctx, op, &w, w.yhat_h, params->eps2, l, net->hist + 3 * (size_t)l)))
+        if ((st = read_memberships(ctx, &w, yh, NULL)) ||
+            (st = objective_of(ctx, op, &w, yh, params->eps2, l, net->hist + 3 * (size_t)l)))
             goto done;
         if (progress) progress(l + 1, net->hist[3 * l], net->hist[3 * l + 1], net->hist[3 * l + 2], user);
     }
@@ -749,6 +839,7 @@ done:
     free(lift_h);
     free(alpha);
     free(gamma);
+    free(yh);
     return st;
 }
 
@@ -775,7 +866,7 @@ wbcl_status wbcl_circulant_apply(wbcl_context *ctx, const wbcl_circulant *net, c
     g.C = net->C;
     ws w;
     cl_mem liftm = NULL;
-    if ((st = ws_alloc(ctx, &w, &g, (size_t)net->K))) return st;
+    if ((st = ws_alloc(ctx, &w, &g, (size_t)net->K, NULL))) return st;
     if (net->lift) {
         size_t n = net->C * net->Cin * net->kh * net->kw;
         if ((st = wbcl__buffer(ctx, n * sizeof(float), "lifting kernel", &liftm)) ||
@@ -785,8 +876,7 @@ wbcl_status wbcl_circulant_apply(wbcl_context *ctx, const wbcl_circulant *net, c
     if ((st = features_in(ctx, &w, X, liftm, net->Cin, net->kh, net->kw)) || (st = enter(ctx, op, &w, 1))) goto done;
     for (int l = 0; l < net->L; l++)
         if ((st = apply_layer(ctx, &w, net->ops[l], net->gam[l], &net->params))) goto done;
-    if (yhat && (st = read_buf(ctx, w.yhat, g.m * sizeof(int), yhat, "yhat"))) goto done;
-    if (pi && (st = read_buf(ctx, w.pi, g.m * (size_t)net->K * sizeof(float), pi, "memberships"))) goto done;
+    if ((yhat || pi) && (st = read_memberships(ctx, &w, yhat, pi))) goto done;
     if ((st = leave(ctx, &w, w.Zr)) || (st = copy_buf(ctx, w.Zr, Z->mem, g.m * g.C * g.N * sizeof(float), "Z")))
         goto done;
     st = finish(ctx, op);
@@ -813,7 +903,7 @@ wbcl_status wbcl_circulant_objective(wbcl_context *ctx, const wbcl_tensor *Z, co
     if (st) return st;
     ws w;
     double o[3];
-    if ((st = ws_alloc(ctx, &w, &g, (size_t)classes))) return st;
+    if ((st = ws_alloc(ctx, &w, &g, (size_t)classes, NULL))) return st;
     if (!(st = features_in(ctx, &w, Z, NULL, 0, 0, 0)) && !(st = enter(ctx, op, &w, 0)) &&
         !(st = objective_of(ctx, op, &w, labels, eps2, -1, o))) {
         if (dR) *dR = o[0];
