@@ -6,7 +6,12 @@
  *   bench_circulant --write-data DIR        writes DIR/{1d,2d}_{x,y}.npy (features, labels) and exits
  *   bench_circulant --case 1d|2d [--layers L] [--reps N]
  *                                           after one untimed warm-up fit (kernel builds, FFT plans),
- *                                           one line per repetition: "wbcl SECONDS_PER_LAYER FINAL_DR"
+ *                                           one line per repetition: "wbcl SECONDS_PER_LAYER FINAL_DR",
+ *                                           then "construct SECONDS": the best of N (1-layer fit minus
+ *                                           1-layer apply: the per-frequency construction + objective)
+ *   bench_circulant --size C T [--layers L] [--reps N]
+ *                                           as --case for a 1-D problem of C channels and length T
+ *                                           (same m, K; the curve of the plot)
  *   bench_circulant --dense C T [--reps N]  the dense construction of one layer at T·C = n with K = 10
  *                                           classes, m = 100: circ(Z) (n x mT) built from all shifts,
  *                                           the K+1 Gram matrices by ssyrk, the K+1 inverses
@@ -136,6 +141,27 @@ static int run_case(const bcase *c, int layers, int reps)
         wbcl_circulant_destroy(net);
         net = NULL;
     }
+    /* the construction alone (per-frequency Gram matrices, Cholesky, E_p and C_{j,p}, plus the logged
+     * objective): a 1-layer fit minus a 1-layer apply of the same network (apply = enter, application,
+     * leave) */
+    {
+        wbcl_tensor *tZ = NULL;
+        if (wbcl_tensor_create(ctx, c->H > 1 ? 4 : 3, s, WBCL_F32, NULL, &tZ)) goto fail;
+        p.layers = 1;
+        double best = 1e300;
+        for (int r = 0; r < reps; r++) {
+            double t0 = now_s();
+            if (wbcl_circulant_fit(ctx, tX, NULL, y, K_CLASSES, &p, NULL, NULL, tZ, &net)) break;
+            double t1 = now_s();
+            if (wbcl_circulant_apply(ctx, net, tX, tZ, NULL, NULL)) break;
+            double t2 = now_s();
+            if ((t1 - t0) - (t2 - t1) < best) best = (t1 - t0) - (t2 - t1);
+            wbcl_circulant_destroy(net);
+            net = NULL;
+        }
+        wbcl_tensor_destroy(tZ);
+        printf("construct %.6f\n", best);
+    }
     rc = 0;
 fail:
     if (rc) fprintf(stderr, "bench_circulant: %s\n", wbcl_context_last_error(ctx));
@@ -204,7 +230,7 @@ int main(int argc, char **argv)
 {
     const char *which = NULL;
     int layers = 5, reps = 3;
-    size_t dC = 0, dT = 0;
+    size_t dC = 0, dT = 0, sC = 0, sT = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--write-data") && i + 1 < argc) return write_data(argv[i + 1]);
         if (!strcmp(argv[i], "--device-info")) {
@@ -225,6 +251,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--dense") && i + 2 < argc) {
             dC = (size_t)atol(argv[++i]);
             dT = (size_t)atol(argv[++i]);
+        } else if (!strcmp(argv[i], "--size") && i + 2 < argc) {
+            sC = (size_t)atol(argv[++i]);
+            sT = (size_t)atol(argv[++i]);
         } else {
             fprintf(stderr, "bench_circulant: unknown argument %s\n", argv[i]);
             return 2;
@@ -232,6 +261,10 @@ int main(int argc, char **argv)
     }
     if (layers < 1 || reps < 1) return 2;
     if (dC) return run_dense(dC, dT, reps);
+    if (sC) {
+        const bcase c = {"size", sC, 1, sT};
+        return run_case(&c, layers, reps);
+    }
     for (size_t i = 0; i < 2; i++)
         if (which && !strcmp(which, cases[i].name)) return run_case(&cases[i], layers, reps);
     fprintf(stderr, "usage: bench_circulant --case 1d|2d | --dense C T | --write-data DIR | --device-info\n");

@@ -55,6 +55,14 @@ static wbcl_status launch1(wbcl_context *ctx, wbcl_kern *k, size_t global)
     return wbcl__launch(ctx, k, 1, g, l);
 }
 
+/* The application kernels have few, heavy work-items (one per 8 samples, or per class and 8 samples):
+ * small work-groups let the runtime spread them over all compute units. */
+static wbcl_status launch_heavy(wbcl_context *ctx, wbcl_kern *k, size_t global)
+{
+    size_t g[1] = {global}, l[1] = {ctx->info.max_work_group_size >= 4 ? 4 : 1};
+    return wbcl__launch(ctx, k, 1, g, l);
+}
+
 static wbcl_status kern(wbcl_context *ctx, size_t C, const char *name, wbcl_kern **k)
 {
     char opt[32];
@@ -554,7 +562,7 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
     WBCL_ARG(ctx, kn, 6, uW);
     WBCL_ARG(ctx, kn, 7, uWh);
     WBCL_ARG(ctx, kn, 8, uK);
-    if ((st = launch1(ctx, kn, w->K * (w->mp / 8)))) return st; /* (j, block of 8 samples) */
+    if ((st = launch_heavy(ctx, kn, w->K * (w->mp / 8)))) return st; /* (j, block of 8 samples) */
     float eta = p->eta, lambda = p->lambda;
     WBCL_ARG(ctx, ku, 0, w->Vt);
     WBCL_ARG(ctx, ku, 1, ops);
@@ -570,7 +578,7 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
     WBCL_ARG(ctx, ku, 11, uW);
     WBCL_ARG(ctx, ku, 12, uWh);
     WBCL_ARG(ctx, ku, 13, uK);
-    return launch1(ctx, ku, w->mp / 8);
+    return launch_heavy(ctx, ku, w->mp / 8);
 }
 
 /* ---- model ------------------------------------------------------------------------------------ */

@@ -7,6 +7,7 @@ batched matmul, the objective by batched slogdet. Vectorized the way one writes 
 
 Usage (perf/run_circulant.sh calls it, interleaved with bench_circulant):
   circulant_numpy.py --x X.npy --y y.npy --layers L [--reps R] [--eta .5 --eps2 .1 --lambda 500]
+                     [--dtype float32|float64]
 Prints one line per repetition: "numpy <seconds per layer> <final dR>" (after one untimed 1-layer warm-up).
 """
 import argparse
@@ -40,11 +41,12 @@ def grams(V, groups):
 def construct(V, y, K, eps2):
     m, C, P = V.shape
     groups = [np.flatnonzero(y == j) for j in range(K)] + [np.arange(m)]
-    alpha = np.array([C / (len(g) * eps2) for g in groups])
+    rt = V.real.dtype
+    alpha = np.array([C / (len(g) * eps2) for g in groups], dtype=rt)
     S = grams(V, groups)
-    I = np.eye(C)
+    I = np.eye(C, dtype=rt)
     ops = alpha[:, None, None, None] * np.linalg.inv(I + alpha[:, None, None, None] * S)   # (K+1, P, C, C)
-    gamma = np.array([len(g) / m for g in groups[:K]])
+    gamma = np.array([len(g) / m for g in groups[:K]], dtype=rt)
     return ops, gamma
 
 
@@ -56,7 +58,7 @@ def apply(V, ops, gamma, w, eta, lam):
     c, e = out[:K], out[K]
     n = np.sqrt(np.einsum("p,jpcb->jb", w, np.abs(c) ** 2))
     n = np.maximum(n, 1e-8)
-    u = -lam * n
+    u = -np.asarray(lam, dtype=n.dtype) * n
     u = u - u.max(axis=0)
     pi = np.exp(u)
     pi /= pi.sum(axis=0)                              # (K, m)
@@ -70,7 +72,7 @@ def apply(V, ops, gamma, w, eta, lam):
 def objective(V, labels, K, eps2, w, N):
     m, C, P = V.shape
     groups = [np.flatnonzero(labels == j) for j in range(K)]
-    I = np.eye(C)
+    I = np.eye(C, dtype=V.real.dtype)
     S = grams(V, [np.arange(m)])[0]
     R = (w * np.linalg.slogdet(I + C / (m * eps2) * S)[1]).sum() / (2 * N)
     Rc = 0.0
@@ -82,11 +84,11 @@ def objective(V, labels, K, eps2, w, N):
     return R - Rc, R, Rc
 
 
-def fit(X, y, layers, eta, eps2, lam):
+def fit(X, y, layers, eta, eps2, lam, dtype=np.float32):
     two_d = X.ndim == 4
     K = int(y.max()) + 1
-    V, N = enter(X.astype(np.float64), two_d)
-    w = weights(X.shape[2:]) if two_d else weights(X.shape[2:])
+    V, N = enter(X.astype(dtype), two_d)
+    w = weights(X.shape[2:]).astype(dtype)
     hist = []
     for _ in range(layers):
         ops, gamma = construct(V, y, K, eps2)
@@ -104,13 +106,16 @@ def main():
     ap.add_argument("--eta", type=float, default=0.5)
     ap.add_argument("--eps2", type=float, default=0.1)
     ap.add_argument("--lambda", dest="lam", type=float, default=500.0)
+    ap.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                    help="float32 (complex64, the engine's precision; default) or float64")
     a = ap.parse_args()
+    dt = np.float32 if a.dtype == "float32" else np.float64
     X = np.load(a.x)
     y = np.load(a.y).astype(np.int64)
-    fit(X, y, 1, a.eta, a.eps2, a.lam)
+    fit(X, y, 1, a.eta, a.eps2, a.lam, dt)
     for _ in range(a.reps):
         t0 = time.perf_counter()
-        h = fit(X, y, a.layers, a.eta, a.eps2, a.lam)
+        h = fit(X, y, a.layers, a.eta, a.eps2, a.lam, dt)
         t = time.perf_counter() - t0
         print(f"numpy {t / a.layers:.6f} {h[-1][0]:.6f}", flush=True)
 
