@@ -1046,6 +1046,48 @@ START_TEST(cli_redunet1d)
 }
 END_TEST
 
+/* clFFT's process-wide setup is reference-counted: two contexts use FFTs side by side, the first is destroyed,
+ * the second keeps working (and gives the same features as before), then a third context starts afresh. */
+START_TEST(fft_two_contexts)
+{
+    golden1d g;
+    load_golden1d(&g);
+    const size_t sx[3] = {4, 1, 8}, sw[3] = {3, 1, 3}, sz[3] = {4, 3, 8};
+    wbcl_circulant_params p = cparams(2, 500.0f);
+    float *Zs[3];
+    wbcl_context *c1 = tu_context(), *c2 = tu_context(), *c3 = NULL;
+    wbcl_context *order[3] = {c1, c2, c2};
+    for (int i = 0; i < 3; i++) {
+        wbcl_context *ctx = order[i];
+        if (i == 2) wbcl_context_destroy(c1); /* c2 must still have clFFT */
+        wbcl_tensor *X = upload_d(ctx, 3, sx, g.X), *Wt = upload_d(ctx, 3, sw, g.W), *Z = empty_t(ctx, 3, sz);
+        wbcl_circulant *net = dfit(ctx, X, Wt, g.y, 2, &p, Z);
+        Zs[i] = download(ctx, Z);
+        wbcl_circulant_destroy(net);
+        wbcl_tensor_destroy(X);
+        wbcl_tensor_destroy(Wt);
+        wbcl_tensor_destroy(Z);
+    }
+    wbcl_context_destroy(c2);
+    c3 = tu_context(); /* after the last teardown */
+    wbcl_tensor *X = upload_d(c3, 3, sx, g.X), *Wt = upload_d(c3, 3, sw, g.W), *Z = empty_t(c3, 3, sz);
+    wbcl_circulant *net = dfit(c3, X, Wt, g.y, 2, &p, Z);
+    float *Z3 = download(c3, Z);
+    for (int i = 0; i < 96; i++) {
+        ck_assert_float_eq(Zs[1][i], Zs[0][i]);
+        ck_assert_float_eq(Zs[2][i], Zs[0][i]);
+        ck_assert_float_eq(Z3[i], Zs[0][i]);
+    }
+    for (int i = 0; i < 3; i++) tu_guarded_free(Zs[i]);
+    tu_guarded_free(Z3);
+    wbcl_circulant_destroy(net);
+    wbcl_tensor_destroy(X);
+    wbcl_tensor_destroy(Wt);
+    wbcl_tensor_destroy(Z);
+    wbcl_context_destroy(c3);
+}
+END_TEST
+
 /* DEVICE_TESTS */
 
 static Suite *circulant_suite(void)
@@ -1075,6 +1117,7 @@ static Suite *circulant_suite(void)
     tcase_add_test(tc, device_bad_input);
     tcase_add_loop_test(tc, save_load_roundtrip, 0, 2);
     tcase_add_test(tc, cli_redunet1d);
+    tcase_add_test(tc, fft_two_contexts);
     suite_add_tcase(s, tc);
     /* DEVICE_TCASES */
     return s;
