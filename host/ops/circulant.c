@@ -2,11 +2,15 @@
  * out, per-frequency construction (Gram matrices and batched complex
  * Hermitian Cholesky) and application, objective. Kernels in cl/circulant.cl.
  *
- * Per layer of fit: circ_gram (true labels) -> circ_shifted_inverse (E_p,
- * C_{j,p}; the pivot info is read back) -> circ_norms -> circ_update ->
- * objective on the output grouped by yhat (circ_gram, circ_shifted_inverse
- * without inverse; yhat and the log-determinants are read back and summed in
- * double on the host). */
+ * Entering: lifting (circ_lift) or a copy, clFFT forward, per-sample
+ * normalization (circ_spec_normalize, with the non-finite check), then the
+ * lane layout (circ_to_lanes; in fit the samples are grouped class by class,
+ * each class padded to 8 lanes). Per layer of fit: circ_gram (true labels)
+ * -> circ_shifted_inverse (E_p, C_{j,p}; the pivot info is read back) ->
+ * circ_norms -> circ_update -> objective on the output grouped by yhat
+ * (circ_gram, circ_shifted_inverse without inverse; yhat and the
+ * log-determinants are read back and summed in double on the host).
+ * Leaving: circ_from_lanes, clFFT inverse, circ_real_normalize. */
 #include "internal.h"
 
 #include <math.h>
