@@ -1,6 +1,7 @@
 /* The context: device selection, queue, settings, scratch buffers. */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
+#include "fft.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +104,7 @@ void wbcl_context_destroy(wbcl_context *ctx)
     if (ctx->queue) clFinish(ctx->queue);
     if (ctx->cl) wbcl_context_save_cache(ctx); /* best effort: failures are not errors */
     wbcl__programs_release(ctx);
+    wbcl__fft_release(ctx);
     for (int i = 0; i < WBCL_SCRATCH_SLOTS; i++)
         if (ctx->scratch[i]) clReleaseMemObject(ctx->scratch[i]);
     if (ctx->queue) clReleaseCommandQueue(ctx->queue);

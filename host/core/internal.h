@@ -85,6 +85,7 @@ struct wbcl_context {
     char *kernel_dir;               /* NULL: embedded only  */
     cl_mem scratch[WBCL_SCRATCH_SLOTS];
     size_t scratch_bytes[WBCL_SCRATCH_SLOTS];
+    struct wbcl__fft_cache *fft;    /* clFFT plans (host/core/fft.c); NULL until the first FFT */
 };
 
 struct wbcl_tensor {

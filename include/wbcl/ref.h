@@ -139,6 +139,43 @@ double wbcl_ref_coding_rate_var(size_t N, size_t d, size_t K, size_t p, const do
 double wbcl_ref_sparsity(size_t N, size_t d, const double *Z, double threshold);
 /* end ISTA, LASSO, measures */
 
+/* Shift-invariant ReduNet (SPEC §4.2; host/ref/ref_circulant.c) ----------------------------------
+ * 1-D is H = 1. Signals (m, C, H, W) row-major, N = H W. Spectra (m, C, N) and per-frequency operators are
+ * complex, stored as interleaved (re, im) doubles; the whole spectrum p = 0..N-1 (p = ph W + pw). ops holds one
+ * layer as (K+1, N, C, C): entries 0..K-1 = C_{j,p}, entry K = E_p. Entering normalizes each sample over
+ * (C, H, W) and takes the unitary DFT; leaving is real(normalize(IDFT)). */
+/* Lf (m, Cout, H, W) = ReLU(circular cross-correlation of X (m, Cin, H, W) with Wt (Cout, Cin, kh, kw)). */
+void wbcl_ref_circ_lift(size_t m, size_t Cin, size_t Cout, size_t H, size_t W, size_t kh, size_t kw,
+                        const double *X, const double *Wt, double *Lf);
+/* Unitary 2-D DFT over the last two axes of rows complex (H, W) arrays (inverse: + sign). */
+void wbcl_ref_circ_dft(size_t rows, size_t H, size_t W, int inverse, const double *in, double *out);
+/* One layer's ops and gamma (K) from spectra V and labels y. Returns 0, 1 + j for an empty class j, -1. */
+int wbcl_ref_circ_construct(size_t m, size_t C, size_t N, size_t K, const double *V, const int *y, double eps2,
+                            double *ops, double *gamma);
+/* Applies one layer to V in place; yhat (m) and pi (m, K) may be NULL. */
+void wbcl_ref_circ_apply(size_t m, size_t C, size_t N, size_t K, const double *ops, const double *gamma, double eta,
+                         double lambda, double *V, int *yhat, double *pi);
+/* out = (dR, R, Rc) of spectra V grouped by labels (sums over the whole spectrum divided by 2N). */
+int wbcl_ref_circ_objective(size_t m, size_t C, size_t N, size_t K, const double *V, const int *labels, double eps2,
+                            double out[3]);
+/* Fit L layers: Z (m, C, H, W) lifted features in, output features out. ops_all (L, K+1, N, C, C) complex,
+ * gamma_all (L, K), hist (L, 3), yhat (m) of the last layer, max_imag (max |imag| / max |real| of the normalized
+ * inverse DFT) may be NULL. Returns as construct. */
+int wbcl_ref_circ_fit(size_t m, size_t C, size_t H, size_t W, size_t K, size_t L, const int *y, double eta,
+                      double eps2, double lambda, double *Z, double *ops_all, double *gamma_all, double *hist,
+                      int *yhat, double *max_imag);
+/* Apply a fitted network (ops_all, gamma_all as from fit) to Z in place; yhat, pi of the last layer or NULL. */
+int wbcl_ref_circ_forward(size_t m, size_t C, size_t H, size_t W, size_t K, size_t L, const double *ops_all,
+                          const double *gamma_all, double eta, double lambda, double *Z, int *yhat, double *pi);
+/* Dense oracle from the time-domain definition: M (C N, C N) = a (I + (a/N) circ(Z_g) circ(Z_g)^T)^-1 with
+ * a = C/(m_g eps2), Z_g the samples with labels == group (labels NULL: all), all 2-D cyclic shifts. */
+int wbcl_ref_circ_dense_operator(size_t m, size_t C, size_t H, size_t W, const double *Z, const int *labels,
+                                 int group, double eps2, double *M);
+/* One layer built and applied densely in the time domain to Z (m, C, H, W), already normalized, in place. */
+int wbcl_ref_circ_dense_layer(size_t m, size_t C, size_t H, size_t W, size_t K, const int *y, double eta, double eps2,
+                              double lambda, double *Z, int *yhat);
+/* end shift-invariant ReduNet */
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,6 +25,10 @@
     X(attn_energy)      /* mod_attention_stats.c */                                                 \
     X(ista)  /* mod_ista.c */                                                                       \
     X(lasso) /* mod_ista.c */                                                                       \
+    X(redunet1d_fit)   /* mod_circulant.c */                                                        \
+    X(redunet1d_apply) /* mod_circulant.c */                                                        \
+    X(redunet2d_fit)   /* mod_circulant.c */                                                        \
+    X(redunet2d_apply) /* mod_circulant.c */                                                        \
     /* mod_attention.c, mod_redunet.c, ...: add their lines here */
 
 #define WBCL_RUN_DECLARE(name) extern const wbcl_run_module wbcl_mod_##name;

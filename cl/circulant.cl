@@ -1,0 +1,361 @@
+/* wbcl — shift-invariant ReduNet kernels (SPEC.md §4.2; host side in host/ops/circulant.c).
+ *
+ * Build option CI_C = the channel count C (compile-time: private C-vectors, unrollable loops).
+ * Complex numbers are float2 (re, im). Spectra V are (m, C, P) as clFFT writes them, P = H (W/2+1)
+ * stored bins of the real FFT (bin p = ph*Wh + pw); the per-frequency kernels use a copy in the lane
+ * layout Vt (P, C, re/im, mp) described below (circ_to_lanes / circ_from_lanes). A full-spectrum sum weights bin p by ci_weight (1 for pw = 0 and
+ * pw = W/2, else 2: the bin and its conjugate twin). Per-frequency matrices are (batch, C, C)
+ * row-major; a layer's operators are (K+1, P, C, C): entries 0..K-1 = C_{j,p}, entry K = E_p.
+ *
+ * CPU-shaped throughout (PERF-NOTES.md): every work-item owns whole rows, vectors or matrices (the
+ * application: 8 samples in float8 lanes), no local memory, no barriers, no atomics on data; sums in a
+ * fixed order (deterministic results). They also run on GPUs (tested on PoCL only here).
+ * The Cholesky follows the real kernel of cl/linalg.cl (Crout by columns, the first bad pivot
+ * recorded once per batch entry as info[2b] = pivot index, info[2b+1] = its float bits) with the
+ * complex operations c - a conj(b), |a|^2 and division by the real pivot. OpenCL C 1.2. */
+
+#ifndef CI_C
+#define CI_C 1
+#endif
+
+#define CMUL(a, b) ((float2)((a).x * (b).x - (a).y * (b).y, (a).x * (b).y + (a).y * (b).x))
+/* a * conj(b) */
+#define CMULC(a, b) ((float2)((a).x * (b).x + (a).y * (b).y, (a).y * (b).x - (a).x * (b).y))
+#define CABS2(a) ((a).x * (a).x + (a).y * (a).y)
+
+static inline float ci_weight(const uint p, const uint W, const uint Wh)
+{
+    const uint q = p % Wh;
+    return (q == 0 || 2 * q == W) ? 1.0f : 2.0f;
+}
+
+/* Y[b,o,h,w] = ReLU(sum_{i,u,v} Wt[o,i,u,v] X[b,i,(h+u)%H,(w+v)%W]); one output per work-item. */
+__kernel void circ_lift(__global const float *X, __global const float *Wt, __global float *Y, const uint m,
+                        const uint Cin, const uint Cout, const uint H, const uint W, const uint kh, const uint kw)
+{
+    const size_t gid = get_global_id(0);
+    const size_t N = (size_t)H * W;
+    if (gid >= (size_t)m * Cout * N) return;
+    const uint w = (uint)(gid % W), h = (uint)((gid / W) % H), o = (uint)((gid / N) % Cout);
+    const size_t b = gid / (N * Cout);
+    float s = 0.0f;
+    for (uint i = 0; i < Cin; i++) {
+        const __global float *x = X + (b * Cin + i) * N;
+        const __global float *wt = Wt + ((size_t)o * Cin + i) * kh * kw;
+        for (uint u = 0; u < kh; u++) {
+            uint hh = h + u;
+            if (hh >= H) hh -= H;
+            const __global float *xr = x + (size_t)hh * W;
+            uint ww = w;
+            for (uint v = 0; v < kw; v++) {
+                s = fma(wt[u * kw + v], xr[ww], s);
+                if (++ww == W) ww = 0;
+            }
+        }
+    }
+    Y[gid] = isfinite(s) ? fmax(s, 0.0f) : s; /* a non-finite input must reach the entry check, not vanish */
+}
+
+/* Per sample: v <- v / max(|v|, 1e-8), |v| over the whole spectrum; flag[0] = 1 on a non-finite norm. */
+__kernel void circ_spec_normalize(__global float2 *V, const uint m, const uint P, const uint W, const uint Wh,
+                                  __global int *flag)
+{
+    const uint b = get_global_id(0);
+    if (b >= m) return;
+    __global float2 *v = V + (size_t)b * CI_C * P;
+    float s = 0.0f;
+    for (uint c = 0; c < CI_C; c++)
+        for (uint p = 0; p < P; p++) s += ci_weight(p, W, Wh) * CABS2(v[c * P + p]);
+    if (!isfinite(s)) flag[0] = 1;
+    const float inv = 1.0f / fmax(sqrt(s), 1e-8f);
+    for (uint i = 0; i < CI_C * P; i++) v[i] *= inv;
+}
+
+/* Per real sample of n values: z <- z / max(|z|, 1e-8). */
+__kernel void circ_real_normalize(__global float *Z, const uint m, const uint n)
+{
+    const uint b = get_global_id(0);
+    if (b >= m) return;
+    __global float *z = Z + (size_t)b * n;
+    float s = 0.0f;
+    for (uint i = 0; i < n; i++) s = fma(z[i], z[i], s);
+    const float inv = 1.0f / fmax(sqrt(s), 1e-8f);
+    for (uint i = 0; i < n; i++) z[i] *= inv;
+}
+
+/* ---- sample lanes ------------------------------------------------------------------------------
+ * The per-frequency kernels read the spectra in a lane layout Vt (P, C, 2, mp): for every bin p and
+ * channel c a plane of the mp real parts, then one of the mp imaginary parts. Sample b sits in lane
+ * lane_of[b]; the host groups the training samples by class, each class padded to a multiple of 8
+ * lanes, so a class's Gram matrix reads only its own blocks of 8 lanes. Padding lanes are zero (and
+ * stay zero through the layers). Eight lanes are one float8 load. */
+typedef float8 ci_v;
+#define CI_VW 8
+
+static inline float ci_hsum(const ci_v a)
+{
+    const float4 h = a.lo + a.hi;
+    return (h.x + h.y) + (h.z + h.w);
+}
+
+/* V (m, C, P) float2 -> Vt (padding lanes must be zeroed beforehand); one element per work-item. */
+__kernel void circ_to_lanes(__global const float2 *V, __global float *Vt, __global const int *lane_of,
+                            const uint m, const uint P, const uint mp)
+{
+    const size_t gid = get_global_id(0);
+    if (gid >= (size_t)m * CI_C * P) return;
+    const uint p = (uint)(gid % P), c = (uint)((gid / P) % CI_C), b = (uint)(gid / ((size_t)P * CI_C));
+    const size_t pc = (size_t)p * CI_C + c, l = (size_t)lane_of[b];
+    const float2 v = V[gid];
+    Vt[pc * 2 * mp + l] = v.x;
+    Vt[(pc * 2 + 1) * mp + l] = v.y;
+}
+
+/* Vt -> V (m, C, P) float2; one element per work-item (p fastest: contiguous stores). */
+__kernel void circ_from_lanes(__global const float *Vt, __global float2 *V, __global const int *lane_of,
+                              const uint m, const uint P, const uint mp)
+{
+    const size_t gid = get_global_id(0);
+    if (gid >= (size_t)m * CI_C * P) return;
+    const uint p = (uint)(gid % P), c = (uint)((gid / P) % CI_C), b = (uint)(gid / ((size_t)P * CI_C));
+    const size_t pc = (size_t)p * CI_C + c, l = (size_t)lane_of[b];
+    V[gid] = (float2)(Vt[pc * 2 * mp + l], Vt[(pc * 2 + 1) * mp + l]);
+}
+
+/* S[j,p] lower triangle, row c per work-item (j, p, c): S[j,p][c][d] = sum_b mask[j][b] v_b[c,p] conj(v_b[d,p]),
+ * d <= c, mask (K+1, mp) of 0/1 over lanes (group K: every sample; padding lanes 0), summed only over the
+ * blocks of 8 lanes listed for the group: blocks[boff[j] .. boff[j+1]) (block index = first lane / 8). */
+__kernel void circ_gram(__global const float *Vt, __global const float *mask, __global const int *boff,
+                        __global const int *blocks, __global float2 *S, const uint mp, const uint P, const uint K)
+{
+    const size_t gid = get_global_id(0);
+    if (gid >= (size_t)(K + 1) * P * CI_C) return;
+    const uint c = (uint)(gid % CI_C), p = (uint)((gid / CI_C) % P), j = (uint)(gid / ((size_t)CI_C * P));
+    const __global float *base = Vt + (size_t)p * CI_C * 2 * mp, *mk = mask + (size_t)j * mp;
+    const __global float *xr = base + (size_t)c * 2 * mp, *xi = xr + mp;
+    __global float2 *s = S + gid * CI_C;
+    for (uint d = 0; d <= c; d++) {
+        const __global float *yr = base + (size_t)d * 2 * mp, *yi = yr + mp;
+        ci_v ar = (ci_v)(0.0f), ai = (ci_v)(0.0f);
+        for (int q = boff[j]; q < boff[j + 1]; q++) {
+            const uint b = (uint)blocks[q] * CI_VW;
+            const ci_v w = vload8(0, mk + b), pr = w * vload8(0, xr + b), pi_ = w * vload8(0, xi + b),
+                       qr = vload8(0, yr + b), qi = vload8(0, yi + b);
+            ar = fma(pr, qr, fma(pi_, qi, ar)); /* x conj(y) */
+            ai = fma(pi_, qr, fma(-pr, qi, ai));
+        }
+        s[d] = (float2)(ci_hsum(ar), ci_hsum(ai));
+    }
+}
+
+/* One matrix per work-item, batch entry t = j P + p: A = I + alpha_j S (lower triangle of S read), factor
+ * A = L L^H in place (L in S's lower triangle), logdet[t] = log det A; if want_inv,
+ * M[t] = alpha_j A^-1 (full, exactly Hermitian) through X = L^-1 in place: A^-1 = X^H X. */
+__kernel void circ_shifted_inverse(__global float2 *S, __global const float *alpha, const uint P, const uint nb,
+                                   __global float *logdet, __global int *info, const uint want_inv,
+                                   __global float2 *M)
+{
+    const uint t = get_global_id(0);
+    if (t >= nb) return;
+    const float a = alpha[t / P];
+    __global float2 *A = S + (size_t)t * CI_C * CI_C;
+    for (uint i = 0; i < CI_C; i++) {
+        for (uint k = 0; k < i; k++) A[i * CI_C + k] *= a;
+        A[i * CI_C + i] = (float2)(1.0f + a * A[i * CI_C + i].x, 0.0f);
+    }
+    int fail = -1;
+    float fval = 0.0f, ld = 0.0f;
+    for (uint j = 0; j < CI_C; j++) { /* Crout, column j */
+        float d = A[j * CI_C + j].x;
+        for (uint k = 0; k < j; k++) d -= CABS2(A[j * CI_C + k]);
+        if (fail < 0 && (!(d > 0.0f) || isinf(d))) {
+            fail = (int)j;
+            fval = d;
+        }
+        const float ljj = sqrt(d);
+        A[j * CI_C + j] = (float2)(ljj, 0.0f);
+        ld += log(ljj);
+        const float inv = 1.0f / ljj;
+        for (uint i = j + 1; i < CI_C; i++) {
+            float2 s = A[i * CI_C + j];
+            for (uint k = 0; k < j; k++) s -= CMULC(A[i * CI_C + k], A[j * CI_C + k]);
+            A[i * CI_C + j] = s * inv;
+        }
+    }
+    logdet[t] = 2.0f * ld;
+    if (fail >= 0 && info[2 * t] < 0) {
+        info[2 * t] = fail;
+        info[2 * t + 1] = as_int(fval);
+    }
+    if (!want_inv) return;
+    /* X = L^-1 row by row, in place: X[i][i] = 1/L[i][i], X[i][j] = -X[i][i] sum_{k=j}^{i-1} L[i][k] X[k][j]
+     * (ascending j: L[i][j] is last needed for X[i][j]) */
+    for (uint i = 0; i < CI_C; i++) {
+        const float xii = 1.0f / A[i * CI_C + i].x;
+        for (uint j = 0; j < i; j++) {
+            float2 s = (float2)(0.0f, 0.0f);
+            for (uint k = j; k < i; k++) s += CMUL(A[i * CI_C + k], A[k * CI_C + j]);
+            A[i * CI_C + j] = -xii * s;
+        }
+        A[i * CI_C + i] = (float2)(xii, 0.0f);
+    }
+    /* M[r][c] = a sum_{k >= max(r,c)} conj(X[k][r]) X[k][c]; the lower entry is computed, the upper its conj */
+    __global float2 *Mt = M + (size_t)t * CI_C * CI_C;
+    for (uint r = 0; r < CI_C; r++)
+        for (uint c = 0; c <= r; c++) {
+            float2 s = (float2)(0.0f, 0.0f);
+            for (uint k = r; k < CI_C; k++) s += CMULC(A[k * CI_C + c], A[k * CI_C + r]);
+            s *= a;
+            Mt[r * CI_C + c] = c == r ? (float2)(s.x, 0.0f) : s;
+            Mt[c * CI_C + r] = (float2)(s.x, -s.y);
+        }
+}
+
+/* ---- application: 8 samples per work-item (float8 lanes of Vt) ------------------------------
+ * A work-item owns 8 consecutive samples and walks the frequencies: per bin it loads the 8 samples'
+ * C-vectors (float8 loads from the lane layout) and applies each C x C matrix with scalar-broadcast
+ * FMAs, 8 samples at once, four rows at a time. The matrices are Hermitian, so M^H v = M v is taken row
+ * by row (contiguous rows). */
+#define CI_LOAD(vr, vi, Vt, p, b0, mp)                                                   \
+    {                                                                                    \
+        const __global float *pb_ = (Vt) + (size_t)(p) * CI_C * 2 * (mp) + (b0);         \
+        for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
+            vr[k_] = vload8(0, pb_ + (size_t)k_ * 2 * (mp));                             \
+            vi[k_] = vload8(0, pb_ + ((size_t)k_ * 2 + 1) * (mp));                       \
+        }                                                                                \
+    }
+
+/* (cr, ci) = row r of M times (vr, vi), 8 lanes */
+#define CI_ROW(cr, ci, Mp, r, vr, vi)                                         \
+    {                                                                         \
+        cr = (ci_v)(0.0f);                                                    \
+        ci = (ci_v)(0.0f);                                                    \
+        for (uint k_ = 0; k_ < CI_C; k_++) {                                  \
+            const float2 a_ = (Mp)[(r) * CI_C + k_];                          \
+            cr = fma((ci_v)(a_.x), vr[k_], fma((ci_v)(-a_.y), vi[k_], cr));   \
+            ci = fma((ci_v)(a_.x), vi[k_], fma((ci_v)(a_.y), vr[k_], ci));    \
+        }                                                                     \
+    }
+
+/* Rows r..r+3 at once: eight independent FMA chains (one row alone is latency-bound). */
+#define CI_ROWS4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Mp, r, vr, vi)                  \
+    {                                                                                    \
+        c0r = c0i = c1r = c1i = c2r = c2i = c3r = c3i = (ci_v)(0.0f);                    \
+        const __global float2 *m0_ = (Mp) + (r) * CI_C;                                  \
+        for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
+            const ci_v xr_ = vr[k_], xi_ = vi[k_];                                       \
+            const float2 a0_ = m0_[k_], a1_ = m0_[CI_C + k_], a2_ = m0_[2 * CI_C + k_],  \
+                         a3_ = m0_[3 * CI_C + k_];                                       \
+            c0r = fma((ci_v)(a0_.x), xr_, fma((ci_v)(-a0_.y), xi_, c0r));                \
+            c0i = fma((ci_v)(a0_.x), xi_, fma((ci_v)(a0_.y), xr_, c0i));                 \
+            c1r = fma((ci_v)(a1_.x), xr_, fma((ci_v)(-a1_.y), xi_, c1r));                \
+            c1i = fma((ci_v)(a1_.x), xi_, fma((ci_v)(a1_.y), xr_, c1i));                 \
+            c2r = fma((ci_v)(a2_.x), xr_, fma((ci_v)(-a2_.y), xi_, c2r));                \
+            c2i = fma((ci_v)(a2_.x), xi_, fma((ci_v)(a2_.y), xr_, c2i));                 \
+            c3r = fma((ci_v)(a3_.x), xr_, fma((ci_v)(-a3_.y), xi_, c3r));                \
+            c3i = fma((ci_v)(a3_.x), xi_, fma((ci_v)(a3_.y), xr_, c3i));                 \
+        }                                                                                \
+    }
+
+/* out[r] = M v for all rows (4 at a time, then the rest one by one). */
+#define CI_MATVEC8(outr, outi, Mp, vr, vi)                                                           \
+    {                                                                                                \
+        uint r_ = 0;                                                                                 \
+        for (; r_ + 4 <= CI_C; r_ += 4)                                                              \
+            CI_ROWS4(outr[r_], outi[r_], outr[r_ + 1], outi[r_ + 1], outr[r_ + 2], outi[r_ + 2],    \
+                     outr[r_ + 3], outi[r_ + 3], Mp, r_, vr, vi)                                     \
+        for (; r_ < CI_C; r_++) CI_ROW(outr[r_], outi[r_], Mp, r_, vr, vi)                           \
+    }
+
+/* nrm[b K + j] = max(|c_j|, 1e-8) over the whole spectrum, c_j(p) = C_{j,p}^H v_b(p);
+ * work-item (j, block of 8 samples). */
+__kernel void circ_norms(__global const float *Vt, __global const float2 *ops, __global float *nrm, const uint m,
+                         const uint mp, const uint P, const uint W, const uint Wh, const uint K)
+{
+    const uint nblk = mp / CI_VW;
+    const uint gid = get_global_id(0);
+    if (gid >= K * nblk) return;
+    const uint j = gid / nblk, b0 = (gid % nblk) * CI_VW;
+    ci_v acc = (ci_v)(0.0f);
+    ci_v vr[CI_C], vi[CI_C], cr[CI_C], ci[CI_C];
+    for (uint p = 0; p < P; p++) {
+        CI_LOAD(vr, vi, Vt, p, b0, mp)
+        const __global float2 *Mp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+        CI_MATVEC8(cr, ci, Mp, vr, vi)
+        ci_v s = (ci_v)(0.0f);
+        for (uint r = 0; r < CI_C; r++) s = fma(cr[r], cr[r], fma(ci[r], ci[r], s));
+        acc = fma((ci_v)(ci_weight(p, W, Wh)), s, acc);
+    }
+    float out[CI_VW];
+    vstore8(sqrt(acc), 0, out);
+    for (uint l = 0; l < CI_VW && b0 + l < mp; l++) nrm[(size_t)(b0 + l) * K + j] = fmax(out[l], 1e-8f);
+}
+
+/* Per block of 8 samples: pi = softmax(-lambda n) per sample (max-subtracted; argmax ties to the lowest
+ * class) into pi (m, K) and yhat; then per frequency v <- v + eta (E^H v - sum_j gamma_j pi_j C_j^H v),
+ * and finally v <- v / max(|v|, 1e-8) over the whole spectrum. Classes whose gamma_j pi_j is 0 in all 8
+ * lanes (exp underflow) contribute exactly 0 and are skipped. */
+__kernel void circ_update(__global float *Vt, __global const float2 *ops, __global const float *gamma,
+                          __global const float *nrm, __global float *pi, __global int *yhat, const float eta,
+                          const float lambda, const uint m, const uint mp, const uint P, const uint W, const uint Wh,
+                          const uint K)
+{
+    const uint nblk = mp / CI_VW;
+    const uint gid = get_global_id(0);
+    if (gid >= nblk) return;
+    const uint b0 = gid * CI_VW;
+    for (uint l = 0; l < CI_VW && b0 + l < mp; l++) {
+        const uint b = b0 + l;
+        const __global float *n = nrm + (size_t)b * K;
+        __global float *pb = pi + (size_t)b * K;
+        float mx = -lambda * n[0];
+        for (uint j = 1; j < K; j++) mx = fmax(mx, -lambda * n[j]);
+        float den = 0.0f;
+        for (uint j = 0; j < K; j++) {
+            const float e = exp(-lambda * n[j] - mx);
+            pb[j] = e;
+            den += e;
+        }
+        uint best = 0;
+        for (uint j = 0; j < K; j++) {
+            pb[j] /= den;
+            if (pb[j] > pb[best]) best = j;
+        }
+        yhat[b] = (int)best;
+    }
+    uint pl[CI_VW]; /* lane -> row of pi */
+    for (uint l = 0; l < CI_VW; l++) pl[l] = (b0 + l) * K;
+    ci_v vr[CI_C], vi[CI_C], gr[CI_C], gi[CI_C], cr[CI_C], ci[CI_C];
+    ci_v s2 = (ci_v)(0.0f);
+    for (uint p = 0; p < P; p++) {
+        CI_LOAD(vr, vi, Vt, p, b0, mp)
+        const __global float2 *Ep = ops + ((size_t)K * P + p) * CI_C * CI_C;
+        CI_MATVEC8(gr, gi, Ep, vr, vi)
+        for (uint j = 0; j < K; j++) {
+            const float gj = gamma[j];
+            const ci_v coef = gj * (ci_v)(pi[pl[0] + j], pi[pl[1] + j], pi[pl[2] + j], pi[pl[3] + j],
+                                          pi[pl[4] + j], pi[pl[5] + j], pi[pl[6] + j], pi[pl[7] + j]);
+            if (all(coef == (ci_v)(0.0f))) continue;
+            const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+            CI_MATVEC8(cr, ci, Cp, vr, vi)
+            for (uint r = 0; r < CI_C; r++) {
+                gr[r] = fma(-coef, cr[r], gr[r]);
+                gi[r] = fma(-coef, ci[r], gi[r]);
+            }
+        }
+        ci_v s = (ci_v)(0.0f);
+        __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
+        for (uint r = 0; r < CI_C; r++) {
+            const ci_v ur = fma((ci_v)(eta), gr[r], vr[r]), ui = fma((ci_v)(eta), gi[r], vi[r]);
+            s = fma(ur, ur, fma(ui, ui, s));
+            vstore8(ur, 0, pb + (size_t)r * 2 * mp);
+            vstore8(ui, 0, pb + ((size_t)r * 2 + 1) * mp);
+        }
+        s2 = fma((ci_v)(ci_weight(p, W, Wh)), s, s2);
+    }
+    const ci_v inv = (ci_v)(1.0f) / fmax(sqrt(s2), (ci_v)(1e-8f));
+    for (uint p = 0; p < P; p++) {
+        __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
+        for (uint i = 0; i < 2 * CI_C; i++) vstore8(inv * vload8(0, pb + (size_t)i * mp), 0, pb + (size_t)i * mp);
+    }
+}

@@ -1,0 +1,927 @@
+/* Shift-invariant ReduNet (include/wbcl/circulant.h): lifting, clFFT in and
+ * out, per-frequency construction (Gram matrices and batched complex
+ * Hermitian Cholesky) and application, objective. Kernels in cl/circulant.cl.
+ *
+ * Entering: lifting (circ_lift) or a copy, clFFT forward, per-sample
+ * normalization (circ_spec_normalize, with the non-finite check), then the
+ * lane layout (circ_to_lanes; in fit the samples are grouped class by class,
+ * each class padded to 8 lanes). Per layer of fit: circ_gram (true labels)
+ * -> circ_shifted_inverse (E_p, C_{j,p}; the pivot info is read back) ->
+ * circ_norms -> circ_update -> objective on the output grouped by yhat
+ * (circ_gram, circ_shifted_inverse without inverse; yhat and the
+ * log-determinants are read back and summed in double on the host).
+ * Leaving: circ_from_lanes, clFFT inverse, circ_real_normalize. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fft.h"
+#include "wbcl/circulant.h"
+#include "circulant_internal.h"
+
+#define FAMILY "circulant"
+#define MAX_CLASSES 1024
+
+struct wbcl_circulant {
+    wbcl_context *ctx;
+    int dims, K, L;
+    size_t C, H, W, P;
+    wbcl_circulant_params params;
+    cl_mem *ops;   /* L buffers of (K+1) P C C float2 */
+    cl_mem *gam;   /* L buffers of K floats            */
+    float *gamma;  /* (L, K) host copy                 */
+    double *hist;  /* (L, 3) or NULL                   */
+    float *lift;   /* (C, Cin, kh, kw) or NULL         */
+    size_t Cin, kh, kw;
+};
+
+wbcl_circulant_params wbcl_circulant_default_params(void)
+{
+    wbcl_circulant_params p = {10, 0.5f, 0.1f, 500.0f};
+    return p;
+}
+
+/* ---- small helpers --------------------------------------------------------------------------- */
+
+static size_t local64(const wbcl_context *ctx)
+{
+    size_t l = 64;
+    while (l > 1 && l > ctx->info.max_work_group_size) l /= 2;
+    return l;
+}
+
+static wbcl_status launch1(wbcl_context *ctx, wbcl_kern *k, size_t global)
+{
+    size_t g[1] = {global}, l[1] = {local64(ctx)};
+    return wbcl__launch(ctx, k, 1, g, l);
+}
+
+/* The application kernels have few, heavy work-items (one per 8 samples, or per class and 8 samples):
+ * small work-groups let the runtime spread them over all compute units. */
+static wbcl_status launch_heavy(wbcl_context *ctx, wbcl_kern *k, size_t global)
+{
+    size_t g[1] = {global}, l[1] = {ctx->info.max_work_group_size >= 4 ? 4 : 1};
+    return wbcl__launch(ctx, k, 1, g, l);
+}
+
+static wbcl_status kern(wbcl_context *ctx, size_t C, const char *name, wbcl_kern **k)
+{
+    char opt[32];
+    snprintf(opt, sizeof opt, "-DCI_C=%zu", C);
+    return wbcl__kernel(ctx, FAMILY, opt, name, k);
+}
+
+static wbcl_status read_buf(wbcl_context *ctx, cl_mem mem, size_t bytes, void *dst, const char *what)
+{
+    cl_int e = clEnqueueReadBuffer(ctx->queue, mem, CL_TRUE, 0, bytes, dst, 0, NULL, NULL);
+    return e == CL_SUCCESS ? WBCL_SUCCESS : wbcl__cl_fail(ctx, e, "reading %s", what);
+}
+
+static wbcl_status write_buf(wbcl_context *ctx, cl_mem mem, size_t bytes, const void *src, const char *what)
+{
+    cl_int e = clEnqueueWriteBuffer(ctx->queue, mem, CL_TRUE, 0, bytes, src, 0, NULL, NULL);
+    return e == CL_SUCCESS ? WBCL_SUCCESS : wbcl__cl_fail(ctx, e, "writing %s", what);
+}
+
+static wbcl_status fill_int(wbcl_context *ctx, cl_mem mem, int value, size_t count, const char *what)
+{
+    cl_int e = clEnqueueFillBuffer(ctx->queue, mem, &value, sizeof value, 0, count * sizeof value, 0, NULL, NULL);
+    return e == CL_SUCCESS ? WBCL_SUCCESS : wbcl__cl_fail(ctx, e, "clearing %s", what);
+}
+
+static wbcl_status copy_buf(wbcl_context *ctx, cl_mem src, cl_mem dst, size_t bytes, const char *what)
+{
+    cl_int e = clEnqueueCopyBuffer(ctx->queue, src, dst, 0, 0, bytes, 0, NULL, NULL);
+    return e == CL_SUCCESS ? WBCL_SUCCESS : wbcl__cl_fail(ctx, e, "copying %s", what);
+}
+
+static wbcl_status finish(wbcl_context *ctx, const char *op)
+{
+    cl_int e = clFinish(ctx->queue);
+    return e == CL_SUCCESS ? WBCL_SUCCESS : wbcl__cl_fail(ctx, e, "%s: clFinish", op);
+}
+
+static void release(cl_mem *m)
+{
+    if (*m) clReleaseMemObject(*m);
+    *m = NULL;
+}
+
+/* Geometry of a signal tensor: (m, C, T) -> dims 1, H = 1, W = T; (m, C, H, W) -> dims 2. */
+typedef struct {
+    int dims;
+    size_t m, C, H, W, N, P, Wh;
+} geom;
+
+static wbcl_status signal_geom(wbcl_context *ctx, const char *op, const char *what, const wbcl_tensor *t, geom *g)
+{
+    wbcl_status st = wbcl__check_tensor(ctx, t, op, what);
+    if (st) return st;
+    char sh[96];
+    if (t->dtype != WBCL_F32) return wbcl__fail(ctx, WBCL_ERROR_DTYPE, "%s: %s must be float32", op, what);
+    if (t->ndim != 3 && t->ndim != 4)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: %s has shape %s; expected (m, C, T) or (m, C, H, W)", op, what,
+                          wbcl__shape_str(sh, sizeof sh, t->ndim, t->shape));
+    g->dims = t->ndim - 2;
+    g->m = t->shape[0];
+    g->C = t->shape[1];
+    g->H = g->dims == 1 ? 1 : t->shape[2];
+    g->W = t->shape[t->ndim - 1];
+    g->N = g->H * g->W;
+    g->Wh = g->W / 2 + 1;
+    g->P = g->H * g->Wh;
+    if (!g->m || !g->C || !g->N)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: %s has a zero dimension %s", op, what,
+                          wbcl__shape_str(sh, sizeof sh, t->ndim, t->shape));
+    if (g->m > (1u << 24) || g->N > (1u << 24) || g->C * g->N > (1u << 26))
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: %s is too large %s", op, what,
+                          wbcl__shape_str(sh, sizeof sh, t->ndim, t->shape));
+    return wbcl__fft_check(ctx, op, g->H, g->W);
+}
+
+static wbcl_status check_channels(wbcl_context *ctx, const char *op, size_t C)
+{
+    if (C > WBCL_CIRCULANT_MAX_CHANNELS)
+        return wbcl__fail(ctx, WBCL_ERROR_UNSUPPORTED, "%s: %zu channels; at most %d are supported", op, C,
+                          WBCL_CIRCULANT_MAX_CHANNELS);
+    return WBCL_SUCCESS;
+}
+
+/* Lifting kernel Wt against raw signals of geometry gx: fills Cout, kh, kw. */
+static wbcl_status lift_geom(wbcl_context *ctx, const char *op, const wbcl_tensor *Wt, const geom *gx, size_t *Cout,
+                             size_t *kh, size_t *kw)
+{
+    wbcl_status st = wbcl__check_tensor(ctx, Wt, op, "lifting kernel");
+    if (st) return st;
+    char sh[96];
+    if (Wt->ndim != gx->dims + 2 || Wt->shape[1] != gx->C || Wt->shape[0] == 0 ||
+        Wt->shape[Wt->ndim - 1] == 0 || Wt->shape[Wt->ndim - 1] > gx->W ||
+        (gx->dims == 2 && (Wt->shape[2] == 0 || Wt->shape[2] > gx->H)))
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE,
+                          "%s: lifting kernel has shape %s; expected (Cout, %zu, k) with 1 <= k <= %zu%s", op,
+                          wbcl__shape_str(sh, sizeof sh, Wt->ndim, Wt->shape), gx->C, gx->W,
+                          gx->dims == 2 ? " per axis, 2-D: (Cout, Cin, kh, kw)" : "");
+    *Cout = Wt->shape[0];
+    *kh = gx->dims == 2 ? Wt->shape[2] : 1;
+    *kw = Wt->shape[Wt->ndim - 1];
+    return WBCL_SUCCESS;
+}
+
+static wbcl_status check_params(wbcl_context *ctx, const char *op, const wbcl_circulant_params *p)
+{
+    if (!p) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: params is NULL", op);
+    if (p->layers < 1) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: layers = %d < 1", op, p->layers);
+    if (!(p->eta > 0.0f) || !isfinite(p->eta))
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: eta = %g must be finite and > 0", op, (double)p->eta);
+    if (!(p->eps2 > 0.0f) || !isfinite(p->eps2))
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: eps2 = %g must be finite and > 0", op,
+                          (double)p->eps2);
+    if (!(p->lambda >= 0.0f) || !isfinite(p->lambda))
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: lambda = %g must be finite and >= 0", op,
+                          (double)p->lambda);
+    return WBCL_SUCCESS;
+}
+
+/* Labels in range and (require_all) every class non-empty; counts[K] gets the class sizes. */
+static wbcl_status check_labels(wbcl_context *ctx, const char *op, const int *labels, size_t m, int classes,
+                                int require_all, size_t *counts)
+{
+    if (!labels) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: labels is NULL", op);
+    if (classes < 1 || classes > MAX_CLASSES)
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: classes = %d must be in 1..%d", op, classes,
+                          MAX_CLASSES);
+    memset(counts, 0, (size_t)classes * sizeof *counts);
+    for (size_t b = 0; b < m; b++) {
+        if (labels[b] < 0 || labels[b] >= classes)
+            return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: labels[%zu] = %d is not in [0, %d)", op, b,
+                              labels[b], classes);
+        counts[labels[b]]++;
+    }
+    if (require_all)
+        for (int j = 0; j < classes; j++)
+            if (!counts[j])
+                return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: class %d has no samples", op, j);
+    return WBCL_SUCCESS;
+}
+
+/* ---- workspace ------------------------------------------------------------------------------- */
+
+typedef struct {
+    geom g;
+    size_t K;
+    cl_mem Zr;     /* real (m, C, N)            */
+    cl_mem V;      /* float2 (m, C, P)          */
+    cl_mem Vt;     /* lane layout (P, C, 2, mp) floats, mp = m rounded up to 8 */
+    cl_mem mask;   /* (K+1, mp) floats: group membership over lanes (Gram kernel) */
+    cl_mem lane;   /* m ints: the lane of each sample                          */
+    cl_mem boff;   /* K+2 ints: per group, offsets into blocks                 */
+    cl_mem blocks; /* (K+1) mp/8 ints: the blocks of 8 lanes holding a group   */
+    cl_mem S;      /* float2 (K+1, P, C, C)     */
+    cl_mem ld;     /* (K+1) P floats            */
+    cl_mem info;   /* 2 (K+1) P ints            */
+    cl_mem alpha;  /* K+1 floats                */
+    cl_mem yhat;   /* m ints                    */
+    cl_mem nrm;    /* m K floats                */
+    cl_mem pi;     /* m K floats                */
+    cl_mem flag;   /* 1 int                     */
+    int *info_h;
+    float *ld_h;
+    int *yhat_h;
+    float *mask_h;
+    int *lane_h;    /* m: lane of sample b            */
+    int *sample_h;  /* mp: sample in lane l, -1: pad  */
+    int *boff_h, *blocks_h;
+    size_t mp;
+} ws;
+
+static void ws_free(ws *w)
+{
+    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+    free(w->info_h);
+    free(w->ld_h);
+    free(w->yhat_h);
+    free(w->mask_h);
+    free(w->lane_h);
+    free(w->sample_h);
+    free(w->boff_h);
+    free(w->blocks_h);
+    memset(w, 0, sizeof *w);
+}
+
+/* Lane layout: with labels, samples grouped by class, each class padded to a multiple of 8 lanes;
+ * without, lane = sample, padded at the end. */
+static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, const int *labels)
+{
+    memset(w, 0, sizeof *w);
+    w->g = *g;
+    w->K = K;
+    size_t mp = (g->m + 7) / 8 * 8;
+    if (labels) {
+        mp = 0;
+        for (size_t j = 0; j < K; j++) {
+            size_t n = 0;
+            for (size_t b = 0; b < g->m; b++) n += labels[b] == (int)j;
+            mp += (n + 7) / 8 * 8;
+        }
+    }
+    w->mp = mp;
+    w->lane_h = malloc(g->m * sizeof *w->lane_h);
+    w->sample_h = malloc(mp * sizeof *w->sample_h);
+    w->boff_h = malloc((K + 2) * sizeof *w->boff_h);
+    w->blocks_h = malloc((K + 1) * (mp / 8) * sizeof *w->blocks_h);
+    if (!w->lane_h || !w->sample_h || !w->boff_h || !w->blocks_h) {
+        ws_free(w);
+        return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
+    }
+    for (size_t l = 0; l < mp; l++) w->sample_h[l] = -1;
+    if (labels) {
+        size_t l0 = 0;
+        for (size_t j = 0; j < K; j++) {
+            size_t l = l0;
+            for (size_t b = 0; b < g->m; b++)
+                if (labels[b] == (int)j) w->lane_h[b] = (int)l, w->sample_h[l++] = (int)b;
+            l0 += (l - l0 + 7) / 8 * 8;
+        }
+    } else {
+        for (size_t b = 0; b < g->m; b++) w->lane_h[b] = (int)b, w->sample_h[b] = (int)b;
+    }
+    const size_t nb = (K + 1) * g->P, CC = g->C * g->C;
+    wbcl_status st;
+    if ((st = wbcl__buffer(ctx, g->m * g->C * g->N * sizeof(float), "features", &w->Zr)) ||
+        (st = wbcl__buffer(ctx, g->m * g->C * g->P * 2 * sizeof(float), "spectra", &w->V)) ||
+        (st = wbcl__buffer(ctx, w->mp * g->C * g->P * 2 * sizeof(float), "spectra (lanes)", &w->Vt)) ||
+        (st = wbcl__buffer(ctx, (K + 1) * w->mp * sizeof(float), "group masks", &w->mask)) ||
+        (st = wbcl__buffer(ctx, g->m * sizeof(int), "lanes", &w->lane)) ||
+        (st = wbcl__buffer(ctx, (K + 2) * sizeof(int), "group block offsets", &w->boff)) ||
+        (st = wbcl__buffer(ctx, (K + 1) * (mp / 8) * sizeof(int), "group blocks", &w->blocks)) ||
+        (st = wbcl__buffer(ctx, nb * CC * 2 * sizeof(float), "per-frequency matrices", &w->S)) ||
+        (st = wbcl__buffer(ctx, nb * sizeof(float), "log-determinants", &w->ld)) ||
+        (st = wbcl__buffer(ctx, 2 * nb * sizeof(int), "pivot info", &w->info)) ||
+        (st = wbcl__buffer(ctx, (K + 1) * sizeof(float), "alpha", &w->alpha)) ||
+        (st = wbcl__buffer(ctx, mp * sizeof(int), "yhat", &w->yhat)) ||
+        (st = wbcl__buffer(ctx, mp * K * sizeof(float), "norms", &w->nrm)) ||
+        (st = wbcl__buffer(ctx, mp * K * sizeof(float), "memberships", &w->pi)) ||
+        (st = wbcl__buffer(ctx, sizeof(int), "flag", &w->flag))) {
+        ws_free(w);
+        return st;
+    }
+    w->info_h = malloc(2 * nb * sizeof *w->info_h);
+    w->ld_h = malloc(nb * sizeof *w->ld_h);
+    w->yhat_h = malloc(mp * sizeof *w->yhat_h);
+    w->mask_h = malloc((K + 1) * w->mp * sizeof *w->mask_h);
+    if (!w->info_h || !w->ld_h || !w->yhat_h || !w->mask_h) {
+        ws_free(w);
+        return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
+    }
+    if ((st = write_buf(ctx, w->lane, g->m * sizeof(int), w->lane_h, "lanes"))) {
+        ws_free(w);
+        return st;
+    }
+    return WBCL_SUCCESS;
+}
+
+/* Lane-indexed yhat / pi (device) -> sample-indexed host arrays (either may be NULL). */
+static wbcl_status read_memberships(wbcl_context *ctx, ws *w, int *yhat, float *pi)
+{
+    const size_t m = w->g.m, K = w->K, mp = w->mp;
+    wbcl_status st;
+    if (yhat) {
+        if ((st = read_buf(ctx, w->yhat, mp * sizeof(int), w->yhat_h, "yhat"))) return st;
+        for (size_t b = 0; b < m; b++) yhat[b] = w->yhat_h[w->lane_h[b]];
+    }
+    if (pi) {
+        float *t = malloc(mp * K * sizeof *t);
+        if (!t) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
+        if ((st = read_buf(ctx, w->pi, mp * K * sizeof(float), t, "memberships"))) {
+            free(t);
+            return st;
+        }
+        for (size_t b = 0; b < m; b++) memcpy(pi + b * K, t + (size_t)w->lane_h[b] * K, K * sizeof *t);
+        free(t);
+    }
+    return WBCL_SUCCESS;
+}
+
+/* ---- steps ----------------------------------------------------------------------------------- */
+
+static wbcl_status enq_lift(wbcl_context *ctx, cl_mem X, cl_mem Wt, cl_mem Y, size_t m, size_t Cin, size_t Cout,
+                            size_t H, size_t W, size_t kh, size_t kw)
+{
+    wbcl_kern *k;
+    wbcl_status st = wbcl__kernel(ctx, FAMILY, NULL, "circ_lift", &k);
+    if (st) return st;
+    cl_uint um = (cl_uint)m, ui = (cl_uint)Cin, uo = (cl_uint)Cout, uh = (cl_uint)H, uw = (cl_uint)W,
+            ukh = (cl_uint)kh, ukw = (cl_uint)kw;
+    WBCL_ARG(ctx, k, 0, X);
+    WBCL_ARG(ctx, k, 1, Wt);
+    WBCL_ARG(ctx, k, 2, Y);
+    WBCL_ARG(ctx, k, 3, um);
+    WBCL_ARG(ctx, k, 4, ui);
+    WBCL_ARG(ctx, k, 5, uo);
+    WBCL_ARG(ctx, k, 6, uh);
+    WBCL_ARG(ctx, k, 7, uw);
+    WBCL_ARG(ctx, k, 8, ukh);
+    WBCL_ARG(ctx, k, 9, ukw);
+    return launch1(ctx, k, m * Cout * H * W);
+}
+
+/* Zr -> V = FFT(Zr); normalize per sample when `normalize`; non-finite input -> NUMERIC. */
+static wbcl_status enter(wbcl_context *ctx, const char *op, ws *w, int normalize)
+{
+    const geom *g = &w->g;
+    wbcl_status st = wbcl__fft_forward(ctx, g->m * g->C, g->H, g->W, w->Zr, w->V);
+    if (st) return st;
+    if ((st = fill_int(ctx, w->flag, 0, 1, "flag"))) return st;
+    wbcl_kern *k;
+    if ((st = kern(ctx, g->C, "circ_spec_normalize", &k))) return st;
+    cl_uint um = (cl_uint)g->m, uP = (cl_uint)g->P, uW = (cl_uint)g->W, uWh = (cl_uint)g->Wh;
+    WBCL_ARG(ctx, k, 0, w->V);
+    WBCL_ARG(ctx, k, 1, um);
+    WBCL_ARG(ctx, k, 2, uP);
+    WBCL_ARG(ctx, k, 3, uW);
+    WBCL_ARG(ctx, k, 4, uWh);
+    WBCL_ARG(ctx, k, 5, w->flag);
+    if (normalize && (st = launch1(ctx, k, g->m))) return st;
+    int flag = 0;
+    if (normalize && (st = read_buf(ctx, w->flag, sizeof flag, &flag, "flag"))) return st;
+    if (flag) return wbcl__fail(ctx, WBCL_ERROR_NUMERIC, "%s: non-finite input (NaN or Inf in the signals or features, or an overflow)", op);
+    wbcl_kern *kt;
+    if ((st = kern(ctx, g->C, "circ_to_lanes", &kt))) return st;
+    cl_uint ump = (cl_uint)w->mp;
+    if ((st = fill_int(ctx, w->Vt, 0, w->mp * g->C * g->P * 2, "spectra (lanes)"))) return st; /* padding lanes */
+    WBCL_ARG(ctx, kt, 0, w->V);
+    WBCL_ARG(ctx, kt, 1, w->Vt);
+    WBCL_ARG(ctx, kt, 2, w->lane);
+    WBCL_ARG(ctx, kt, 3, um);
+    WBCL_ARG(ctx, kt, 4, uP);
+    WBCL_ARG(ctx, kt, 5, ump);
+    return launch1(ctx, kt, g->m * g->C * g->P);
+}
+
+/* V -> Z = real(normalize(IFFT(V))) into dst (V is overwritten). */
+static wbcl_status leave(wbcl_context *ctx, ws *w, cl_mem dst)
+{
+    const geom *g = &w->g;
+    wbcl_kern *kf;
+    wbcl_status st = kern(ctx, g->C, "circ_from_lanes", &kf);
+    if (st) return st;
+    cl_uint um0 = (cl_uint)g->m, uP0 = (cl_uint)g->P, ump = (cl_uint)w->mp;
+    WBCL_ARG(ctx, kf, 0, w->Vt);
+    WBCL_ARG(ctx, kf, 1, w->V);
+    WBCL_ARG(ctx, kf, 2, w->lane);
+    WBCL_ARG(ctx, kf, 3, um0);
+    WBCL_ARG(ctx, kf, 4, uP0);
+    WBCL_ARG(ctx, kf, 5, ump);
+    if ((st = launch1(ctx, kf, g->m * g->C * g->P))) return st;
+    if ((st = wbcl__fft_inverse(ctx, g->m * g->C, g->H, g->W, w->V, dst))) return st;
+    wbcl_kern *k;
+    if ((st = kern(ctx, g->C, "circ_real_normalize", &k))) return st;
+    cl_uint um = (cl_uint)g->m, un = (cl_uint)(g->C * g->N);
+    WBCL_ARG(ctx, k, 0, dst);
+    WBCL_ARG(ctx, k, 1, um);
+    WBCL_ARG(ctx, k, 2, un);
+    return launch1(ctx, k, g->m);
+}
+
+/* Per-group Gram matrices of the spectra; groups from host labels (group K: every sample). */
+static wbcl_status enq_gram(wbcl_context *ctx, ws *w, const int *labels)
+{
+    const geom *g = &w->g;
+    const size_t K = w->K, mp = w->mp;
+    memset(w->mask_h, 0, (K + 1) * mp * sizeof *w->mask_h);
+    for (size_t b = 0; b < g->m; b++) {
+        const size_t l = (size_t)w->lane_h[b];
+        w->mask_h[(size_t)labels[b] * mp + l] = 1.0f;
+        w->mask_h[K * mp + l] = 1.0f;
+    }
+    size_t nq = 0; /* blocks of 8 lanes holding at least one member, per group */
+    for (size_t j = 0; j <= K; j++) {
+        w->boff_h[j] = (int)nq;
+        for (size_t q = 0; q < mp / 8; q++) {
+            int any = 0;
+            for (size_t l = 8 * q; l < 8 * q + 8; l++) any |= w->mask_h[j * mp + l] != 0.0f;
+            if (any) w->blocks_h[nq++] = (int)q;
+        }
+    }
+    w->boff_h[K + 1] = (int)nq;
+    wbcl_status st;
+    if ((st = write_buf(ctx, w->mask, (K + 1) * mp * sizeof(float), w->mask_h, "group masks")) ||
+        (st = write_buf(ctx, w->boff, (K + 2) * sizeof(int), w->boff_h, "group block offsets")) ||
+        (st = write_buf(ctx, w->blocks, (nq ? nq : 1) * sizeof(int), w->blocks_h, "group blocks")))
+        return st;
+    wbcl_kern *k;
+    if ((st = kern(ctx, g->C, "circ_gram", &k))) return st;
+    cl_uint ump = (cl_uint)mp, uP = (cl_uint)g->P, uK = (cl_uint)K;
+    WBCL_ARG(ctx, k, 0, w->Vt);
+    WBCL_ARG(ctx, k, 1, w->mask);
+    WBCL_ARG(ctx, k, 2, w->boff);
+    WBCL_ARG(ctx, k, 3, w->blocks);
+    WBCL_ARG(ctx, k, 4, w->S);
+    WBCL_ARG(ctx, k, 5, ump);
+    WBCL_ARG(ctx, k, 6, uP);
+    WBCL_ARG(ctx, k, 7, uK);
+    return launch1(ctx, k, (w->K + 1) * g->P * g->C);
+}
+
+/* S -> (M = alpha (I + alpha S)^-1 when M != NULL) and log-determinants (read back into ld_h);
+ * a failed pivot is NUMERIC naming `what` (layer) and the operator and frequency. */
+static wbcl_status enq_shinv(wbcl_context *ctx, const char *op, ws *w, const float *alpha, cl_mem M, int layer)
+{
+    const geom *g = &w->g;
+    const size_t nb = (w->K + 1) * g->P;
+    wbcl_status st;
+    if ((st = write_buf(ctx, w->alpha, (w->K + 1) * sizeof(float), alpha, "alpha"))) return st;
+    if ((st = fill_int(ctx, w->info, -1, 2 * nb, "pivot info"))) return st;
+    wbcl_kern *k;
+    if ((st = kern(ctx, g->C, "circ_shifted_inverse", &k))) return st;
+    cl_uint uP = (cl_uint)g->P, unb = (cl_uint)nb, want = M != NULL;
+    cl_mem out = M ? M : w->S; /* not written when want == 0 */
+    WBCL_ARG(ctx, k, 0, w->S);
+    WBCL_ARG(ctx, k, 1, w->alpha);
+    WBCL_ARG(ctx, k, 2, uP);
+    WBCL_ARG(ctx, k, 3, unb);
+    WBCL_ARG(ctx, k, 4, w->ld);
+    WBCL_ARG(ctx, k, 5, w->info);
+    WBCL_ARG(ctx, k, 6, want);
+    WBCL_ARG(ctx, k, 7, out);
+    if ((st = launch1(ctx, k, nb))) return st;
+    if ((st = read_buf(ctx, w->info, 2 * nb * sizeof(int), w->info_h, "pivot info"))) return st;
+    size_t bad = 0, first = 0;
+    for (size_t t = 0; t < nb; t++)
+        if (w->info_h[2 * t] >= 0 && alpha[t / g->P] > 0.0f) {
+            if (!bad) first = t;
+            bad++;
+        }
+    if (bad) {
+        float d;
+        memcpy(&d, &w->info_h[2 * first + 1], sizeof d);
+        size_t j = first / g->P, p = first % g->P;
+        char which[48];
+        if (j == w->K) snprintf(which, sizeof which, "I + a S_p");
+        else snprintf(which, sizeof which, "I + a_%zu S_{%zu,p}", j, j);
+        return wbcl__fail(ctx, WBCL_ERROR_NUMERIC,
+                          "%s: layer %d: %s at frequency bin (%zu, %zu) is not positive definite (pivot %d is %g%s); "
+                          "%zu of %zu matrices failed",
+                          op, layer + 1, which, p / g->Wh, p % g->Wh, w->info_h[2 * first], (double)d,
+                          isfinite(d) ? "" : ": non-finite input or overflow", bad, nb);
+    }
+    return read_buf(ctx, w->ld, nb * sizeof(float), w->ld_h, "log-determinants");
+}
+
+/* Objective of the spectra (lane layout) grouped by host labels. */
+static wbcl_status objective_of(wbcl_context *ctx, const char *op, ws *w, const int *labels, float eps2, int layer,
+                                double out[3])
+{
+    const geom *g = &w->g;
+    const size_t K = w->K;
+    size_t *cnt = calloc(K, sizeof *cnt);
+    float *alpha = malloc((K + 1) * sizeof *alpha);
+    wbcl_status st = WBCL_SUCCESS;
+    if (!cnt || !alpha) {
+        st = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        goto done;
+    }
+    for (size_t b = 0; b < g->m; b++) cnt[labels[b]]++;
+    for (size_t j = 0; j < K; j++) alpha[j] = cnt[j] ? (float)((double)g->C / ((double)cnt[j] * eps2)) : 0.0f;
+    alpha[K] = (float)((double)g->C / ((double)g->m * eps2));
+    if ((st = enq_gram(ctx, w, labels)) || (st = enq_shinv(ctx, op, w, alpha, NULL, layer))) goto done;
+    double R = 0.0, Rc = 0.0;
+    for (size_t p = 0; p < g->P; p++) {
+        const size_t q = p % g->Wh;
+        const double wt = (q == 0 || 2 * q == g->W) ? 1.0 : 2.0;
+        R += wt * w->ld_h[K * g->P + p];
+        for (size_t j = 0; j < K; j++)
+            if (cnt[j]) Rc += wt * ((double)cnt[j] / (double)g->m) * w->ld_h[j * g->P + p];
+    }
+    R /= 2.0 * (double)g->N;
+    Rc /= 2.0 * (double)g->N;
+    out[0] = R - Rc;
+    out[1] = R;
+    out[2] = Rc;
+done:
+    free(cnt);
+    free(alpha);
+    return st;
+}
+
+/* One layer's application to w->V with operators ops and gamma (device). */
+static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam, const wbcl_circulant_params *p)
+{
+    const geom *g = &w->g;
+    wbcl_kern *kn, *ku;
+    wbcl_status st;
+    if ((st = kern(ctx, g->C, "circ_norms", &kn)) || (st = kern(ctx, g->C, "circ_update", &ku))) return st;
+    cl_uint um = (cl_uint)g->m, ump = (cl_uint)w->mp, uP = (cl_uint)g->P, uW = (cl_uint)g->W,
+            uWh = (cl_uint)g->Wh, uK = (cl_uint)w->K;
+    WBCL_ARG(ctx, kn, 0, w->Vt);
+    WBCL_ARG(ctx, kn, 1, ops);
+    WBCL_ARG(ctx, kn, 2, w->nrm);
+    WBCL_ARG(ctx, kn, 3, um);
+    WBCL_ARG(ctx, kn, 4, ump);
+    WBCL_ARG(ctx, kn, 5, uP);
+    WBCL_ARG(ctx, kn, 6, uW);
+    WBCL_ARG(ctx, kn, 7, uWh);
+    WBCL_ARG(ctx, kn, 8, uK);
+    if ((st = launch_heavy(ctx, kn, w->K * (w->mp / 8)))) return st; /* (j, block of 8 samples) */
+    float eta = p->eta, lambda = p->lambda;
+    WBCL_ARG(ctx, ku, 0, w->Vt);
+    WBCL_ARG(ctx, ku, 1, ops);
+    WBCL_ARG(ctx, ku, 2, gam);
+    WBCL_ARG(ctx, ku, 3, w->nrm);
+    WBCL_ARG(ctx, ku, 4, w->pi);
+    WBCL_ARG(ctx, ku, 5, w->yhat);
+    WBCL_ARG(ctx, ku, 6, eta);
+    WBCL_ARG(ctx, ku, 7, lambda);
+    WBCL_ARG(ctx, ku, 8, um);
+    WBCL_ARG(ctx, ku, 9, ump);
+    WBCL_ARG(ctx, ku, 10, uP);
+    WBCL_ARG(ctx, ku, 11, uW);
+    WBCL_ARG(ctx, ku, 12, uWh);
+    WBCL_ARG(ctx, ku, 13, uK);
+    return launch_heavy(ctx, ku, w->mp / 8);
+}
+
+/* ---- model ------------------------------------------------------------------------------------ */
+
+void wbcl_circulant_destroy(wbcl_circulant *net)
+{
+    if (!net) return;
+    for (int l = 0; l < net->L; l++) {
+        if (net->ops) release(&net->ops[l]);
+        if (net->gam) release(&net->gam[l]);
+    }
+    free(net->ops);
+    free(net->gam);
+    free(net->gamma);
+    free(net->hist);
+    free(net->lift);
+    free(net);
+}
+
+/* An empty model with L layer slots (buffers allocated). */
+wbcl_status wbcl__circulant_new(wbcl_context *ctx, int dims, size_t C, size_t H, size_t W, int K, int L,
+                                const wbcl_circulant_params *p, wbcl_circulant **out)
+{
+    *out = NULL;
+    wbcl_circulant *n = calloc(1, sizeof *n);
+    if (!n) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
+    n->ctx = ctx;
+    n->dims = dims;
+    n->C = C;
+    n->H = H;
+    n->W = W;
+    n->P = H * (W / 2 + 1);
+    n->K = K;
+    n->params = *p;
+    n->params.layers = L;
+    n->ops = calloc((size_t)L, sizeof *n->ops);
+    n->gam = calloc((size_t)L, sizeof *n->gam);
+    n->gamma = calloc((size_t)L * (size_t)K, sizeof *n->gamma);
+    n->hist = calloc((size_t)L * 3, sizeof *n->hist);
+    if (!n->ops || !n->gam || !n->gamma || !n->hist) {
+        wbcl_circulant_destroy(n);
+        return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
+    }
+    n->L = L;
+    const size_t ob = ((size_t)K + 1) * n->P * C * C * 2 * sizeof(float);
+    for (int l = 0; l < L; l++) {
+        wbcl_status st;
+        if ((st = wbcl__buffer(ctx, ob, "layer operators", &n->ops[l])) ||
+            (st = wbcl__buffer(ctx, (size_t)K * sizeof(float), "gamma", &n->gam[l]))) {
+            wbcl_circulant_destroy(n);
+            return st;
+        }
+    }
+    *out = n;
+    return WBCL_SUCCESS;
+}
+
+/* Loads layer data into a model made by wbcl__circulant_new (ops: (K+1) P C C complex per layer). */
+wbcl_status wbcl__circulant_set_layer(wbcl_context *ctx, wbcl_circulant *net, int l, const float *ops,
+                                      const float *gamma)
+{
+    const size_t ob = ((size_t)net->K + 1) * net->P * net->C * net->C * 2 * sizeof(float);
+    wbcl_status st = write_buf(ctx, net->ops[l], ob, ops, "layer operators");
+    if (!st) st = write_buf(ctx, net->gam[l], (size_t)net->K * sizeof(float), gamma, "gamma");
+    if (!st) memcpy(net->gamma + (size_t)l * net->K, gamma, (size_t)net->K * sizeof(float));
+    return st;
+}
+
+wbcl_status wbcl__circulant_set_extra(wbcl_circulant *net, const double *hist, const float *lift, size_t Cin,
+                                      size_t kh, size_t kw)
+{
+    if (hist) memcpy(net->hist, hist, (size_t)net->L * 3 * sizeof *hist);
+    else {
+        free(net->hist);
+        net->hist = NULL;
+    }
+    if (lift) {
+        size_t n = net->C * Cin * kh * kw;
+        net->lift = malloc(n * sizeof *net->lift);
+        if (!net->lift) return wbcl__fail(net->ctx, WBCL_ERROR_OUT_OF_MEMORY, "out of host memory");
+        memcpy(net->lift, lift, n * sizeof *lift);
+        net->Cin = Cin;
+        net->kh = kh;
+        net->kw = kw;
+    }
+    return WBCL_SUCCESS;
+}
+
+int wbcl_circulant_dims(const wbcl_circulant *net) { return net ? net->dims : 0; }
+size_t wbcl_circulant_channels(const wbcl_circulant *net) { return net ? net->C : 0; }
+size_t wbcl_circulant_height(const wbcl_circulant *net) { return net ? net->H : 0; }
+size_t wbcl_circulant_width(const wbcl_circulant *net) { return net ? net->W : 0; }
+int wbcl_circulant_classes(const wbcl_circulant *net) { return net ? net->K : 0; }
+int wbcl_circulant_layers(const wbcl_circulant *net) { return net ? net->L : 0; }
+int wbcl_circulant_has_lift(const wbcl_circulant *net) { return net && net->lift; }
+
+wbcl_circulant_params wbcl_circulant_get_params(const wbcl_circulant *net)
+{
+    wbcl_circulant_params p = {0, 0.0f, 0.0f, 0.0f};
+    return net ? net->params : p;
+}
+
+/* The lifting kernel (C, Cin, kh, kw) host copy and its sizes; NULL if none. */
+const float *wbcl__circulant_lift(const wbcl_circulant *net, size_t *Cin, size_t *kh, size_t *kw)
+{
+    *Cin = net->Cin;
+    *kh = net->kh;
+    *kw = net->kw;
+    return net->lift;
+}
+
+wbcl_status wbcl_circulant_history(const wbcl_circulant *net, int layer, double *dR, double *R, double *Rc)
+{
+    if (!net || layer < 0 || layer >= net->L || !net->hist) return WBCL_ERROR_INVALID_ARGUMENT;
+    if (dR) *dR = net->hist[3 * layer];
+    if (R) *R = net->hist[3 * layer + 1];
+    if (Rc) *Rc = net->hist[3 * layer + 2];
+    return WBCL_SUCCESS;
+}
+
+wbcl_status wbcl_circulant_read_layer(wbcl_context *ctx, const wbcl_circulant *net, int layer, float *E, float *C,
+                                      float *gamma)
+{
+    static const char op[] = "wbcl_circulant_read_layer";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    if (!net) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: net is NULL", op);
+    if (net->ctx != ctx) return wbcl__fail(ctx, WBCL_ERROR_CONTEXT_MISMATCH, "%s: model from another context", op);
+    if (layer < 0 || layer >= net->L)
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: layer %d not in [0, %d)", op, layer, net->L);
+    const size_t blk = net->P * net->C * net->C * 2 * sizeof(float), K = (size_t)net->K;
+    cl_int e = CL_SUCCESS;
+    if (C) e = clEnqueueReadBuffer(ctx->queue, net->ops[layer], CL_TRUE, 0, K * blk, C, 0, NULL, NULL);
+    if (E && e == CL_SUCCESS) e = clEnqueueReadBuffer(ctx->queue, net->ops[layer], CL_TRUE, K * blk, blk, E, 0, NULL, NULL);
+    if (e != CL_SUCCESS) return wbcl__cl_fail(ctx, e, "%s: reading layer %d", op, layer);
+    if (gamma) memcpy(gamma, net->gamma + (size_t)layer * K, K * sizeof *gamma);
+    return WBCL_SUCCESS;
+}
+
+/* ---- public ops ------------------------------------------------------------------------------- */
+
+wbcl_status wbcl_circulant_lift(wbcl_context *ctx, const wbcl_tensor *X, const wbcl_tensor *Wt, wbcl_tensor *Y)
+{
+    static const char op[] = "wbcl_circulant_lift";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    geom gx = {0}, gy = {0};
+    size_t Cout = 0, kh = 1, kw = 1;
+    wbcl_status st;
+    if ((st = signal_geom(ctx, op, "X", X, &gx)) || (st = lift_geom(ctx, op, Wt, &gx, &Cout, &kh, &kw)) ||
+        (st = signal_geom(ctx, op, "Y", Y, &gy)))
+        return st;
+    if (Y == X) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: Y must not be X", op);
+    if (gy.dims != gx.dims || gy.m != gx.m || gy.C != Cout || gy.H != gx.H || gy.W != gx.W) {
+        char a[96], b[96];
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: Y has shape %s; expected (m, Cout, ...) for X %s", op,
+                          wbcl__shape_str(a, sizeof a, Y->ndim, Y->shape), wbcl__shape_str(b, sizeof b, X->ndim, X->shape));
+    }
+    return enq_lift(ctx, X->mem, Wt->mem, Y->mem, gx.m, gx.C, Cout, gx.H, gx.W, kh, kw);
+}
+
+/* Features of X (lifted by the kernel if any) into w->Zr. */
+static wbcl_status features_in(wbcl_context *ctx, ws *w, const wbcl_tensor *X, cl_mem lift, size_t Cin, size_t kh,
+                               size_t kw)
+{
+    const geom *g = &w->g;
+    if (lift) return enq_lift(ctx, X->mem, lift, w->Zr, g->m, Cin, g->C, g->H, g->W, kh, kw);
+    return copy_buf(ctx, X->mem, w->Zr, g->m * g->C * g->N * sizeof(float), "features");
+}
+
+wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wbcl_tensor *lift, const int *labels,
+                               int classes, const wbcl_circulant_params *params, wbcl_circulant_progress_fn progress,
+                               void *user, wbcl_tensor *Z, wbcl_circulant **out)
+{
+    static const char op[] = "wbcl_circulant_fit";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    if (!out) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: out is NULL", op);
+    *out = NULL;
+    geom gx = {0}, g = {0};
+    size_t C = 0, kh = 1, kw = 1;
+    wbcl_status st;
+    if ((st = signal_geom(ctx, op, "X", X, &gx)) || (st = check_params(ctx, op, params))) return st;
+    if (lift) {
+        if ((st = lift_geom(ctx, op, lift, &gx, &C, &kh, &kw))) return st;
+    } else {
+        C = gx.C;
+    }
+    if ((st = check_channels(ctx, op, C))) return st;
+    g = gx;
+    g.C = C;
+    if (Z) {
+        geom gz = {0};
+        if ((st = signal_geom(ctx, op, "Z", Z, &gz))) return st;
+        if (gz.dims != g.dims || gz.m != g.m || gz.C != C || gz.H != g.H || gz.W != g.W) {
+            char a[96];
+            return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: Z has shape %s; expected (%zu, %zu, %s%zu)", op,
+                              wbcl__shape_str(a, sizeof a, Z->ndim, Z->shape), g.m, C,
+                              g.dims == 2 ? "H, " : "", g.W);
+        }
+    }
+    size_t *counts = malloc((size_t)(classes > 0 && classes <= MAX_CLASSES ? classes : 1) * sizeof *counts);
+    if (!counts) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    if ((st = check_labels(ctx, op, labels, g.m, classes, 1, counts))) {
+        free(counts);
+        return st;
+    }
+    const size_t K = (size_t)classes;
+    float *lift_h = NULL, *alpha = malloc((K + 1) * sizeof *alpha), *gamma = malloc(K * sizeof *gamma);
+    int *yh = malloc(g.m * sizeof *yh);
+    wbcl_circulant *net = NULL;
+    ws w;
+    memset(&w, 0, sizeof w);
+    if (!alpha || !gamma || !yh) {
+        st = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        goto done;
+    }
+    if (lift) {
+        lift_h = malloc(lift->numel * sizeof *lift_h);
+        if (!lift_h) {
+            st = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+            goto done;
+        }
+        if ((st = wbcl_tensor_read(ctx, lift, lift_h, lift->numel))) goto done;
+        for (size_t i = 0; i < lift->numel; i++)
+            if (!isfinite(lift_h[i])) {
+                st = wbcl__fail(ctx, WBCL_ERROR_NUMERIC, "%s: lifting kernel element %zu is not finite", op, i);
+                goto done;
+            }
+    }
+    if ((st = wbcl__circulant_new(ctx, g.dims, C, g.H, g.W, classes, params->layers, params, &net))) goto done;
+    if ((st = wbcl__circulant_set_extra(net, NULL, lift_h, gx.C, kh, kw))) goto done;
+    net->hist = calloc((size_t)params->layers * 3, sizeof *net->hist);
+    if (!net->hist) {
+        st = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        goto done;
+    }
+    if ((st = ws_alloc(ctx, &w, &g, K, labels))) goto done;
+    if ((st = features_in(ctx, &w, X, lift ? lift->mem : NULL, gx.C, kh, kw)) || (st = enter(ctx, op, &w, 1)))
+        goto done;
+    for (size_t j = 0; j < K; j++) {
+        alpha[j] = (float)((double)C / ((double)counts[j] * params->eps2));
+        gamma[j] = (float)((double)counts[j] / (double)g.m);
+    }
+    alpha[K] = (float)((double)C / ((double)g.m * params->eps2));
+    for (int l = 0; l < params->layers; l++) {
+        if ((st = enq_gram(ctx, &w, labels)) ||
+            (st = enq_shinv(ctx, op, &w, alpha, net->ops[l], l)) ||
+            (st = write_buf(ctx, net->gam[l], K * sizeof(float), gamma, "gamma")) ||
+            (st = apply_layer(ctx, &w, net->ops[l], net->gam[l], params)))
+            goto done;
+        memcpy(net->gamma + (size_t)l * K, gamma, K * sizeof *gamma);
+        if ((st = read_memberships(ctx, &w, yh, NULL)) ||
+            (st = objective_of(ctx, op, &w, yh, params->eps2, l, net->hist + 3 * (size_t)l)))
+            goto done;
+        if (progress) progress(l + 1, net->hist[3 * l], net->hist[3 * l + 1], net->hist[3 * l + 2], user);
+    }
+    if (Z) {
+        if ((st = leave(ctx, &w, w.Zr)) || (st = copy_buf(ctx, w.Zr, Z->mem, g.m * C * g.N * sizeof(float), "Z")))
+            goto done;
+    }
+    if ((st = finish(ctx, op))) goto done;
+    *out = net;
+    net = NULL;
+done:
+    ws_free(&w);
+    wbcl_circulant_destroy(net);
+    free(counts);
+    free(lift_h);
+    free(alpha);
+    free(gamma);
+    free(yh);
+    return st;
+}
+
+wbcl_status wbcl_circulant_apply(wbcl_context *ctx, const wbcl_circulant *net, const wbcl_tensor *X, wbcl_tensor *Z,
+                                 int *yhat, float *pi)
+{
+    static const char op[] = "wbcl_circulant_apply";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    if (!net) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: net is NULL", op);
+    if (net->ctx != ctx) return wbcl__fail(ctx, WBCL_ERROR_CONTEXT_MISMATCH, "%s: model from another context", op);
+    geom gx = {0}, gz = {0};
+    wbcl_status st;
+    if ((st = signal_geom(ctx, op, "X", X, &gx)) || (st = signal_geom(ctx, op, "Z", Z, &gz))) return st;
+    const size_t Cin = net->lift ? net->Cin : net->C;
+    char a[96];
+    if (gx.dims != net->dims || gx.C != Cin || gx.H != net->H || gx.W != net->W)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: X has shape %s; the model takes (m, %zu, %s%zu)", op,
+                          wbcl__shape_str(a, sizeof a, X->ndim, X->shape), Cin, net->dims == 2 ? "H, " : "", net->W);
+    if (gz.dims != net->dims || gz.m != gx.m || gz.C != net->C || gz.H != net->H || gz.W != net->W)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: Z has shape %s; expected (%zu, %zu, %s%zu)", op,
+                          wbcl__shape_str(a, sizeof a, Z->ndim, Z->shape), gx.m, net->C, net->dims == 2 ? "H, " : "",
+                          net->W);
+    geom g = gx;
+    g.C = net->C;
+    ws w;
+    cl_mem liftm = NULL;
+    if ((st = ws_alloc(ctx, &w, &g, (size_t)net->K, NULL))) return st;
+    if (net->lift) {
+        size_t n = net->C * net->Cin * net->kh * net->kw;
+        if ((st = wbcl__buffer(ctx, n * sizeof(float), "lifting kernel", &liftm)) ||
+            (st = write_buf(ctx, liftm, n * sizeof(float), net->lift, "lifting kernel")))
+            goto done;
+    }
+    if ((st = features_in(ctx, &w, X, liftm, net->Cin, net->kh, net->kw)) || (st = enter(ctx, op, &w, 1))) goto done;
+    for (int l = 0; l < net->L; l++)
+        if ((st = apply_layer(ctx, &w, net->ops[l], net->gam[l], &net->params))) goto done;
+    if ((yhat || pi) && (st = read_memberships(ctx, &w, yhat, pi))) goto done;
+    if ((st = leave(ctx, &w, w.Zr)) || (st = copy_buf(ctx, w.Zr, Z->mem, g.m * g.C * g.N * sizeof(float), "Z")))
+        goto done;
+    st = finish(ctx, op);
+done:
+    release(&liftm);
+    ws_free(&w);
+    return st;
+}
+
+wbcl_status wbcl_circulant_objective(wbcl_context *ctx, const wbcl_tensor *Z, const int *labels, int classes,
+                                     float eps2, double *dR, double *R, double *Rc)
+{
+    static const char op[] = "wbcl_circulant_objective";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    geom g = {0};
+    wbcl_status st;
+    if ((st = signal_geom(ctx, op, "Z", Z, &g)) || (st = check_channels(ctx, op, g.C))) return st;
+    if (!(eps2 > 0.0f) || !isfinite(eps2))
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: eps2 = %g must be finite and > 0", op, (double)eps2);
+    size_t *counts = malloc((size_t)(classes > 0 && classes <= MAX_CLASSES ? classes : 1) * sizeof *counts);
+    if (!counts) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    st = check_labels(ctx, op, labels, g.m, classes, 0, counts);
+    free(counts);
+    if (st) return st;
+    ws w;
+    double o[3];
+    if ((st = ws_alloc(ctx, &w, &g, (size_t)classes, NULL))) return st;
+    if (!(st = features_in(ctx, &w, Z, NULL, 0, 0, 0)) && !(st = enter(ctx, op, &w, 0)) &&
+        !(st = objective_of(ctx, op, &w, labels, eps2, -1, o))) {
+        if (dR) *dR = o[0];
+        if (R) *R = o[1];
+        if (Rc) *Rc = o[2];
+    }
+    ws_free(&w);
+    return st;
+}
