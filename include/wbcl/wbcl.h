@@ -14,5 +14,6 @@
 #include "wbcl/ref.h"
 #include "wbcl/io.h"
 #include "wbcl/weights.h"
+#include "wbcl/models.h"
 
 #endif

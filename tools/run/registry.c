@@ -25,6 +25,8 @@
     X(attn_energy)      /* mod_attention_stats.c */                                                 \
     X(ista)  /* mod_ista.c */                                                                       \
     X(lasso) /* mod_ista.c */                                                                       \
+    X(crate) /* mod_models.c */                                                                     \
+    X(tost)  /* mod_models.c */                                                                     \
     /* mod_attention.c, mod_redunet.c, ...: add their lines here */
 
 #define WBCL_RUN_DECLARE(name) extern const wbcl_run_module wbcl_mod_##name;

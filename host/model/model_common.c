@@ -1,0 +1,156 @@
+/* Helpers shared by the CRATE and ToST models (host/model/model_internal.h). */
+#include "model_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wbcl/gemm.h"
+
+wbcl_status wbcl__model_kernel(wbcl_context *ctx, const char *name, wbcl_kern **k)
+{
+    return wbcl__kernel(ctx, "models", NULL, name, k);
+}
+
+wbcl_status wbcl__model_launch(wbcl_context *ctx, wbcl_kern *k, size_t n)
+{
+    size_t wg = ctx->params.wg_size > 0 ? (size_t)ctx->params.wg_size : 64;
+    size_t global = wbcl__round_up(n, wg);
+    return wbcl__launch(ctx, k, 1, &global, &wg);
+}
+
+wbcl_status wbcl__model_bias_act(wbcl_context *ctx, wbcl_tensor *y, size_t n, const wbcl_tensor *bias, size_t d,
+                                 int act)
+{
+    wbcl_kern *k;
+    wbcl_status st = wbcl__model_kernel(ctx, "wbcl_model_bias_act", &k);
+    if (st) return st;
+    cl_ulong nn = n, dd = d;
+    cl_int a = act;
+    WBCL_ARG(ctx, k, 0, y->mem);
+    WBCL_ARG(ctx, k, 1, bias->mem);
+    WBCL_ARG(ctx, k, 2, nn);
+    WBCL_ARG(ctx, k, 3, dd);
+    WBCL_ARG(ctx, k, 4, a);
+    return wbcl__model_launch(ctx, k, n);
+}
+
+wbcl_status wbcl__model_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t rows, size_t k, const wbcl_tensor *W,
+                               size_t n, const wbcl_tensor *bias, int act, wbcl_tensor *Y)
+{
+    wbcl_gemm_desc g;
+    memset(&g, 0, sizeof g);
+    g.ta = WBCL_NO_TRANS;
+    g.tb = WBCL_TRANS;
+    g.m = rows;
+    g.n = n;
+    g.k = k;
+    g.batch = 1;
+    g.alpha = 1.0f;
+    g.beta = 0.0f;
+    g.lda = k;
+    g.ldb = k;
+    g.ldc = n;
+    wbcl_status st = wbcl_gemm_strided(ctx, &g, X, W, Y);
+    if (st) return st;
+    if (bias || act) {
+        if (!bias) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "model linear: activation needs a bias");
+        return wbcl__model_bias_act(ctx, Y, rows * n, bias, n, act);
+    }
+    return WBCL_SUCCESS;
+}
+
+wbcl_status wbcl__model_ensure(wbcl_context *ctx, wbcl_tensor **t, int ndim, const size_t *shape)
+{
+    if (*t && (*t)->ndim == ndim) {
+        int same = 1;
+        for (int i = 0; i < ndim; i++) same &= (*t)->shape[i] == shape[i];
+        if (same) return WBCL_SUCCESS;
+    }
+    wbcl_tensor_destroy(*t);
+    *t = NULL;
+    return wbcl_tensor_create(ctx, ndim, shape, WBCL_F32, NULL, t);
+}
+
+wbcl_status wbcl__model_ensure_cap(wbcl_context *ctx, wbcl_tensor **t, size_t n)
+{
+    if (*t && (*t)->numel >= n) return WBCL_SUCCESS;
+    wbcl_tensor_destroy(*t);
+    *t = NULL;
+    return wbcl_tensor_create(ctx, 1, &n, WBCL_F32, NULL, t);
+}
+
+wbcl_status wbcl__model_host_weight(wbcl_context *ctx, const wbcl_safetensors *stf, const char *file,
+                                    const char *prefix, const char *name, int ndim, const size_t *shape,
+                                    float **out)
+{
+    *out = NULL;
+    if (!file) file = "weights";
+    char key[512];
+    snprintf(key, sizeof key, "%s%s", prefix ? prefix : "", name);
+    if (!wbcl_safetensors_has(stf, key)) return wbcl__fail(ctx, WBCL_ERROR_FORMAT, "%s: missing tensor '%s'", file, key);
+    wbcl_array a;
+    char err[512];
+    wbcl_status st = wbcl_safetensors_get(stf, key, &a, err, sizeof err);
+    if (st) return wbcl__fail(ctx, st, "%s", err);
+    int same = a.ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = a.shape[i] == shape[i];
+    if (!same) {
+        char sa[160], se[160];
+        st = wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: '%s' has shape %s, expected %s", file, key,
+                        wbcl__shape_str(sa, sizeof sa, a.ndim, a.shape), wbcl__shape_str(se, sizeof se, ndim, shape));
+        wbcl_array_free(&a);
+        return st;
+    }
+    float *f = NULL;
+    st = wbcl_array_to_f32(&a, &f, err, sizeof err);
+    size_t n = wbcl_array_numel(&a);
+    wbcl_array_free(&a);
+    if (st) return wbcl__fail(ctx, st, "%s: '%s': %s", file, key, err);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(f[i])) {
+            st = wbcl__fail(ctx, WBCL_ERROR_NUMERIC, "%s: '%s' has a non-finite value (%g) at flat index %zu", file,
+                            key, (double)f[i], i);
+            free(f);
+            return st;
+        }
+    *out = f;
+    return WBCL_SUCCESS;
+}
+
+wbcl_status wbcl__model_check_out(wbcl_context *ctx, const char *op, const wbcl_tensor *out, int ndim,
+                                  const size_t *shape)
+{
+    wbcl_status st = wbcl__check_tensor(ctx, out, op, "out");
+    if (st) return st;
+    int same = out->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = out->shape[i] == shape[i];
+    if (!same) {
+        char sa[160], se[160];
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: 'out' has shape %s, expected %s", op,
+                          wbcl__shape_str(sa, sizeof sa, out->ndim, out->shape),
+                          wbcl__shape_str(se, sizeof se, ndim, shape));
+    }
+    return WBCL_SUCCESS;
+}
+
+wbcl_status wbcl__model_key_shape(wbcl_context *ctx, const wbcl_safetensors *stf, const char *file, const char *key,
+                                  int ndim, size_t *shape)
+{
+    if (!file) file = "weights";
+    if (!wbcl_safetensors_has(stf, key)) return wbcl__fail(ctx, WBCL_ERROR_FORMAT, "%s: missing tensor '%s'", file, key);
+    wbcl_array a;
+    char err[512];
+    wbcl_status st = wbcl_safetensors_get(stf, key, &a, err, sizeof err);
+    if (st) return wbcl__fail(ctx, st, "%s", err);
+    if (a.ndim != ndim) {
+        char sa[160];
+        st = wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: '%s' has shape %s, expected %d dimensions", file, key,
+                        wbcl__shape_str(sa, sizeof sa, a.ndim, a.shape), ndim);
+    } else {
+        for (int i = 0; i < ndim; i++) shape[i] = a.shape[i];
+    }
+    wbcl_array_free(&a);
+    return st;
+}
