@@ -242,17 +242,20 @@ wbcl_status wbcl_crate_forward(wbcl_context *ctx, wbcl_crate *m, const wbcl_tens
         (r = wbcl__model_ensure(ctx, &m->A, 3, sZ)) || (r = wbcl__model_ensure(ctx, &m->C, 2, sC)))
         return r;
     /* patch embedding */
+    if ((r = wbcl__model_check32(ctx, op, B * N1, d, 1)) || (r = wbcl__model_check32(ctx, op, B * N, m->patch_dim, 1)) ||
+        (r = wbcl__model_check32(ctx, op, H, W, images->shape[1])))
+        return r;
     wbcl_kern *k;
-    cl_ulong uB = B, uC = c->channels, uH = H, uW = W, uP = c->patch, uN = N, ud = d;
+    cl_uint uC = (cl_uint)c->channels, uH = (cl_uint)H, uW = (cl_uint)W, uP = (cl_uint)c->patch, uN = (cl_uint)N,
+            ud = (cl_uint)d;
     if ((r = wbcl__model_kernel(ctx, "wbcl_model_patchify", &k))) return r;
     WBCL_ARG(ctx, k, 0, images->mem);
     WBCL_ARG(ctx, k, 1, m->P->mem);
-    WBCL_ARG(ctx, k, 2, uB);
-    WBCL_ARG(ctx, k, 3, uC);
-    WBCL_ARG(ctx, k, 4, uH);
-    WBCL_ARG(ctx, k, 5, uW);
-    WBCL_ARG(ctx, k, 6, uP);
-    if ((r = wbcl__model_launch(ctx, k, B * N * m->patch_dim))) return r;
+    WBCL_ARG(ctx, k, 2, uC);
+    WBCL_ARG(ctx, k, 3, uH);
+    WBCL_ARG(ctx, k, 4, uW);
+    WBCL_ARG(ctx, k, 5, uP);
+    if ((r = wbcl__model_launch(ctx, k, m->patch_dim, N, B))) return r;
     if ((r = wbcl_layernorm(ctx, m->P, m->pe_ln1_g, m->pe_ln1_b, c->ln_eps, m->P))) return r;
     if ((r = wbcl__model_linear(ctx, m->P, B * N, m->patch_dim, m->pe_W, d, m->pe_b, 0, m->E))) return r;
     if ((r = wbcl_layernorm(ctx, m->E, m->pe_ln2_g, m->pe_ln2_b, c->ln_eps, m->E))) return r;
@@ -263,10 +266,9 @@ wbcl_status wbcl_crate_forward(wbcl_context *ctx, wbcl_crate *m, const wbcl_tens
     WBCL_ARG(ctx, k, 2, m->pos->mem);
     WBCL_ARG(ctx, k, 3, has_add);
     WBCL_ARG(ctx, k, 4, m->Z->mem);
-    WBCL_ARG(ctx, k, 5, uB);
-    WBCL_ARG(ctx, k, 6, uN);
-    WBCL_ARG(ctx, k, 7, ud);
-    if ((r = wbcl__model_launch(ctx, k, B * N1 * d))) return r;
+    WBCL_ARG(ctx, k, 5, uN);
+    WBCL_ARG(ctx, k, 6, ud);
+    if ((r = wbcl__model_launch(ctx, k, d, N1, B))) return r;
     if ((r = trace(opts, "embed", m->Z))) return r;
     /* layers: z½ = z + MSSA(LN z) (in A), z = ISTA(LN z½) (in Z) */
     const double eps2 = opts && opts->eps2 > 0 ? opts->eps2 : 1.0;
@@ -291,15 +293,14 @@ wbcl_status wbcl_crate_forward(wbcl_context *ctx, wbcl_crate *m, const wbcl_tens
     }
     if (what == WBCL_MODEL_FEATURES) return wbcl_tensor_copy(ctx, m->Z, out);
     /* head on the CLS token */
-    cl_ulong uN1 = N1, row = 0;
+    cl_uint uN1 = (cl_uint)N1, row = 0;
     if ((r = wbcl__model_kernel(ctx, "wbcl_model_take_row", &k))) return r;
     WBCL_ARG(ctx, k, 0, m->Z->mem);
     WBCL_ARG(ctx, k, 1, m->C->mem);
-    WBCL_ARG(ctx, k, 2, uB);
-    WBCL_ARG(ctx, k, 3, uN1);
-    WBCL_ARG(ctx, k, 4, ud);
-    WBCL_ARG(ctx, k, 5, row);
-    if ((r = wbcl__model_launch(ctx, k, B * d))) return r;
+    WBCL_ARG(ctx, k, 2, uN1);
+    WBCL_ARG(ctx, k, 3, ud);
+    WBCL_ARG(ctx, k, 4, row);
+    if ((r = wbcl__model_launch(ctx, k, d, B, 1))) return r;
     if ((r = wbcl_layernorm(ctx, m->C, m->head_ln_g, m->head_ln_b, c->ln_eps, m->C))) return r;
     if ((r = wbcl__model_linear(ctx, m->C, B, d, m->head_W, c->num_classes, m->head_b, 0, out))) return r;
     return trace(opts, "logits", out);

@@ -12,8 +12,10 @@ wbcl_status wbcl__model_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t r
 /* y[i] = act(y[i] + bias[i % d]) over n elements. */
 wbcl_status wbcl__model_bias_act(wbcl_context *ctx, wbcl_tensor *y, size_t n, const wbcl_tensor *bias, size_t d,
                                  int act);
-/* Launches a models.cl kernel over n work-items. */
-wbcl_status wbcl__model_launch(wbcl_context *ctx, wbcl_kern *k, size_t n);
+/* Launches a models.cl kernel on the range (g0, g1, g2) (g2 = 1: 2-D), local size left to the runtime. */
+wbcl_status wbcl__model_launch(wbcl_context *ctx, wbcl_kern *k, size_t g0, size_t g1, size_t g2);
+/* WBCL_ERROR_SHAPE unless a, b, c and a*b fit in 32 bits (the kernels' index type). */
+wbcl_status wbcl__model_check32(wbcl_context *ctx, const char *op, size_t a, size_t b, size_t c);
 /* Gets a models.cl kernel. */
 wbcl_status wbcl__model_kernel(wbcl_context *ctx, const char *name, wbcl_kern **k);
 /* (Re)creates *t with the given shape unless it already has it (contents undefined after). */

@@ -366,14 +366,13 @@ static wbcl_status take_row0(wbcl_context *ctx, const wbcl_tensor *x, wbcl_tenso
     wbcl_kern *k;
     wbcl_status r = wbcl__model_kernel(ctx, "wbcl_model_take_row", &k);
     if (r) return r;
-    cl_ulong uB = B, uN = N1, ud = d, row = 0;
+    cl_uint uN = (cl_uint)N1, ud = (cl_uint)d, row = 0;
     WBCL_ARG(ctx, k, 0, x->mem);
     WBCL_ARG(ctx, k, 1, out->mem);
-    WBCL_ARG(ctx, k, 2, uB);
-    WBCL_ARG(ctx, k, 3, uN);
-    WBCL_ARG(ctx, k, 4, ud);
-    WBCL_ARG(ctx, k, 5, row);
-    return wbcl__model_launch(ctx, k, B * d);
+    WBCL_ARG(ctx, k, 2, uN);
+    WBCL_ARG(ctx, k, 3, ud);
+    WBCL_ARG(ctx, k, 4, row);
+    return wbcl__model_launch(ctx, k, d, B, 1);
 }
 
 static wbcl_status residual(wbcl_context *ctx, wbcl_tensor *x, const wbcl_tensor *g, const wbcl_tensor *a,
@@ -383,16 +382,16 @@ static wbcl_status residual(wbcl_context *ctx, wbcl_tensor *x, const wbcl_tensor
     wbcl_status r = wbcl__model_kernel(ctx, "wbcl_model_residual_scaled", &k);
     if (r) return r;
     cl_int has_b = b != NULL;
-    cl_ulong un = n, ud = d;
+    cl_uint ud = (cl_uint)d, rows = (cl_uint)(n / d);
     cl_mem bm = b ? b->mem : g->mem;
     WBCL_ARG(ctx, k, 0, x->mem);
     WBCL_ARG(ctx, k, 1, g->mem);
     WBCL_ARG(ctx, k, 2, a->mem);
     WBCL_ARG(ctx, k, 3, bm);
     WBCL_ARG(ctx, k, 4, has_b);
-    WBCL_ARG(ctx, k, 5, un);
-    WBCL_ARG(ctx, k, 6, ud);
-    return wbcl__model_launch(ctx, k, n);
+    WBCL_ARG(ctx, k, 5, ud);
+    WBCL_ARG(ctx, k, 6, rows);
+    return wbcl__model_launch(ctx, k, d, n / d, 1);
 }
 
 /* the conv stack: images (B, 3, H, W) NCHW -> X (B, Hp*Wp, d) (NHWC = flatten(2).transpose(1, 2)) */
@@ -416,21 +415,23 @@ static wbcl_status tost_patch_embed(wbcl_context *ctx, wbcl_tost *m, const wbcl_
         }
         wbcl_kern *k;
         if ((r = wbcl__model_kernel(ctx, "wbcl_model_im2col3", &k))) return r;
-        cl_ulong uB = B, uC = C, uH = h, uW = w, uHo = ho, uWo = wo, S = 2;
+        if ((r = wbcl__model_check32(ctx, "wbcl_tost_forward", h, w, B * C)) ||
+            (r = wbcl__model_check32(ctx, "wbcl_tost_forward", rows, cv->cout, 1)))
+            return r;
+        cl_uint uC = (cl_uint)C, uH = (cl_uint)h, uW = (cl_uint)w, uHo = (cl_uint)ho, uWo = (cl_uint)wo, S = 2;
         WBCL_ARG(ctx, k, 0, in->mem);
         WBCL_ARG(ctx, k, 1, m->col->mem);
-        WBCL_ARG(ctx, k, 2, uB);
-        WBCL_ARG(ctx, k, 3, uC);
-        WBCL_ARG(ctx, k, 4, uH);
-        WBCL_ARG(ctx, k, 5, uW);
-        WBCL_ARG(ctx, k, 6, uHo);
-        WBCL_ARG(ctx, k, 7, uWo);
-        WBCL_ARG(ctx, k, 8, S);
-        WBCL_ARG(ctx, k, 9, sb);
-        WBCL_ARG(ctx, k, 10, sc);
-        WBCL_ARG(ctx, k, 11, sy);
-        WBCL_ARG(ctx, k, 12, sx);
-        if ((r = wbcl__model_launch(ctx, k, rows * K))) return r;
+        WBCL_ARG(ctx, k, 2, uC);
+        WBCL_ARG(ctx, k, 3, uH);
+        WBCL_ARG(ctx, k, 4, uW);
+        WBCL_ARG(ctx, k, 5, uHo);
+        WBCL_ARG(ctx, k, 6, uWo);
+        WBCL_ARG(ctx, k, 7, S);
+        WBCL_ARG(ctx, k, 8, sb);
+        WBCL_ARG(ctx, k, 9, sc);
+        WBCL_ARG(ctx, k, 10, sy);
+        WBCL_ARG(ctx, k, 11, sx);
+        if ((r = wbcl__model_launch(ctx, k, wo, ho, B * C))) return r;
         const int act = j + 1 == m->nconv ? 0 : 1; /* GELU between the convs */
         if ((r = wbcl__model_linear(ctx, m->col, rows, K, cv->W, cv->cout, cv->b, act, *dst))) return r;
         in = *dst;
@@ -482,16 +483,15 @@ static wbcl_status tost_cab_forward(wbcl_context *ctx, wbcl_tost *m, const tost_
     if ((r = wbcl_attention_softmax_strided(ctx, &a, m->QKV, m->QKV, m->QKV, m->O))) return r;
     if ((r = wbcl__model_linear(ctx, m->O, B, d, b->proj_W, d, b->proj_b, 0, m->Cc))) return r;
     wbcl_kern *k;
-    cl_ulong uB = B, uN1 = N1, ud = d;
+    cl_uint uN1 = (cl_uint)N1, ud = (cl_uint)d;
     if ((r = wbcl__model_kernel(ctx, "wbcl_model_cab_mix", &k))) return r;
     WBCL_ARG(ctx, k, 0, m->Y->mem);
     WBCL_ARG(ctx, k, 1, m->T1->mem);
     WBCL_ARG(ctx, k, 2, m->Cc->mem);
     WBCL_ARG(ctx, k, 3, b->g1->mem);
-    WBCL_ARG(ctx, k, 4, uB);
-    WBCL_ARG(ctx, k, 5, uN1);
-    WBCL_ARG(ctx, k, 6, ud);
-    if ((r = wbcl__model_launch(ctx, k, B * N1 * d))) return r;
+    WBCL_ARG(ctx, k, 4, uN1);
+    WBCL_ARG(ctx, k, 5, ud);
+    if ((r = wbcl__model_launch(ctx, k, d, N1, B))) return r;
     /* tokens_norm: norm2 over all tokens */
     if ((r = wbcl_layernorm(ctx, m->Y, b->ln2_g, b->ln2_b, m->cfg.ln_eps, m->Y))) return r;
     if ((r = take_row0(ctx, m->Y, m->R, B, N1, d))) return r;
@@ -502,10 +502,9 @@ static wbcl_status tost_cab_forward(wbcl_context *ctx, wbcl_tost *m, const tost_
     WBCL_ARG(ctx, k, 1, m->M2->mem);
     WBCL_ARG(ctx, k, 2, b->mlp.b2->mem);
     WBCL_ARG(ctx, k, 3, b->g2->mem);
-    WBCL_ARG(ctx, k, 4, uB);
-    WBCL_ARG(ctx, k, 5, uN1);
-    WBCL_ARG(ctx, k, 6, ud);
-    return wbcl__model_launch(ctx, k, B * N1 * d);
+    WBCL_ARG(ctx, k, 4, uN1);
+    WBCL_ARG(ctx, k, 5, ud);
+    return wbcl__model_launch(ctx, k, d, N1, B);
 }
 
 wbcl_status wbcl_tost_forward(wbcl_context *ctx, wbcl_tost *m, const wbcl_tensor *images, wbcl_model_output what,
@@ -563,17 +562,18 @@ wbcl_status wbcl_tost_forward(wbcl_context *ctx, wbcl_tost *m, const wbcl_tensor
     }
     wbcl_kern *k;
     if ((r = wbcl__model_kernel(ctx, "wbcl_model_prepend", &k))) return r;
+    if ((r = wbcl__model_check32(ctx, op, B * N1, 3 * d, 1)) || (r = wbcl__model_check32(ctx, op, B * N, hid, 1)))
+        return r;
     cl_int has_add = 0;
-    cl_ulong uB = B, uN = N, ud = d;
+    cl_uint uN = (cl_uint)N, ud = (cl_uint)d;
     WBCL_ARG(ctx, k, 0, m->X->mem);
     WBCL_ARG(ctx, k, 1, m->cls->mem);
     WBCL_ARG(ctx, k, 2, m->cls->mem); /* unused */
     WBCL_ARG(ctx, k, 3, has_add);
     WBCL_ARG(ctx, k, 4, m->Y->mem);
-    WBCL_ARG(ctx, k, 5, uB);
-    WBCL_ARG(ctx, k, 6, uN);
-    WBCL_ARG(ctx, k, 7, ud);
-    if ((r = wbcl__model_launch(ctx, k, B * N1 * d))) return r;
+    WBCL_ARG(ctx, k, 5, uN);
+    WBCL_ARG(ctx, k, 6, ud);
+    if ((r = wbcl__model_launch(ctx, k, d, N1, B))) return r;
     for (size_t j = 0; j < c->cls_layers; j++) {
         char name[64];
         snprintf(name, sizeof name, "cls%zu.in", j);
