@@ -24,17 +24,18 @@ __kernel void wbcl_model_patchify(__global const float *img, __global float *out
 /* 3x3 convolution, padding 1, stride S, as im2col: the input element (b, c, y, x) is
  * in[b*sb + c*sc + y*sy + x*sx] (NCHW images and NHWC activations alike);
  * col (B*Ho*Wo, C*9) row-major with column c*9 + ky*3 + kx (PyTorch's weight order
- * (Cout, Cin, 3, 3) flattened), zero outside the image. Range (Wo, Ho, B*C): one work-item
- * writes the 9 taps of one channel of one output pixel. */
+ * (Cout, Cin, 3, 3) flattened), zero outside the image. Range (C, Wo, B*Ho): one work-item
+ * writes the 9 taps of one channel of one output pixel; neighbouring work-items write
+ * neighbouring 9-float groups of the same col row (and read neighbouring NHWC channels). */
 __kernel void wbcl_model_im2col3(__global const float *in, __global float *col, const uint C, const uint H,
                                  const uint W, const uint Ho, const uint Wo, const uint S, const ulong sb,
                                  const ulong sc, const ulong sy, const ulong sx)
 {
-    const uint ox = get_global_id(0), oy = get_global_id(1), bc = get_global_id(2);
-    if (ox >= Wo || oy >= Ho) return;
-    const uint b = bc / C, c = bc % C;
+    const uint c = get_global_id(0), ox = get_global_id(1), z = get_global_id(2);
+    if (c >= C || ox >= Wo) return;
+    const uint b = z / Ho, oy = z % Ho;
     __global const float *src = in + b * sb + c * sc;
-    __global float *dst = col + (((size_t)b * Ho + oy) * Wo + ox) * (size_t)(C * 9) + c * 9;
+    __global float *dst = col + ((size_t)z * Wo + ox) * (size_t)(C * 9) + c * 9;
     for (int ky = 0; ky < 3; ky++) {
         const int y = (int)(oy * S) + ky - 1;
         for (int kx = 0; kx < 3; kx++) {

@@ -415,7 +415,7 @@ static wbcl_status tost_patch_embed(wbcl_context *ctx, wbcl_tost *m, const wbcl_
         }
         wbcl_kern *k;
         if ((r = wbcl__model_kernel(ctx, "wbcl_model_im2col3", &k))) return r;
-        if ((r = wbcl__model_check32(ctx, "wbcl_tost_forward", h, w, B * C)) ||
+        if ((r = wbcl__model_check32(ctx, "wbcl_tost_forward", h, w, B * h)) ||
             (r = wbcl__model_check32(ctx, "wbcl_tost_forward", rows, cv->cout, 1)))
             return r;
         cl_uint uC = (cl_uint)C, uH = (cl_uint)h, uW = (cl_uint)w, uHo = (cl_uint)ho, uWo = (cl_uint)wo, S = 2;
@@ -431,7 +431,7 @@ static wbcl_status tost_patch_embed(wbcl_context *ctx, wbcl_tost *m, const wbcl_
         WBCL_ARG(ctx, k, 9, sc);
         WBCL_ARG(ctx, k, 10, sy);
         WBCL_ARG(ctx, k, 11, sx);
-        if ((r = wbcl__model_launch(ctx, k, wo, ho, B * C))) return r;
+        if ((r = wbcl__model_launch(ctx, k, C, wo, B * ho))) return r;
         const int act = j + 1 == m->nconv ? 0 : 1; /* GELU between the convs */
         if ((r = wbcl__model_linear(ctx, m->col, rows, K, cv->W, cv->cout, cv->b, act, *dst))) return r;
         in = *dst;
