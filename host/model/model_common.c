@@ -42,19 +42,20 @@ wbcl_status wbcl__model_check32(wbcl_context *ctx, const char *op, size_t a, siz
 wbcl_status wbcl__model_bias_act(wbcl_context *ctx, wbcl_tensor *y, size_t n, const wbcl_tensor *bias, size_t d,
                                  int act)
 {
-    wbcl_kern *k;
-    wbcl_status st = wbcl__model_kernel(ctx, "wbcl_model_bias_act", &k);
-    if (st) return st;
     if (!d || n % d) return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "model bias: %zu elements, rows of %zu", n, d);
-    if ((st = wbcl__model_check32(ctx, "model bias", d, n / d, 1))) return st;
-    cl_uint ud = (cl_uint)d, rows = (cl_uint)(n / d);
+    wbcl_status st = wbcl__model_check32(ctx, "model bias", d, n / d, 1);
+    if (st) return st;
+    const int vec = d % 8 == 0;
+    wbcl_kern *k;
+    if ((st = wbcl__model_kernel(ctx, vec ? "wbcl_model_bias_act8" : "wbcl_model_bias_act", &k))) return st;
+    cl_uint ud = (cl_uint)(vec ? d / 8 : d), rows = (cl_uint)(n / d);
     cl_int a = act;
     WBCL_ARG(ctx, k, 0, y->mem);
     WBCL_ARG(ctx, k, 1, bias->mem);
     WBCL_ARG(ctx, k, 2, ud);
     WBCL_ARG(ctx, k, 3, rows);
     WBCL_ARG(ctx, k, 4, a);
-    return wbcl__model_launch(ctx, k, d, n / d, 1);
+    return wbcl__model_launch(ctx, k, ud, rows, 1);
 }
 
 wbcl_status wbcl__model_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t rows, size_t k, const wbcl_tensor *W,
