@@ -14,11 +14,12 @@
  * ~1e-5 .. 1e-4 on these unit-variance rows) or a swapped D / D^T (changes outputs by O(0.1)) fails.
  * Positions of ToST: our Fourier features are computed in double, PyTorch's reference computes them
  * in float32; the golden script uses float64, so both agree to rounding. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -474,6 +475,20 @@ END_TEST
 /* ---- rewritten weight files ------------------------------------------------------------------ */
 static char tmpdir[256];
 
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* removes this process's scratch directory (each forked test has its own) */
+static void tmp_cleanup(void)
+{
+    if (tmpdir[0]) nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static const char *tmp_path(const char *name)
 {
     static char buf[4][512];
@@ -482,6 +497,7 @@ static const char *tmp_path(const char *name)
     if (!tmpdir[0]) {
         snprintf(tmpdir, sizeof tmpdir, "/tmp/wbcl_test_models_XXXXXX");
         ck_assert(mkdtemp(tmpdir) != NULL);
+        atexit(tmp_cleanup);
     }
     snprintf(buf[i], sizeof buf[i], "%s/%s", tmpdir, name);
     return buf[i];
