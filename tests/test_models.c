@@ -320,9 +320,11 @@ START_TEST(crate_golden)
 }
 END_TEST
 
-static void tost_golden_run(int which, const char *wname, const char *gname, size_t B, size_t classes, int stages)
+static void tost_golden_run(int which, const char *wname, const char *gname, size_t B, size_t classes, int stages,
+                            wbcl_variant variant)
 {
     wbcl_context *ctx = tu_context();
+    ck_assert(!wbcl_context_set_variant(ctx, variant));
     wbcl_safetensors *gold = open_st(path_of(gname));
     wbcl_tost_config cfg = tost_cfg(which);
     wbcl_tost *m = NULL;
@@ -362,9 +364,49 @@ static void tost_golden_run(int which, const char *wname, const char *gname, siz
 }
 
 /* patch, embed, block0.out, block1.out, cls0.in, cls0.out, cls1.in, cls1.out, feature, logits */
-START_TEST(tost16_golden) { tost_golden_run(16, "tost16.safetensors", "tost16_golden.safetensors", 2, 10, 10); }
+START_TEST(tost16_golden)
+{
+    tost_golden_run(16, "tost16.safetensors", "tost16_golden.safetensors", 2, 10, 10, WBCL_VARIANT_AUTO);
+}
 END_TEST
-START_TEST(tost8_golden) { tost_golden_run(8, "tost8.safetensors", "tost8_golden.safetensors", 1, 7, 9); }
+START_TEST(tost8_golden)
+{
+    tost_golden_run(8, "tost8.safetensors", "tost8_golden.safetensors", 1, 7, 9, WBCL_VARIANT_AUTO);
+}
+END_TEST
+/* the other kernel family of the ops the models use (GPU-shaped LayerNorm, attention, TSSA
+ * reductions; on a GPU device the AUTO runs above use it and this one the CPU-shaped kernels) */
+START_TEST(golden_other_variant)
+{
+    wbcl_context *probe = tu_context();
+    wbcl_variant other = wbcl_context_variant(probe) == WBCL_VARIANT_CPU ? WBCL_VARIANT_GPU : WBCL_VARIANT_CPU;
+    wbcl_context_destroy(probe);
+    tost_golden_run(16, "tost16.safetensors", "tost16_golden.safetensors", 2, 10, 10, other);
+    tost_golden_run(8, "tost8.safetensors", "tost8_golden.safetensors", 1, 7, 9, other);
+    wbcl_context *ctx = tu_context();
+    ck_assert(!wbcl_context_set_variant(ctx, other));
+    wbcl_safetensors *gold = open_st(path_of("crate_golden.safetensors"));
+    wbcl_crate_config cfg = crate_cfg();
+    wbcl_crate *m = NULL;
+    ck_assert_msg(!wbcl_crate_load_file(ctx, path_of("crate.safetensors"), &cfg, &m), "%s",
+                  wbcl_context_last_error(ctx));
+    wbcl_tensor *img = upload(ctx, gold, "image");
+    size_t so[2] = {2, 10};
+    wbcl_tensor *out = NULL;
+    ck_assert(!wbcl_tensor_create(ctx, 2, so, WBCL_F32, NULL, &out));
+    golden_check gc = {ctx, gold, 0, 0, 1, 0, NULL, NULL, 0};
+    wbcl_model_opts o;
+    memset(&o, 0, sizeof o);
+    o.trace = on_stage;
+    o.user = &gc;
+    ck_assert_msg(!wbcl_crate_forward(ctx, m, img, WBCL_MODEL_LOGITS, out, &o), "%s", wbcl_context_last_error(ctx));
+    ck_assert_int_eq(gc.stages, 6);
+    wbcl_tensor_destroy(out);
+    wbcl_tensor_destroy(img);
+    wbcl_crate_destroy(m);
+    wbcl_safetensors_close(gold);
+    wbcl_context_destroy(ctx);
+}
 END_TEST
 
 /* Class-attention quirk: patch tokens after a class-attention block are 2 LN2(x + g1 LN1(x)),
@@ -836,6 +878,7 @@ int main(void)
     tcase_add_test(tc, crate_golden);
     tcase_add_test(tc, tost16_golden);
     tcase_add_test(tc, tost8_golden);
+    tcase_add_test(tc, golden_other_variant);
     tcase_add_test(tc, tost_class_attention_quirk);
     tcase_add_test(tc, crate_ista_zero_weight);
     tcase_add_test(tc, crate_swapped_dictionary_fails_golden);
