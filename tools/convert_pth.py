@@ -61,6 +61,11 @@ def convert(src, dst, key=None, dtype="f32", unsafe=False, list_only=False):
         obj = torch.load(src, map_location="cpu", weights_only=not unsafe)
     except TypeError:  # old torch without weights_only
         obj = torch.load(src, map_location="cpu")
+    except Exception as e:  # weights_only refuses pickled objects (e.g. an argparse Namespace under 'args')
+        if unsafe:
+            raise
+        raise SystemExit(f"{src}: torch.load(weights_only=True) refused the file ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0] if str(e) else ''}); if you trust it, rerun with --unsafe")
     sd = find_state_dict(obj, key)
     out = {}
     for k, v in sd.items():
