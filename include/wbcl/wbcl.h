@@ -22,5 +22,7 @@
 #include "wbcl/ista.h"
 #include "wbcl/measures.h"
 #include "wbcl/redunet.h"
+#include "wbcl/models.h"
+#include "wbcl/circulant.h"
 
 #endif

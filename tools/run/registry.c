@@ -29,6 +29,8 @@
     X(redunet1d_apply) /* mod_circulant.c */                                                        \
     X(redunet2d_fit)   /* mod_circulant.c */                                                        \
     X(redunet2d_apply) /* mod_circulant.c */                                                        \
+    X(crate) /* mod_models.c */                                                                     \
+    X(tost)  /* mod_models.c */                                                                     \
     /* mod_attention.c, mod_redunet.c, ...: add their lines here */
 
 #define WBCL_RUN_DECLARE(name) extern const wbcl_run_module wbcl_mod_##name;

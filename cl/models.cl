@@ -1,0 +1,169 @@
+/* wbcl — the small glue kernels of the CRATE and ToST vision models
+ * (host/model/crate.c, host/model/tost.c). Everything heavy (projections,
+ * convolutions as im2col + GEMM, attention, ISTA, LayerNorm) goes through the
+ * ops; these kernels only move and combine elements, one element (or one
+ * 3x3 window) per work-item on 2-D/3-D ranges whose first dimension is the contiguous one, so that
+ * no 64-bit division or modulo is done per element (those cost ~40 cycles each on x86 and made
+ * a 1-D im2col 100x slower than its memory traffic). The host checks that every extent fits in
+ * 32 bits; offsets are computed in size_t. */
+
+/* CRATE patch rearrange 'b c (h p1) (w p2) -> b (h w) (p1 p2 c)':
+ * img (B, C, H, W) -> out (B, Hp*Wp, P*P*C), feature index (p1*P + p2)*C + c.
+ * Range (P*P*C, Hp*Wp, B). */
+__kernel void wbcl_model_patchify(__global const float *img, __global float *out, const uint C, const uint H,
+                                  const uint W, const uint P)
+{
+    const uint f = get_global_id(0), t = get_global_id(1), b = get_global_id(2);
+    const uint pd = P * P * C, Wp = W / P;
+    if (f >= pd || t >= (H / P) * Wp) return;
+    const uint c = f % C, p2 = (f / C) % P, p1 = f / (C * P);
+    const uint y = (t / Wp) * P + p1, x = (t % Wp) * P + p2;
+    out[((size_t)b * (H / P) * Wp + t) * pd + f] = img[(((size_t)b * C + c) * H + y) * W + x];
+}
+
+/* 3x3 convolution, padding 1, stride S, as im2col: the input element (b, c, y, x) is
+ * in[b*sb + c*sc + y*sy + x*sx] (NCHW images and NHWC activations alike);
+ * col (B*Ho*Wo, C*9) row-major with column c*9 + ky*3 + kx (PyTorch's weight order
+ * (Cout, Cin, 3, 3) flattened), zero outside the image. Range (C, Wo, B*Ho): one work-item
+ * writes the 9 taps of one channel of one output pixel; neighbouring work-items write
+ * neighbouring 9-float groups of the same col row (and read neighbouring NHWC channels). */
+__kernel void wbcl_model_im2col3(__global const float *in, __global float *col, const uint C, const uint H,
+                                 const uint W, const uint Ho, const uint Wo, const uint S, const ulong sb,
+                                 const ulong sc, const ulong sy, const ulong sx)
+{
+    const uint c = get_global_id(0), ox = get_global_id(1), z = get_global_id(2);
+    if (c >= C || ox >= Wo) return;
+    const uint b = z / Ho, oy = z % Ho;
+    __global const float *src = in + b * sb + c * sc;
+    __global float *dst = col + ((size_t)z * Wo + ox) * (size_t)(C * 9) + c * 9;
+    for (int ky = 0; ky < 3; ky++) {
+        const int y = (int)(oy * S) + ky - 1;
+        for (int kx = 0; kx < 3; kx++) {
+            const int x = (int)(ox * S) + kx - 1;
+            float v = 0.0f;
+            if (y >= 0 && x >= 0 && y < (int)H && x < (int)W) v = src[(size_t)y * sy + (size_t)x * sx];
+            dst[ky * 3 + kx] = v;
+        }
+    }
+}
+
+/* erfc with fractional error < 1.2e-7 everywhere (Numerical Recipes' erfcc, a Chebyshev fit of
+ * erfc(z) exp(z^2)): one exp and one division, no branches but a select, so it vectorizes.
+ * PoCL's erfc compiled to a scalar library call here that cost ~70 ns per element and made the
+ * GELUs the largest part of a ToST forward. */
+inline float model_erfc(const float x)
+{
+    const float z = fabs(x);
+    const float t = 1.0f / (1.0f + 0.5f * z);
+    const float p = -z * z - 1.26551223f +
+                    t * (1.00002368f +
+                         t * (0.37409196f +
+                              t * (0.09678418f +
+                                   t * (-0.18628806f +
+                                        t * (0.27886807f +
+                                             t * (-1.13520398f +
+                                                  t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
+    const float r = t * exp(p);
+    return x >= 0.0f ? r : 2.0f - r;
+}
+
+/* y[r, j] = act(y[r, j] + bias[j]) on (rows, d); act 0 = identity, 1 = exact GELU
+ * 0.5 v erfc(-v / sqrt 2) (PyTorch's default; relative error ~2e-7 for all v). Range (d, rows). */
+__kernel void wbcl_model_bias_act(__global float *y, __global const float *bias, const uint d, const uint rows,
+                                  const int act)
+{
+    const uint j = get_global_id(0), r = get_global_id(1);
+    if (j >= d || r >= rows) return;
+    const size_t i = (size_t)r * d + j;
+    float v = y[i] + bias[j];
+    if (act == 1) v = 0.5f * v * model_erfc(-v * M_SQRT1_2_F);
+    y[i] = v;
+}
+
+/* The same on 8-float vectors (d % 8 == 0): explicit float8 arithmetic, so that exp is the
+ * vector routine; ~10x faster than the scalar kernel on PoCL (CPU). Range (d / 8, rows). */
+inline float8 model_erfc8(const float8 x)
+{
+    const float8 z = fabs(x);
+    const float8 t = 1.0f / (1.0f + 0.5f * z);
+    const float8 p = -z * z - 1.26551223f +
+                     t * (1.00002368f +
+                          t * (0.37409196f +
+                               t * (0.09678418f +
+                                    t * (-0.18628806f +
+                                         t * (0.27886807f +
+                                              t * (-1.13520398f +
+                                                   t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
+    const float8 r = t * exp(p);
+    return select(2.0f - r, r, isgreaterequal(x, (float8)(0.0f)));
+}
+
+__kernel void wbcl_model_bias_act8(__global float *y, __global const float *bias, const uint d8, const uint rows,
+                                   const int act)
+{
+    const uint j = get_global_id(0), r = get_global_id(1);
+    if (j >= d8 || r >= rows) return;
+    const size_t i = (size_t)r * d8 + j;
+    float8 v = vload8(i, y) + vload8(j, bias);
+    if (act == 1) v = 0.5f * v * model_erfc8(-v * M_SQRT1_2_F);
+    vstore8(v, i, y);
+}
+
+/* Layer-scale residual on (rows, d): x += g * (a + b) (b absent: has_b = 0). Range (d, rows). */
+__kernel void wbcl_model_residual_scaled(__global float *x, __global const float *g, __global const float *a,
+                                         __global const float *b, const int has_b, const uint d, const uint rows)
+{
+    const uint j = get_global_id(0), r = get_global_id(1);
+    if (j >= d || r >= rows) return;
+    const size_t i = (size_t)r * d + j;
+    const float v = has_b ? a[i] + b[j] : a[i];
+    x[i] = x[i] + g[j] * v;
+}
+
+/* Prepends a token: out (B, N+1, d), row 0 = first (d), row t >= 1 = x[b, t-1]; plus
+ * add[t] ((N+1, d) rows) when has_add. CRATE: first = cls_token, add = pos_embedding; ToST:
+ * first = cls_token, no add. Range (d, N+1, B). */
+__kernel void wbcl_model_prepend(__global const float *x, __global const float *first, __global const float *add,
+                                 const int has_add, __global float *out, const uint N, const uint d)
+{
+    const uint j = get_global_id(0), t = get_global_id(1), b = get_global_id(2);
+    if (j >= d || t > N) return;
+    float v = t == 0 ? first[j] : x[((size_t)b * N + t - 1) * d + j];
+    if (has_add) v += add[(size_t)t * d + j];
+    out[((size_t)b * (N + 1) + t) * d + j] = v;
+}
+
+/* Copies row r of every batch entry: x (B, N, d) -> out (B, d). Range (d, B). */
+__kernel void wbcl_model_take_row(__global const float *x, __global float *out, const uint N, const uint d,
+                                  const uint r)
+{
+    const uint j = get_global_id(0), b = get_global_id(1);
+    if (j >= d) return;
+    out[(size_t)b * d + j] = x[((size_t)b * N + r) * d + j];
+}
+
+/* Class-attention block, first half (XCiT ClassAttentionBlock, before norm2):
+ * x (B, N1, d) += g1 * attn(LN1 x), where attn returns proj(cls attention) (c, (B, d), bias
+ * already added) for row 0 and its own input LN1 x (t, (B, N1, d)) for the other rows.
+ * Range (d, N1, B). */
+__kernel void wbcl_model_cab_mix(__global float *x, __global const float *t, __global const float *c,
+                                 __global const float *g1, const uint N1, const uint d)
+{
+    const uint j = get_global_id(0), r = get_global_id(1), b = get_global_id(2);
+    if (j >= d || r >= N1) return;
+    const size_t i = ((size_t)b * N1 + r) * d + j;
+    const float a = r == 0 ? c[(size_t)b * d + j] : t[i];
+    x[i] = x[i] + g1[j] * a;
+}
+
+/* Class-attention block, second half: x_res + cat(g2 * mlp(x_cls), x_patches):
+ * row 0: x += g2 * (m + b2) (m = fc2 output without bias, (B, d)); rows >= 1: x = 2 x.
+ * Range (d, N1, B). */
+__kernel void wbcl_model_cab_finish(__global float *x, __global const float *m, __global const float *b2,
+                                    __global const float *g2, const uint N1, const uint d)
+{
+    const uint j = get_global_id(0), r = get_global_id(1), b = get_global_id(2);
+    if (j >= d || r >= N1) return;
+    const size_t i = ((size_t)b * N1 + r) * d + j;
+    x[i] = r == 0 ? x[i] + g2[j] * (m[(size_t)b * d + j] + b2[j]) : x[i] + x[i];
+}

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""CRATE-T and ToST-T forward: wbcl (through ctypes, libwbcl.so) against PyTorch CPU running the
+same modules, in one process, interleaved call by call (issue 4).
+
+The PyTorch modules are those of tests/golden/make_models.py (written from the reference
+repositories; the golden tests check wbcl against them), in float32, eval mode, inference_mode.
+Random weights (seeded) are written to a safetensors file that wbcl loads, so both run exactly
+the same network on the same images; the max-abs difference of the logits is printed as a check.
+
+  python perf/peers/models_torch.py --lib build/libwbcl.so [--models crate,tost] [--batch 1,8]
+         [--reps 7] [--threads 2] [--image 224] [--csv out.csv]
+
+Timing: per (model, batch), one warm-up call each, then `reps` rounds of (wbcl call, then one torch
+call per thread count in --threads), each timed with time.perf_counter around the whole forward
+(wbcl: the images are already on the device; the call ends with clFinish). Reported: median and
+min in ms for wbcl and for torch at each thread count, and the ratio best-torch-median /
+wbcl-median (> 1: wbcl faster), the peer being PyTorch at its faster thread count (on the shared
+2-core machine torch with 2 OpenMP threads was often slower than with 1). Needs torch, numpy,
+safetensors.
+"""
+import argparse
+import ctypes as C
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "golden"))
+
+
+class CrateConfig(C.Structure):
+    _fields_ = [("dim", C.c_size_t), ("depth", C.c_size_t), ("heads", C.c_size_t), ("dim_head", C.c_size_t),
+                ("patch", C.c_size_t), ("channels", C.c_size_t), ("num_classes", C.c_size_t),
+                ("eta", C.c_float), ("lambd", C.c_float), ("ln_eps", C.c_float)]
+
+
+class TostConfig(C.Structure):
+    _fields_ = [("dim", C.c_size_t), ("depth", C.c_size_t), ("heads", C.c_size_t), ("mlp_hidden", C.c_size_t),
+                ("patch", C.c_size_t), ("cls_layers", C.c_size_t), ("num_classes", C.c_size_t),
+                ("ln_eps", C.c_float), ("bn_eps", C.c_float)]
+
+
+class Wbcl:
+    def __init__(self, path):
+        L = C.CDLL(path)
+        self.L = L
+        vp = C.c_void_p
+        L.wbcl_context_create.argtypes = [C.c_char_p, C.POINTER(vp), C.c_char_p, C.c_size_t]
+        L.wbcl_context_last_error.argtypes = [vp]
+        L.wbcl_context_last_error.restype = C.c_char_p
+        L.wbcl_crate_config_preset.argtypes = [C.c_char_p, C.POINTER(CrateConfig)]
+        L.wbcl_tost_config_preset.argtypes = [C.c_char_p, C.POINTER(TostConfig)]
+        L.wbcl_crate_load_file.argtypes = [vp, C.c_char_p, C.POINTER(CrateConfig), C.POINTER(vp)]
+        L.wbcl_tost_load_file.argtypes = [vp, C.c_char_p, C.POINTER(TostConfig), C.POINTER(vp)]
+        L.wbcl_crate_forward.argtypes = [vp, vp, vp, C.c_int, vp, vp]
+        L.wbcl_tost_forward.argtypes = [vp, vp, vp, C.c_int, vp, vp]
+        L.wbcl_tensor_create.argtypes = [vp, C.c_int, C.POINTER(C.c_size_t), C.c_int, C.c_void_p, C.POINTER(vp)]
+        L.wbcl_tensor_read.argtypes = [vp, vp, C.c_void_p, C.c_size_t]
+        L.wbcl_tensor_destroy.argtypes = [vp]
+        L.wbcl_context_finish.argtypes = [vp]
+        L.wbcl_crate_destroy.argtypes = [vp]
+        L.wbcl_tost_destroy.argtypes = [vp]
+        L.wbcl_context_destroy.argtypes = [vp]
+        L.wbcl_context_device.argtypes = [vp]
+        L.wbcl_context_device.restype = vp
+        self.ctx = vp()
+        err = C.create_string_buffer(1024)
+        if L.wbcl_context_create(None, C.byref(self.ctx), err, 1024):
+            raise SystemExit("wbcl: " + err.value.decode())
+
+    def check(self, st, what):
+        if st:
+            raise SystemExit(f"wbcl {what}: {self.L.wbcl_context_last_error(self.ctx).decode()}")
+
+    def tensor(self, arr):
+        import numpy as np
+        a = np.ascontiguousarray(arr, dtype=np.float32)
+        shape = (C.c_size_t * a.ndim)(*a.shape)
+        t = C.c_void_p()
+        self.check(self.L.wbcl_tensor_create(self.ctx, a.ndim, shape, 0, a.ctypes.data, C.byref(t)), "tensor")
+        return t
+
+    def empty(self, shape):
+        s = (C.c_size_t * len(shape))(*shape)
+        t = C.c_void_p()
+        self.check(self.L.wbcl_tensor_create(self.ctx, len(shape), s, 0, None, C.byref(t)), "tensor")
+        return t
+
+    def read(self, t, shape):
+        import numpy as np
+        out = np.empty(shape, dtype=np.float32)
+        self.check(self.L.wbcl_tensor_read(self.ctx, t, out.ctypes.data, out.size), "read")
+        return out
+
+
+def build(model, image):
+    import torch
+    import make_models as mm
+    torch.manual_seed(0)
+    if model == "crate":  # CRATE-T: d 384, 12 layers, 6 heads, patch 16
+        m = mm.CRATE(image, 16, 1000, 384, 12, 6, 64)
+    else:  # ToST-T: d 192, 12 layers, 4 heads, patch 16, MLP ratio 4
+        m = mm.ToST(16, 192, 12, 4, 4, 1000)
+        gen = torch.Generator().manual_seed(1)
+        mm.perturb(m, gen)
+    return m.float().eval()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--models", default="crate,tost")
+    ap.add_argument("--batch", default="1,8")
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--threads", default="1,2", help="torch thread counts to time (the best is the peer)")
+    ap.add_argument("--image", type=int, default=224)
+    ap.add_argument("--csv")
+    a = ap.parse_args()
+    import numpy as np
+    import torch
+    import make_models as mm
+    from safetensors.torch import save_file
+    threads = [int(t) for t in a.threads.split(",")]
+    w = Wbcl(a.lib)
+    rows = []
+    tmp = tempfile.mkdtemp(prefix="wbcl_models_bench_")
+    for model in a.models.split(","):
+        tm = build(model, a.image)
+        path = os.path.join(tmp, model + ".safetensors")
+        save_file(mm.f32_state(tm), path)
+        if model == "crate":
+            cfg = CrateConfig()
+            w.L.wbcl_crate_config_preset(b"tiny", C.byref(cfg))
+            mh = C.c_void_p()
+            w.check(w.L.wbcl_crate_load_file(w.ctx, path.encode(), C.byref(cfg), C.byref(mh)), "load")
+            fwd = w.L.wbcl_crate_forward
+        else:
+            cfg = TostConfig()
+            w.L.wbcl_tost_config_preset(b"tiny", C.byref(cfg))
+            mh = C.c_void_p()
+            w.check(w.L.wbcl_tost_load_file(w.ctx, path.encode(), C.byref(cfg), C.byref(mh)), "load")
+            fwd = w.L.wbcl_tost_forward
+        for B in [int(b) for b in a.batch.split(",")]:
+            g = torch.Generator().manual_seed(B)
+            img = torch.randn(B, 3, a.image, a.image, generator=g)
+            x = w.tensor(img.numpy())
+            y = w.empty((B, 1000))
+
+            def run_wbcl():
+                w.check(fwd(w.ctx, mh, x, 0, y, None), "forward")
+                w.check(w.L.wbcl_context_finish(w.ctx), "finish")
+
+            def run_torch():
+                with torch.inference_mode():
+                    return tm(img, {})
+
+            run_wbcl()
+            for th in threads:
+                torch.set_num_threads(th)
+                ref = run_torch()
+            diff = float(np.max(np.abs(w.read(y, (B, 1000)) - ref.numpy())))
+            tw, tt = [], {th: [] for th in threads}
+            for _ in range(a.reps):
+                t0 = time.perf_counter()
+                run_wbcl()
+                tw.append(time.perf_counter() - t0)
+                for th in threads:
+                    torch.set_num_threads(th)
+                    t0 = time.perf_counter()
+                    run_torch()
+                    tt[th].append(time.perf_counter() - t0)
+            mw = statistics.median(tw) * 1e3
+            med = {th: statistics.median(v) * 1e3 for th, v in tt.items()}
+            best = min(med, key=med.get)
+            mt = med[best]
+            row = (model, B, mw, min(tw) * 1e3, best, mt, min(tt[best]) * 1e3, mt / mw, diff)
+            rows.append(row)
+            tstr = "  ".join(f"torch@{th} {med[th]:8.1f} ms (min {min(tt[th]) * 1e3:8.1f})" for th in threads)
+            print(f"{model:5s} B={B:2d}  wbcl {mw:8.1f} ms (min {row[3]:8.1f})  {tstr}  best-torch/wbcl "
+                  f"{mt / mw:5.2f}x  max|logit diff| {diff:.2e}", flush=True)
+            w.L.wbcl_tensor_destroy(x)
+            w.L.wbcl_tensor_destroy(y)
+        (w.L.wbcl_crate_destroy if model == "crate" else w.L.wbcl_tost_destroy)(mh)
+    if a.csv:
+        new = not os.path.exists(a.csv)
+        with open(a.csv, "a") as f:
+            if new:
+                f.write("model,batch,wbcl_median_ms,wbcl_min_ms,torch_threads,torch_median_ms,torch_min_ms,ratio,max_logit_diff\n")
+            for r in rows:
+                f.write(",".join(str(v) for v in r) + "\n")
+    w.L.wbcl_context_destroy(w.ctx)
+
+
+if __name__ == "__main__":
+    main()

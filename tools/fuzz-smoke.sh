@@ -1,0 +1,62 @@
+#!/bin/sh
+# Builds the libFuzzer targets of tests/fuzz (npy, safetensors, model loader) with clang,
+# AddressSanitizer and UBSan, and runs each for a short time on a copy of its seed corpus.
+#
+#   tools/fuzz-smoke.sh [SECONDS_PER_TARGET] [TARGET...]      (default 25 s; targets npy safetensors models)
+#
+# Environment: CC (default clang), FUZZ_DIR (default build-fuzz), FUZZ_JOBS_NICE (nice level, default 10).
+# Exit status: 0 when every target ran its time without a finding; non-zero (and the crash input
+# left in $FUZZ_DIR/<target>-crash-*) otherwise. Needs clang with libFuzzer (Debian: clang +
+# libclang-rt-dev) and, for the model target, an OpenCL device (PoCL) and the library's deps.
+set -eu
+cd "$(dirname "$0")/.."
+SECS=${1:-25}
+[ $# -gt 0 ] && shift
+TARGETS=${*:-npy safetensors models}
+CC=${CC:-clang}
+OUT=${FUZZ_DIR:-build-fuzz}
+NICE=${FUZZ_JOBS_NICE:-10}
+FLAGS="-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
+mkdir -p "$OUT"
+
+build() {
+    case "$1" in
+    npy|safetensors)
+        $CC $FLAGS -Iinclude "tests/fuzz/fuzz_$1.c" host/io/*.c -lcjson -lm -o "$OUT/fuzz_$1" ;;
+    models)
+        # the kernels embedded as in the CMake build
+        srcs=$(ls cl/*.cl | tr '\n' '|' | sed 's/|$//')
+        cmake -DOUT="$OUT/kernels_embedded.c" "-DSOURCES=$srcs" -P cmake/embed_kernels.cmake
+        $CC $FLAGS -DCL_TARGET_OPENCL_VERSION=120 -Iinclude -Ihost -Ihost/core tests/fuzz/fuzz_models.c \
+            $(find host -name '*.c' | sort) "$OUT/kernels_embedded.c" \
+            -lOpenCL -lclblast -lclFFT -lcjson -lpthread -lm -o "$OUT/fuzz_models" ;;
+    *) echo "unknown target $1" >&2; exit 2 ;;
+    esac
+}
+
+status=0
+for t in $TARGETS; do
+    echo "== fuzz_$t: build"
+    build "$t"
+    corpus="$OUT/corpus_$t"
+    mkdir -p "$corpus"
+    case "$t" in
+    npy) cp tests/fuzz/corpus/npy/* "$corpus/"; dict="-dict=tests/fuzz/npy.dict" ;;
+    safetensors) cp tests/fuzz/corpus/safetensors/* "$corpus/"; dict="-dict=tests/fuzz/safetensors.dict" ;;
+    models) cp tests/fuzz/corpus/models/* "$corpus/"; dict="-dict=tests/fuzz/models.dict" ;;
+    esac
+    echo "== fuzz_$t: ${SECS} s"
+    # the model target keeps an OpenCL context: the runtime's own allocations (PoCL, LLVM,
+    # libstdc++) are suppressed (tests/fuzz/lsan.supp); leaks of wbcl's C code are still reported
+    if ! ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp" \
+        POCL_CACHE_DIR="$OUT/pocl-cache" WBCL_CACHE_DIR=off \
+        nice -n "$NICE" "$OUT/fuzz_$t" -max_total_time="$SECS" -timeout=30 -rss_limit_mb=4096 $dict \
+        -artifact_prefix="$OUT/$t-" -print_final_stats=1 "$corpus" 2>"$OUT/fuzz_$t.log"; then
+        echo "== fuzz_$t: FINDING (see $OUT/fuzz_$t.log and $OUT/$t-*)"
+        tail -40 "$OUT/fuzz_$t.log"
+        status=1
+    else
+        grep -E '^stat::number_of_executed_units|^Done' "$OUT/fuzz_$t.log" || true
+    fi
+done
+exit $status
