@@ -14,7 +14,7 @@ packages=(
   libcjson-dev                                   # safetensors headers (JSON)
   check                                          # unit tests
   libopenblas-dev                                # the CPU peer in benchmarks
-  clang                                          # fuzz targets (libFuzzer)
+  clang libclang-rt-dev                          # fuzz targets (libFuzzer, ASan/UBSan runtimes)
 )
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
