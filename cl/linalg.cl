@@ -11,6 +11,7 @@
  *   wbcl_chol_cm / wbcl_chol_wg          factor a kb x kb (diagonal) block
  *   wbcl_chol_panel / wbcl_chol_panel_wg rows below it: X <- X L11^-T
  *   wbcl_trsm_cols / wbcl_trsm_cols_wg   X <- L11^-1 X or L11^-T X (solves)
+ *   wbcl_chol_pack, wbcl_chol_upd        CPU: left-looking update from L kept packed
  *   wbcl_la_logdet, wbcl_la_identity, wbcl_la_mirror   small helpers
  *
  * Non-SPD input: a pivot d = A_ii - sum_p L_ip^2 that is not > 0 or is
@@ -172,12 +173,18 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
     __global float *w = W + (ulong)b * kb * ldw;
     int fail = -1;
     float fval = 0.0f;
+    /* the input's lower triangle into W transposed, reading A by rows: a
+     * column walk of A (ld = 2048 floats in the blocked path) hits one cache
+     * set per element and ran 3-4x slower */
+    for (uint i = 0; i < kb; i++) {
+        const __global float *ai = a + (ulong)i * lda, *ui = u + (ulong)i * ldu;
+        if (has_u)
+            for (uint c = 0; c <= i; c++) w[(ulong)c * ldw + i] = ai[c] + ui[c];
+        else
+            for (uint c = 0; c <= i; c++) w[(ulong)c * ldw + i] = ai[c];
+    }
     for (uint j = 0; j < kb; j++) {
         __global float *wj = w + (ulong)j * ldw;
-        if (has_u)
-            for (uint i = j; i < kb; i++) wj[i] = a[(ulong)i * lda + j] + u[(ulong)i * ldu + j];
-        else
-            for (uint i = j; i < kb; i++) wj[i] = a[(ulong)i * lda + j];
         LA_CM_ROW(wj, j, kb, 0, j, w[(ulong)p * ldw + j], w + (ulong)p * ldw)
         const float d = LA_RE(wj[j]);
         if (fail < 0 && la_bad_pivot(d)) {
@@ -461,6 +468,113 @@ __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ul
             if (i0 + r < kb) {
                 la_store_row(acc[r][0], y + (ulong)(i0 + r) * ldy, n0);
                 if (n1) la_store_row(acc[r][1], y + (ulong)(i0 + r) * ldy + 16, n1);
+            }
+        }
+    }
+}
+
+/* ============================================================================
+ * CPU: the blocked Cholesky's update step on L kept packed (left-looking).
+ *
+ * After block column J (columns J..J+kb) of L is final, wbcl_chol_pack copies
+ * its rows J..n-1 into two packed copies of L in the scratch P (per matrix,
+ * np = n rounded as below):
+ *   PA: row panels of LA_UR rows,  PA[q][p][r] = L[q*LA_UR + r][p]
+ *   PB: row panels of LA_UC rows,  PB[q][p][c] = L[q*LA_UC + c][p]  (at pb_off)
+ * each panel contiguous over p (rows >= n pack as 0). Every column is packed
+ * once, so the update of block column j,
+ *     S = A[j:n, j:j+kb] - L[j:n, 0:j] L[j:j+kb, 0:j]^T
+ * is a GEMM whose operands are already packed: the panels' prefixes 0:j.
+ * wbcl_chol_upd computes it in LA_UR x LA_UC register tiles (12 x 2 float16
+ * accumulators, as the packed GEMM: per p 2 vector loads, 12 broadcasts, 24
+ * FMAs) and writes S over L[j:n, j:j+kb] (L may be A). Tiles start on
+ * LA_UR-aligned rows; rows above j in the first tile are computed and not
+ * stored. j must be a multiple of LA_UC. Consecutive work-items share an A
+ * panel (the kb/LA_UC B panels of a step stay in cache).
+ * pack: global ((ceil(n/12) - j/12 + ceil(n/32) - j/32) * ceil(kb/16), batch);
+ * upd:  global ((ceil(n/12) - j/12) * ceil(kb/32), batch). */
+#define LA_UR 12
+#define LA_UC 32
+
+/* LA_PACK(W): work-item (panel q, 16 columns from p0) copies a W x 16 block of
+ * L (rows q*W.., columns j+p0..) transposed into d: 16*W contiguous floats. */
+#define LA_PACK(W)                                                                             \
+    {                                                                                          \
+        float t[W][16];                                                                        \
+        const uint np = min(16u, kb - p0);                                                     \
+        _Pragma("unroll") for (uint r = 0; r < (W); r++) {                                     \
+            const uint row = q * (W) + r;                                                      \
+            const la_v v = row < n ? la_load_row(l + (ulong)row * n, np) : (la_v)0.0f;         \
+            vstore16(v, 0, t[r]);                                                              \
+        }                                                                                      \
+        if (np == 16) {                                                                        \
+            _Pragma("unroll") for (uint c = 0; c < 16; c++)                                    \
+                _Pragma("unroll") for (uint r = 0; r < (W); r++) d[c * (W) + r] = t[r][c];     \
+        } else {                                                                               \
+            for (uint c = 0; c < np; c++)                                                      \
+                _Pragma("unroll") for (uint r = 0; r < (W); r++) d[c * (W) + r] = t[r][c];     \
+        }                                                                                      \
+    }
+
+__kernel void wbcl_chol_pack(__global const float *L, const ulong stride_l, __global float *P, const ulong stride_p,
+                             const ulong pb_off, const uint n, const uint j, const uint kb, const uint batch)
+{
+    const uint g = get_global_id(0), b = get_global_id(1), nch = (kb + 15) / 16;
+    const uint qa0 = j / LA_UR, na = (n + LA_UR - 1) / LA_UR - qa0;
+    const uint qb0 = j / LA_UC, nbp = (n + LA_UC - 1) / LA_UC - qb0;
+    if (g >= (na + nbp) * nch || b >= batch) return;
+    const uint pi = g / nch, p0 = (g - pi * nch) * 16;
+    const __global float *l = L + (ulong)b * stride_l + j + p0;
+    if (pi < na) {
+        const uint q = qa0 + pi;
+        __global float *d = P + (ulong)b * stride_p + (ulong)q * n * LA_UR + (ulong)(j + p0) * LA_UR;
+        LA_PACK(LA_UR)
+    } else {
+        const uint q = qb0 + (pi - na);
+        __global float *d = P + (ulong)b * stride_p + pb_off + (ulong)q * n * LA_UC + (ulong)(j + p0) * LA_UC;
+        LA_PACK(LA_UC)
+    }
+}
+
+__kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride_p, const ulong pb_off,
+                            __global const float *A, const ulong stride_a, __global float *L, const ulong stride_l,
+                            const uint n, const uint j, const uint kb, const uint batch)
+{
+    const uint t = get_global_id(0), b = get_global_id(1);
+    const uint ncb = (kb + LA_UC - 1) / LA_UC, qa0 = j / LA_UR, na = (n + LA_UR - 1) / LA_UR - qa0;
+    if (t >= na * ncb || b >= batch) return;
+    const uint ia = t / ncb, cb = t - ia * ncb, q = qa0 + ia;
+    const __global float *a = P + (ulong)b * stride_p + (ulong)q * n * LA_UR;
+    const __global float *bp = P + (ulong)b * stride_p + pb_off + (ulong)(j / LA_UC + cb) * n * LA_UC;
+    la_v acc[LA_UR][2];
+#pragma unroll
+    for (uint r = 0; r < LA_UR; r++) acc[r][0] = acc[r][1] = 0.0f;
+    for (uint p = 0; p < j; p++) {
+        const la_v b0 = vload16(0, bp), b1 = vload16(1, bp);
+#pragma unroll
+        for (uint r = 0; r < LA_UR; r++) {
+            const la_v ar = (la_v)(a[r]);
+            acc[r][0] = LA_FMA_C(ar, b0, acc[r][0]);
+            acc[r][1] = LA_FMA_C(ar, b1, acc[r][1]);
+        }
+        a += LA_UR;
+        bp += LA_UC;
+    }
+    const uint i0 = q * LA_UR, c0 = j + cb * LA_UC, nc = min((uint)LA_UC, kb - cb * LA_UC);
+    const __global float *ab = A + (ulong)b * stride_a + c0;
+    __global float *lb = L + (ulong)b * stride_l + c0;
+#pragma unroll
+    for (uint r = 0; r < LA_UR; r++) {
+        const uint i = i0 + r;
+        if (i >= j && i < n) {
+            const __global float *ar = ab + (ulong)i * n;
+            __global float *lr = lb + (ulong)i * n;
+            if (nc == LA_UC) {
+                vstore16(vload16(0, ar) - acc[r][0], 0, lr);
+                vstore16(vload16(1, ar) - acc[r][1], 1, lr);
+            } else {
+                la_store_row(la_load_row(ar, min(nc, 16u)) - acc[r][0], lr, min(nc, 16u));
+                if (nc > 16) la_store_row(la_load_row(ar + 16, nc - 16) - acc[r][1], lr + 16, nc - 16);
             }
         }
     }

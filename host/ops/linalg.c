@@ -55,11 +55,20 @@
 #define NB_CPU 128
 #define NB_GPU 64
 #define GPU_WG 64
+/* Tile of wbcl_chol_upd (LA_UR x LA_UC of cl/linalg.cl) and its local size
+ * (fixed, so PoCL compiles the kernel for one local size). */
+#define PK_UR 12
+#define PK_UC 32
+#define PK_LOCAL 16
 
 typedef struct la_mat { cl_mem mem; size_t off, stride, ld; } la_mat;
 
-/* Row stride of wbcl_chol_cm's scratch rows and of V (strips run up to 31 past roundup(kb, 32)). */
-static size_t ldw_for(size_t kb) { return (kb + 31) / 32 * 32 + 64; }
+/* Row stride of wbcl_chol_cm's scratch rows and of V (strips run up to 31
+ * past roundup(kb, 32)). The padding was measured: with roundup(kb, 32) + 64
+ * (ldw = 192 floats for kb = 128) the factor of a 128 block took 0.35 ms,
+ * with + 160 (ldw = 288) 0.04-0.05 ms (kb = 64 and 192 no worse); some
+ * strides make the kernel's row and coefficient streams collide in cache. */
+static size_t ldw_for(size_t kb) { return (kb + 31) / 32 * 32 + 160; }
 
 static la_mat mat(cl_mem mem, size_t off, size_t stride, size_t ld)
 {
@@ -102,7 +111,9 @@ typedef struct la_run {
 } la_run;
 
 #ifdef WBCL_LA_TRACE /* development: wall time per phase (factor, panel, GEMM, solve) */
-double wbcl__la_trace_acc[4];
+double wbcl__la_trace_acc[5];
+int wbcl__la_old;
+double wbcl__la_trace_kns[5]; /* kernel time per phase, ms (with wbcl_context_set_timing) */ /* 1: the CPU path through the packed GEMM (A/B comparisons) */
 #endif
 
 /* Offset and batch stride of V for the diagonal block starting at row j. */
@@ -155,13 +166,14 @@ static wbcl_status la_launch(la_run *r, int phase, wbcl_kern *k, cl_uint dims, c
 {
 #ifdef WBCL_LA_TRACE
     clFinish(r->ctx->queue);
-    uint64_t t0 = wbcl__now_ns();
+    uint64_t t0 = wbcl__now_ns(), k0 = r->ctx->kernel_ns;
 #endif
     wbcl_status st = wbcl__launch(r->ctx, k, dims, g, l);
     if (!st && r->sync_each) clFinish(r->ctx->queue);
 #ifdef WBCL_LA_TRACE
     clFinish(r->ctx->queue);
     wbcl__la_trace_acc[phase] += (double)(wbcl__now_ns() - t0) * 1e-6;
+    wbcl__la_trace_kns[phase] += (double)(r->ctx->kernel_ns - k0) * 1e-6;
 #else
     (void)phase;
 #endif
@@ -284,6 +296,15 @@ static wbcl_status gemm(la_run *r, int ta, size_t m, size_t n, size_t k, const w
     return gemm_b(r, ta, m, n, k, A, off_a, lda, sa, tb, B, off_b, ldb, sb, 0.0f, C, off_c, ldc, sc);
 }
 
+/* Floats per matrix of the packed copies of L (cl/linalg.cl, wbcl_chol_pack):
+ * LA_UR-row panels, then (at *pb_off) LA_UC-row panels, each n long. */
+static size_t packed_floats(size_t n, size_t *pb_off)
+{
+    const size_t pa = ceil_div(n, PK_UR) * PK_UR * n;
+    if (pb_off) *pb_off = pa;
+    return pa + ceil_div(n, PK_UC) * PK_UC * n;
+}
+
 /* ---- scratch ------------------------------------------------------------------- */
 static int use_soa(const la_run *r)
 {
@@ -302,7 +323,7 @@ static wbcl_status reserve(la_run *r, size_t rc, int inverse)
         st = wbcl__scratch(r->ctx, SLOT_W, ceil_div(r->batch, 16) * 16 * (n * (n + 1) / 2 + 16) * sizeof(float), &m);
     else
         st = alloc_w(r);
-    size_t t = n > nb ? n * nb : 0;
+    size_t t = n > nb ? (r->gpu ? n * nb : packed_floats(n, NULL)) : 0;
     if (rc && n > nb) {
         const size_t ts = inverse ? n * n : nb * rc;
         if (ts > t) t = ts;
@@ -331,6 +352,70 @@ static wbcl_status chol_soa(la_run *r, cl_mem A, cl_mem L)
     return la_launch(r, 0, k, 1, &global, &local);
 }
 
+/* CPU, n > nb: left-looking blocked with L kept packed. For each block
+ * column j (kb columns):
+ *   1. S = A[j:n, j:j+kb] - L[j:n, 0:j] L[j:j+kb, 0:j]^T into L   wbcl_chol_upd
+ *   2. L[j:j+kb, j:j+kb] = chol(S11), V = L11^-T                  wbcl_chol_cm
+ *   3. L[j+kb:n, j:j+kb] = S21 V                                  wbcl_chol_panel
+ *   4. pack L[j:n, j:j+kb] into both packed copies                wbcl_chol_pack
+ * The packed GEMM would repack L[j:n, 0:j] at every step (n^3/(6 nb) floats
+ * in all); here every element of L is packed once. */
+static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
+{
+    const size_t n = r->n, nn = n * n, nb = r->nb;
+    size_t pb_off;
+    const size_t per = packed_floats(n, &pb_off);
+    cl_mem P;
+    wbcl_kern *kpk, *kup;
+    wbcl_status st = wbcl__scratch(r->ctx, SLOT_T, r->batch * per * sizeof(float), &P);
+    if (!st) st = kernel(r, "wbcl_chol_pack", &kpk);
+    if (!st) st = kernel(r, "wbcl_chol_upd", &kup);
+    if (st) return st;
+    const cl_ulong stride_p = per, pboff = pb_off, snn = nn;
+    const cl_uint n_ = (cl_uint)n, batch_ = (cl_uint)r->batch;
+    for (size_t j = 0; j < n && !st; j += nb) {
+        const size_t kb = n - j < nb ? n - j : nb, rows = n - j - kb;
+        const cl_uint j_ = (cl_uint)j, kb_ = (cl_uint)kb;
+        const cl_mem in = j ? L : A; /* after the update, S lies in L */
+        if (j > 0) {
+            WBCL_ARG(r->ctx, kup, 0, P);
+            WBCL_ARG(r->ctx, kup, 1, stride_p);
+            WBCL_ARG(r->ctx, kup, 2, pboff);
+            WBCL_ARG(r->ctx, kup, 3, A);
+            WBCL_ARG(r->ctx, kup, 4, snn);
+            WBCL_ARG(r->ctx, kup, 5, L);
+            WBCL_ARG(r->ctx, kup, 6, snn);
+            WBCL_ARG(r->ctx, kup, 7, n_);
+            WBCL_ARG(r->ctx, kup, 8, j_);
+            WBCL_ARG(r->ctx, kup, 9, kb_);
+            WBCL_ARG(r->ctx, kup, 10, batch_);
+            size_t g[2] = {(ceil_div(n, PK_UR) - j / PK_UR) * ceil_div(kb, PK_UC), r->batch}, l[2] = {PK_LOCAL, 1};
+            st = la_launch(r, 2, kup, 2, g, l);
+        }
+        if (!st)
+            st = factor_block(r, mat(in, j * n + j, nn, n), NULL, mat(L, j * n + j, nn, n), kb, rows, j,
+                              rows > 0 || r->keep_v);
+        if (!st && rows)
+            st = tri_kernel(r, 0, vblock(r, j), mat(in, (j + kb) * n + j, nn, n), NULL, 1,
+                            mat(L, (j + kb) * n + j, nn, n), kb, rows, 0);
+        if (!st && rows) {
+            WBCL_ARG(r->ctx, kpk, 0, L);
+            WBCL_ARG(r->ctx, kpk, 1, snn);
+            WBCL_ARG(r->ctx, kpk, 2, P);
+            WBCL_ARG(r->ctx, kpk, 3, stride_p);
+            WBCL_ARG(r->ctx, kpk, 4, pboff);
+            WBCL_ARG(r->ctx, kpk, 5, n_);
+            WBCL_ARG(r->ctx, kpk, 6, j_);
+            WBCL_ARG(r->ctx, kpk, 7, kb_);
+            WBCL_ARG(r->ctx, kpk, 8, batch_);
+            size_t g[2] = {(ceil_div(n, PK_UR) - j / PK_UR + ceil_div(n, PK_UC) - j / PK_UC) * ceil_div(kb, 16), r->batch},
+                   l[2] = {PK_LOCAL, 1};
+            st = la_launch(r, 4, kpk, 2, g, l);
+        }
+    }
+    return st;
+}
+
 /* L = chol(A) for A, L with matrices at b*n*n (L may be A); Lt is L as a
  * tensor (GEMM operand). Initializes r->info. */
 static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
@@ -345,6 +430,11 @@ static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
     if (st) return st;
     if (n <= nb) return factor_block(r, mat(A, 0, nn, n), NULL, mat(Lt->mem, 0, nn, n), n, 0, 0, r->keep_v);
 
+#ifdef WBCL_LA_TRACE
+    if (!r->gpu && !wbcl__la_old) return chol_packed(r, A, Lt->mem);
+#else
+    if (!r->gpu) return chol_packed(r, A, Lt->mem);
+#endif
     cl_mem T;
     st = wbcl__scratch(r->ctx, SLOT_T, r->batch * n * nb * sizeof(float), &T);
     if (st) return st;
@@ -357,7 +447,6 @@ static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
         if (!st)
             st = factor_block(r, mat(A, j * n + j, nn, n), j ? &u : NULL, mat(Lt->mem, j * n + j, nn, n), kb, rows,
                               j, rows > 0 || r->keep_v);
-        /* the CPU panel kernel multiplies by L11^-T from wbcl_chol_cm's scratch */
         const la_mat d = r->gpu ? mat(Lt->mem, j * n + j, nn, n) : vblock(r, j);
         if (!st && rows)
             st = tri_kernel(r, 0, d, mat(A, (j + kb) * n + j, nn, n), j ? &up : NULL, 1,
