@@ -11,7 +11,7 @@
  *   wbcl_chol_cm / wbcl_chol_wg          factor a kb x kb (diagonal) block
  *   wbcl_chol_panel / wbcl_chol_panel_wg rows below it: X <- X L11^-T
  *   wbcl_trsm_cols / wbcl_trsm_cols_wg   X <- L11^-1 X or L11^-T X (solves)
- *   wbcl_chol_pack, wbcl_chol_upd        CPU: left-looking update from L kept packed
+ *   wbcl_chol_upd                        CPU: left-looking update from L kept packed
  *   wbcl_la_logdet, wbcl_la_identity, wbcl_la_mirror   small helpers
  *
  * Non-SPD input: a pivot d = A_ii - sum_p L_ip^2 that is not > 0 or is
@@ -72,6 +72,30 @@ static inline __attribute__((always_inline)) void la_record(__global int *info, 
 /* Each variant's program holds only its own kernels (and the helpers). */
 #if WBCL_VARIANT_CPU
 
+/* The packed copies of L for the blocked path (see wbcl_chol_upd):
+ * PA (LA_UR-row panels) at P, PB (LA_UC-row panels) at P + pb_off, each panel
+ * n long; element (row, col) of L goes to both. Rows >= n of the last panels
+ * are written as 0 (la_pack_pad). */
+#define LA_UR 8
+#define LA_UC 32
+static inline __attribute__((always_inline)) void la_pack_put(__global float *P, ulong pb_off, uint n, uint row,
+                                                              uint col, float v)
+{
+    P[(ulong)(row / LA_UR) * n * LA_UR + (ulong)col * LA_UR + row % LA_UR] = v;
+    P[pb_off + (ulong)(row / LA_UC) * n * LA_UC + (ulong)col * LA_UC + row % LA_UC] = v;
+}
+
+static inline __attribute__((always_inline)) void la_pack_pad(__global float *P, ulong pb_off, uint n, uint col0,
+                                                              uint ncols)
+{
+    const uint ea = (n + LA_UR - 1) / LA_UR * LA_UR, eb = (n + LA_UC - 1) / LA_UC * LA_UC;
+    for (uint row = n; row < eb; row++)
+        for (uint c = col0; c < col0 + ncols; c++) {
+            if (row < ea) P[(ulong)(row / LA_UR) * n * LA_UR + (ulong)c * LA_UR + row % LA_UR] = 0.0f;
+            P[pb_off + (ulong)(row / LA_UC) * n * LA_UC + (ulong)c * LA_UC + row % LA_UC] = 0.0f;
+        }
+}
+
 /* ---- masked strips of 16 ---------------------------------------------------- */
 /* 16 elements p[0], p[s], ..., p[15 s]; lanes >= cnt read as 0. */
 static inline __attribute__((always_inline)) la_v la_gather(const __global float *p, ulong s, uint cnt)
@@ -128,7 +152,10 @@ static inline __attribute__((always_inline)) void la_store_row(la_v v, __global 
  * (the panel and solve kernels multiply by it).
  * Reads A (+ U) (lower triangle of the block, column by column), writes L
  * (lower block plus zeros in the strict upper part of the block's rows up to
- * column kb + zcols). A may equal L (in place). global: (batch). */
+ * column kb + zcols). A may equal L (in place).
+ * pk: also write the block (rows and columns from pivot_base, zeros above the
+ * diagonal) into the packed copies of L at P (see wbcl_chol_upd; np = n of
+ * the whole matrix). global: (batch). */
 #define LA_CM_STRIP(NV, ROW, P0, P1, COEF, PROW)                                       \
     {                                                                                  \
         la_v s0 = vload16(0, ROW + c0), s1 = 0, s2 = 0, s3 = 0;                        \
@@ -163,7 +190,8 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
                            const uint has_u, __global float *L, const ulong off_l, const ulong stride_l,
                            const uint ldl, __global float *W, const uint ldw, const uint kb, const uint batch,
                            const uint zcols, __global int *info, const uint pivot_base, const uint want_inv,
-                           __global float *V, const ulong off_v, const ulong stride_v, const uint ldv)
+                           __global float *V, const ulong off_v, const ulong stride_v, const uint ldv,
+                           __global float *P, const ulong stride_p, const ulong pb_off, const uint np, const uint pk)
 {
     const uint b = get_global_id(0);
     if (b >= batch) return;
@@ -202,6 +230,11 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
         for (uint c = 0; c <= i; c++) li[c] = w[(ulong)c * ldw + i];
         for (uint c = i + 1; c < wid; c++) li[c] = 0.0f;
     }
+    if (pk) /* the whole block, zeros above the diagonal included */
+        for (uint i = 0; i < kb; i++)
+            for (uint c = 0; c < kb; c++)
+                la_pack_put(P + (ulong)b * stride_p, pb_off, np, pivot_base + i, pivot_base + c,
+                            c <= i ? w[(ulong)c * ldw + i] : 0.0f);
     if (fail >= 0) la_record(info, b, pivot_base + (uint)fail, fval);
     if (want_inv) {
         __global float *v = V + off_v + (ulong)b * stride_v;
@@ -348,13 +381,17 @@ __kernel void wbcl_chol_soa(__global const float *A, const ulong off_a, const ul
  *     Y[r][C:C+32] = sum_{p < C+32} x[r][p] V[p][C:C+32]
  * (per p: 2 vector loads, 8 broadcasts, 16 FMAs; the zeros of V below the
  * diagonal are skipped except inside the 32-column tile).
- * global: (ceil(rows/8), batch). */
+ * pk: also write the rows (at row0, col0 of the whole n x n matrix) into the
+ * packed copies of L at P; the last work-item writes the zero rows past n
+ * (see wbcl_chol_upd). global: (ceil(rows/8), batch). */
 #define LA_PR 8
 __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const ulong stride_v, const uint ldv,
                               __global const float *X, const ulong off_x, const ulong stride_x, const uint ldx,
                               __global const float *U, const ulong off_u, const ulong stride_u, const uint ldu,
                               const uint has_u, __global float *Y, const ulong off_y, const ulong stride_y,
-                              const uint ldy, const uint kb, const uint rows, const uint batch)
+                              const uint ldy, const uint kb, const uint rows, const uint batch,
+                              __global float *P, const ulong stride_p, const ulong pb_off, const uint np,
+                              const uint row0, const uint col0, const uint pk)
 {
     const uint g = get_global_id(0), b = get_global_id(1);
     const uint r0 = g * LA_PR;
@@ -401,7 +438,45 @@ __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const 
                 }
             }
         }
+        if (pk) {
+            /* the 8 x 32 tile transposed in registers: lanes 0-7 of t[c] are
+             * column c0 + c, lanes 8-15 column c0 + 16 + c (rows r0..r0+7);
+             * row0 + r0 is a multiple of 8, so each column's 8 rows are one
+             * run in both packed copies (a whole PA panel when LA_UR = 8) */
+            la_v t[LA_VW];
+#pragma unroll
+            for (uint r = 0; r < LA_PR; r++) {
+                t[r] = acc[r][0];
+                t[r + LA_PR] = acc[r][1];
+            }
+            la_transpose16(t);
+            __global float *pp = P + (ulong)b * stride_p;
+            const uint row = row0 + r0;
+            __global float *pa = pp + (ulong)(row / LA_UR) * np * LA_UR + row % LA_UR;
+            __global float *pb = pp + pb_off + (ulong)(row / LA_UC) * np * LA_UC + row % LA_UC;
+            const ulong col = col0 + c0;
+            if (nr == LA_PR) {
+                for (uint c = 0; c < min(nc, 16u); c++) {
+                    vstore8(t[c].lo, 0, pa + (col + c) * LA_UR);
+                    vstore8(t[c].lo, 0, pb + (col + c) * LA_UC);
+                }
+                for (uint c = 16; c < min(nc, 32u); c++) {
+                    vstore8(t[c - 16].hi, 0, pa + (col + c) * LA_UR);
+                    vstore8(t[c - 16].hi, 0, pb + (col + c) * LA_UC);
+                }
+            } else { /* last rows of the matrix: the rest of the run is padding, written by la_pack_pad */
+                float f[LA_VW];
+                for (uint c = 0; c < min(nc, 32u); c++) {
+                    vstore16(t[c % 16], 0, f);
+                    for (uint r = 0; r < nr; r++) {
+                        pa[(col + c) * LA_UR + r] = f[(c / 16) * 8 + r];
+                        pb[(col + c) * LA_UC + r] = f[(c / 16) * 8 + r];
+                    }
+                }
+            }
+        }
     }
+    if (pk && r0 + nr == rows) la_pack_pad(P + (ulong)b * stride_p, pb_off, np, col0, kb);
 }
 
 /* ============================================================================
@@ -476,66 +551,24 @@ __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ul
 /* ============================================================================
  * CPU: the blocked Cholesky's update step on L kept packed (left-looking).
  *
- * After block column J (columns J..J+kb) of L is final, wbcl_chol_pack copies
- * its rows J..n-1 into two packed copies of L in the scratch P (per matrix,
- * np = n rounded as below):
+ * When block column J (columns J..J+kb) of L is final, wbcl_chol_cm (the
+ * diagonal block, zeros above its diagonal included) and wbcl_chol_panel
+ * (the rows below) have also written it into two packed copies of L in the
+ * scratch P (la_pack_put; per matrix, panels n long):
  *   PA: row panels of LA_UR rows,  PA[q][p][r] = L[q*LA_UR + r][p]
  *   PB: row panels of LA_UC rows,  PB[q][p][c] = L[q*LA_UC + c][p]  (at pb_off)
- * each panel contiguous over p (rows >= n pack as 0). Every column is packed
- * once, so the update of block column j,
+ * (rows >= n as 0). Every column is packed once, so the update of block
+ * column j,
  *     S = A[j:n, j:j+kb] - L[j:n, 0:j] L[j:j+kb, 0:j]^T
  * is a GEMM whose operands are already packed: the panels' prefixes 0:j.
- * wbcl_chol_upd computes it in LA_UR x LA_UC register tiles (12 x 2 float16
- * accumulators, as the packed GEMM: per p 2 vector loads, 12 broadcasts, 24
- * FMAs) and writes S over L[j:n, j:j+kb] (L may be A). Tiles start on
- * LA_UR-aligned rows; rows above j in the first tile are computed and not
- * stored. j must be a multiple of LA_UC. Consecutive work-items share an A
- * panel (the kb/LA_UC B panels of a step stay in cache).
- * pack: global ((ceil(n/12) - j/12 + ceil(n/32) - j/32) * ceil(kb/16), batch);
- * upd:  global ((ceil(n/12) - j/12) * ceil(kb/32), batch). */
-#define LA_UR 12
-#define LA_UC 32
-
-/* LA_PACK(W): work-item (panel q, 16 columns from p0) copies a W x 16 block of
- * L (rows q*W.., columns j+p0..) transposed into d: 16*W contiguous floats. */
-#define LA_PACK(W)                                                                             \
-    {                                                                                          \
-        float t[W][16];                                                                        \
-        const uint np = min(16u, kb - p0);                                                     \
-        _Pragma("unroll") for (uint r = 0; r < (W); r++) {                                     \
-            const uint row = q * (W) + r;                                                      \
-            const la_v v = row < n ? la_load_row(l + (ulong)row * n, np) : (la_v)0.0f;         \
-            vstore16(v, 0, t[r]);                                                              \
-        }                                                                                      \
-        if (np == 16) {                                                                        \
-            _Pragma("unroll") for (uint c = 0; c < 16; c++)                                    \
-                _Pragma("unroll") for (uint r = 0; r < (W); r++) d[c * (W) + r] = t[r][c];     \
-        } else {                                                                               \
-            for (uint c = 0; c < np; c++)                                                      \
-                _Pragma("unroll") for (uint r = 0; r < (W); r++) d[c * (W) + r] = t[r][c];     \
-        }                                                                                      \
-    }
-
-__kernel void wbcl_chol_pack(__global const float *L, const ulong stride_l, __global float *P, const ulong stride_p,
-                             const ulong pb_off, const uint n, const uint j, const uint kb, const uint batch)
-{
-    const uint g = get_global_id(0), b = get_global_id(1), nch = (kb + 15) / 16;
-    const uint qa0 = j / LA_UR, na = (n + LA_UR - 1) / LA_UR - qa0;
-    const uint qb0 = j / LA_UC, nbp = (n + LA_UC - 1) / LA_UC - qb0;
-    if (g >= (na + nbp) * nch || b >= batch) return;
-    const uint pi = g / nch, p0 = (g - pi * nch) * 16;
-    const __global float *l = L + (ulong)b * stride_l + j + p0;
-    if (pi < na) {
-        const uint q = qa0 + pi;
-        __global float *d = P + (ulong)b * stride_p + (ulong)q * n * LA_UR + (ulong)(j + p0) * LA_UR;
-        LA_PACK(LA_UR)
-    } else {
-        const uint q = qb0 + (pi - na);
-        __global float *d = P + (ulong)b * stride_p + pb_off + (ulong)q * n * LA_UC + (ulong)(j + p0) * LA_UC;
-        LA_PACK(LA_UC)
-    }
-}
-
+ * wbcl_chol_upd computes it in LA_UR x LA_UC register tiles (8 x 2 float16
+ * accumulators: per p 2 vector loads, 8 broadcasts, 16 FMAs; LA_UR = 8 so
+ * that wbcl_chol_panel's 8-row tiles are whole PA panels) and writes S over L[j:n, j:j+kb] (L may be A). Tiles start on
+ * LA_UR-aligned rows; rows above j in the first tile (rows of the previous
+ * block, packed in full) are computed and not stored. j must be a multiple of
+ * LA_UC. Consecutive work-items share an A panel (the kb/LA_UC B panels of a
+ * step stay in cache).
+ * global: ((ceil(n/LA_UR) - j/LA_UR) * ceil(kb/32), batch). */
 __kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride_p, const ulong pb_off,
                             __global const float *A, const ulong stride_a, __global float *L, const ulong stride_l,
                             const uint n, const uint j, const uint kb, const uint batch)

@@ -57,7 +57,7 @@
 #define GPU_WG 64
 /* Tile of wbcl_chol_upd (LA_UR x LA_UC of cl/linalg.cl) and its local size
  * (fixed, so PoCL compiles the kernel for one local size). */
-#define PK_UR 12
+#define PK_UR 8
 #define PK_UC 32
 #define PK_LOCAL 16
 
@@ -108,6 +108,11 @@ typedef struct la_run {
      * threads' wake-ups between commands), and never faster when idle;
      * perf/RESULTS.md, section Cholesky. */
     int sync_each;
+    /* CPU blocked path: the packed copies of L that wbcl_chol_cm and
+     * wbcl_chol_panel also write (pack != 0); see chol_packed */
+    cl_mem P;
+    size_t stride_p, pb_off;
+    int pack;
 } la_run;
 
 #ifdef WBCL_LA_TRACE /* development: wall time per phase (factor, panel, GEMM, solve) */
@@ -151,6 +156,20 @@ static wbcl_status set_u(la_run *r, wbcl_kern *k, cl_uint idx, la_mat x, const l
     wbcl_status st = set_mat(r, k, idx, u ? *u : x);
     if (st) return st;
     WBCL_ARG(r->ctx, k, idx + 4, has);
+    return WBCL_SUCCESS;
+}
+
+/* P, stride_p, pb_off, n, pack: the packed-L arguments of wbcl_chol_cm / wbcl_chol_panel. */
+static wbcl_status set_pack(la_run *r, wbcl_kern *k, cl_uint idx)
+{
+    cl_mem P = r->pack ? r->P : r->info; /* any valid buffer when not packing */
+    cl_ulong sp = r->stride_p, pb = r->pb_off;
+    cl_uint n_ = (cl_uint)r->n, pk = (cl_uint)r->pack;
+    WBCL_ARG(r->ctx, k, idx, P);
+    WBCL_ARG(r->ctx, k, idx + 1, sp);
+    WBCL_ARG(r->ctx, k, idx + 2, pb);
+    WBCL_ARG(r->ctx, k, idx + 3, n_);
+    WBCL_ARG(r->ctx, k, idx + 4, pk);
     return WBCL_SUCCESS;
 }
 
@@ -218,6 +237,7 @@ static wbcl_status factor_block(la_run *r, la_mat in, const la_mat *u, la_mat ou
     WBCL_ARG(r->ctx, k, 19, pb);
     WBCL_ARG(r->ctx, k, 20, inv);
     if ((st = set_mat(r, k, 21, vblock(r, pivot_base)))) return st;
+    if ((st = set_pack(r, k, 25))) return st;
     /* work-groups of one item: a handful of matrices still spreads over all
      * cores, and PoCL compiles the kernel for one local size only */
     size_t global = r->batch, local = 1;
@@ -228,7 +248,7 @@ static wbcl_status factor_block(la_run *r, la_mat in, const la_mat *u, la_mat ou
  * block row (wbcl_trsm_cols): same argument layout. `cols` is the panel's
  * row count or the number of right-hand-side columns. */
 static wbcl_status tri_kernel(la_run *r, int solve, la_mat d, la_mat x, const la_mat *u, size_t ucols, la_mat y,
-                              size_t kb, size_t cols, int upper)
+                              size_t kb, size_t cols, int upper, size_t row0, size_t col0)
 {
     const char *name = solve ? (r->gpu ? "wbcl_trsm_cols_wg" : "wbcl_trsm_inv")
                              : (r->gpu ? "wbcl_chol_panel_wg" : "wbcl_chol_panel");
@@ -243,6 +263,19 @@ static wbcl_status tri_kernel(la_run *r, int solve, la_mat d, la_mat x, const la
     WBCL_ARG(r->ctx, k, 18, cols_);
     WBCL_ARG(r->ctx, k, 19, batch_);
     if (solve) WBCL_ARG(r->ctx, k, 20, up);
+    if (!solve && !r->gpu) {
+        /* the CPU panel also writes its rows (at row0, col0 of L) into the packed copies */
+        cl_mem P = r->pack ? r->P : r->info;
+        cl_ulong sp = r->stride_p, pb = r->pb_off;
+        cl_uint n_ = (cl_uint)r->n, r0 = (cl_uint)row0, c0 = (cl_uint)col0, pk = (cl_uint)r->pack;
+        WBCL_ARG(r->ctx, k, 20, P);
+        WBCL_ARG(r->ctx, k, 21, sp);
+        WBCL_ARG(r->ctx, k, 22, pb);
+        WBCL_ARG(r->ctx, k, 23, n_);
+        WBCL_ARG(r->ctx, k, 24, r0);
+        WBCL_ARG(r->ctx, k, 25, c0);
+        WBCL_ARG(r->ctx, k, 26, pk);
+    }
     if (r->gpu) {
         size_t local[2] = {GPU_WG, 1}, global[2] = {cols, r->batch};
         return la_launch(r, 1 + 2 * solve, k, 2, global, local);
@@ -357,20 +390,24 @@ static wbcl_status chol_soa(la_run *r, cl_mem A, cl_mem L)
  *   1. S = A[j:n, j:j+kb] - L[j:n, 0:j] L[j:j+kb, 0:j]^T into L   wbcl_chol_upd
  *   2. L[j:j+kb, j:j+kb] = chol(S11), V = L11^-T                  wbcl_chol_cm
  *   3. L[j+kb:n, j:j+kb] = S21 V                                  wbcl_chol_panel
- *   4. pack L[j:n, j:j+kb] into both packed copies                wbcl_chol_pack
- * The packed GEMM would repack L[j:n, 0:j] at every step (n^3/(6 nb) floats
- * in all); here every element of L is packed once. */
+ * Steps 2 and 3 also write their results into both packed copies of L (from
+ * registers / their scratch; a separate packing pass read L back at a stride
+ * of n floats and cost 10-15% of the time at n = 2048). The packed GEMM
+ * would repack L[j:n, 0:j] at every step (n^3/(6 nb) floats in all); here
+ * every element of L is packed once. */
 static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
 {
     const size_t n = r->n, nn = n * n, nb = r->nb;
     size_t pb_off;
     const size_t per = packed_floats(n, &pb_off);
     cl_mem P;
-    wbcl_kern *kpk, *kup;
+    wbcl_kern *kup;
     wbcl_status st = wbcl__scratch(r->ctx, SLOT_T, r->batch * per * sizeof(float), &P);
-    if (!st) st = kernel(r, "wbcl_chol_pack", &kpk);
     if (!st) st = kernel(r, "wbcl_chol_upd", &kup);
     if (st) return st;
+    r->P = P;
+    r->stride_p = per;
+    r->pb_off = pb_off;
     const cl_ulong stride_p = per, pboff = pb_off, snn = nn;
     const cl_uint n_ = (cl_uint)n, batch_ = (cl_uint)r->batch;
     for (size_t j = 0; j < n && !st; j += nb) {
@@ -392,27 +429,15 @@ static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
             size_t g[2] = {(ceil_div(n, PK_UR) - j / PK_UR) * ceil_div(kb, PK_UC), r->batch}, l[2] = {PK_LOCAL, 1};
             st = la_launch(r, 2, kup, 2, g, l);
         }
+        r->pack = rows > 0; /* the last block column is never read back */
         if (!st)
             st = factor_block(r, mat(in, j * n + j, nn, n), NULL, mat(L, j * n + j, nn, n), kb, rows, j,
                               rows > 0 || r->keep_v);
         if (!st && rows)
             st = tri_kernel(r, 0, vblock(r, j), mat(in, (j + kb) * n + j, nn, n), NULL, 1,
-                            mat(L, (j + kb) * n + j, nn, n), kb, rows, 0);
-        if (!st && rows) {
-            WBCL_ARG(r->ctx, kpk, 0, L);
-            WBCL_ARG(r->ctx, kpk, 1, snn);
-            WBCL_ARG(r->ctx, kpk, 2, P);
-            WBCL_ARG(r->ctx, kpk, 3, stride_p);
-            WBCL_ARG(r->ctx, kpk, 4, pboff);
-            WBCL_ARG(r->ctx, kpk, 5, n_);
-            WBCL_ARG(r->ctx, kpk, 6, j_);
-            WBCL_ARG(r->ctx, kpk, 7, kb_);
-            WBCL_ARG(r->ctx, kpk, 8, batch_);
-            size_t g[2] = {(ceil_div(n, PK_UR) - j / PK_UR + ceil_div(n, PK_UC) - j / PK_UC) * ceil_div(kb, 16), r->batch},
-                   l[2] = {PK_LOCAL, 1};
-            st = la_launch(r, 4, kpk, 2, g, l);
-        }
+                            mat(L, (j + kb) * n + j, nn, n), kb, rows, 0, j + kb, j);
     }
+    r->pack = 0;
     return st;
 }
 
@@ -450,7 +475,7 @@ static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
         const la_mat d = r->gpu ? mat(Lt->mem, j * n + j, nn, n) : vblock(r, j);
         if (!st && rows)
             st = tri_kernel(r, 0, d, mat(A, (j + kb) * n + j, nn, n), j ? &up : NULL, 1,
-                            mat(Lt->mem, (j + kb) * n + j, nn, n), kb, rows, 0);
+                            mat(Lt->mem, (j + kb) * n + j, nn, n), kb, rows, 0, 0, 0);
     }
     return st;
 }
@@ -494,7 +519,7 @@ static wbcl_status solve(la_run *r, const wbcl_tensor *Lt, const wbcl_tensor *B,
         if (inverse) {
             const la_mat ui = mat(T, I * n, nn, n);
             st = tri_kernel(r, 1, diag(r, Lt, I), mat(X->mem, I * n, nn, n), I ? &ui : NULL, I,
-                            mat(X->mem, I * n, nn, n), kb, I + kb, 0);
+                            mat(X->mem, I * n, nn, n), kb, I + kb, 0, 0, 0);
             if (!st && I + kb < n && I > 0)
                 st = gemm_b(r, 0, n - I - kb, I, kb, Lt, (I + kb) * n + I, n, nn, 0, X, I * n, n, nn, 1.0f, &Tv,
                             (I + kb) * n, n, nn);
@@ -505,7 +530,7 @@ static wbcl_status solve(la_run *r, const wbcl_tensor *Lt, const wbcl_tensor *B,
             if (I > 0) st = gemm(r, 0, kb, rc, I, Lt, I * n, n, nn, 0, X, 0, rc, nr, &Tv, 0, rc, tsize);
             if (!st)
                 st = tri_kernel(r, 1, diag(r, Lt, I), mat(B->mem, I * rc, nr, rc), I ? &u : NULL, rc,
-                                mat(X->mem, I * rc, nr, rc), kb, rc, 0);
+                                mat(X->mem, I * rc, nr, rc), kb, rc, 0, 0, 0);
         }
     }
     for (size_t I = (n - 1) / nb * nb; !st; I -= nb) {
@@ -516,7 +541,7 @@ static wbcl_status solve(la_run *r, const wbcl_tensor *Lt, const wbcl_tensor *B,
                       rc, tsize);
         if (!st)
             st = tri_kernel(r, 1, diag(r, Lt, I), mat(X->mem, I * rc, nr, rc), upd ? &u : NULL, cols,
-                            mat(X->mem, I * rc, nr, rc), kb, cols, 1);
+                            mat(X->mem, I * rc, nr, rc), kb, cols, 1, 0, 0);
         if (I == 0) break;
     }
     return st;
