@@ -72,28 +72,18 @@ static inline __attribute__((always_inline)) void la_record(__global int *info, 
 /* Each variant's program holds only its own kernels (and the helpers). */
 #if WBCL_VARIANT_CPU
 
-/* The packed copies of L for the blocked path (see wbcl_chol_upd):
- * PA (LA_UR-row panels) at P, PB (LA_UC-row panels) at P + pb_off, each panel
- * n long; element (row, col) of L goes to both. Rows >= n of the last panels
- * are written as 0 (la_pack_pad). */
+/* The packed copy of L for the blocked path (see wbcl_chol_upd): row panels
+ * of LA_UC rows, each n long and contiguous over the column index:
+ *   P[(row / LA_UC) * n * LA_UC + col * LA_UC + row % LA_UC] = L[row][col]
+ * Rows >= n of the last panel are written as 0 (la_pack_pad). LA_UR: rows
+ * of wbcl_chol_upd's register tile (a quarter of a panel). */
 #define LA_UR 8
 #define LA_UC 32
-static inline __attribute__((always_inline)) void la_pack_put(__global float *P, ulong pb_off, uint n, uint row,
-                                                              uint col, float v)
+static inline __attribute__((always_inline)) void la_pack_pad(__global float *P, uint n, uint col0, uint ncols)
 {
-    P[(ulong)(row / LA_UR) * n * LA_UR + (ulong)col * LA_UR + row % LA_UR] = v;
-    P[pb_off + (ulong)(row / LA_UC) * n * LA_UC + (ulong)col * LA_UC + row % LA_UC] = v;
-}
-
-static inline __attribute__((always_inline)) void la_pack_pad(__global float *P, ulong pb_off, uint n, uint col0,
-                                                              uint ncols)
-{
-    const uint ea = (n + LA_UR - 1) / LA_UR * LA_UR, eb = (n + LA_UC - 1) / LA_UC * LA_UC;
-    for (uint row = n; row < eb; row++)
-        for (uint c = col0; c < col0 + ncols; c++) {
-            if (row < ea) P[(ulong)(row / LA_UR) * n * LA_UR + (ulong)c * LA_UR + row % LA_UR] = 0.0f;
-            P[pb_off + (ulong)(row / LA_UC) * n * LA_UC + (ulong)c * LA_UC + row % LA_UC] = 0.0f;
-        }
+    const uint e = (n + LA_UC - 1) / LA_UC * LA_UC;
+    for (uint row = n; row < e; row++)
+        for (uint c = col0; c < col0 + ncols; c++) P[(ulong)(row / LA_UC) * n * LA_UC + (ulong)c * LA_UC + row % LA_UC] = 0.0f;
 }
 
 /* ---- masked strips of 16 ---------------------------------------------------- */
@@ -154,7 +144,7 @@ static inline __attribute__((always_inline)) void la_store_row(la_v v, __global 
  * (lower block plus zeros in the strict upper part of the block's rows up to
  * column kb + zcols). A may equal L (in place).
  * pk: also write the block (rows and columns from pivot_base, zeros above the
- * diagonal) into the packed copies of L at P (see wbcl_chol_upd; np = n of
+ * diagonal) into the packed copy of L at P (see wbcl_chol_upd; np = n of
  * the whole matrix). global: (batch). */
 #define LA_CM_STRIP(NV, ROW, P0, P1, COEF, PROW)                                       \
     {                                                                                  \
@@ -191,7 +181,7 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
                            const uint ldl, __global float *W, const uint ldw, const uint kb, const uint batch,
                            const uint zcols, __global int *info, const uint pivot_base, const uint want_inv,
                            __global float *V, const ulong off_v, const ulong stride_v, const uint ldv,
-                           __global float *P, const ulong stride_p, const ulong pb_off, const uint np, const uint pk)
+                           __global float *P, const ulong stride_p, const uint np, const uint pk)
 {
     const uint b = get_global_id(0);
     if (b >= batch) return;
@@ -230,11 +220,23 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
         for (uint c = 0; c <= i; c++) li[c] = w[(ulong)c * ldw + i];
         for (uint c = i + 1; c < wid; c++) li[c] = 0.0f;
     }
-    if (pk) /* the whole block, zeros above the diagonal included */
-        for (uint i = 0; i < kb; i++)
-            for (uint c = 0; c < kb; c++)
-                la_pack_put(P + (ulong)b * stride_p, pb_off, np, pivot_base + i, pivot_base + c,
-                            c <= i ? w[(ulong)c * ldw + i] : 0.0f);
+    if (pk) {
+        /* the whole block, zeros above the diagonal included: column c of the
+         * block, rows i0..i0+15, is W[c][i0..i0+15] (U = L^T), kept where
+         * i >= c; pivot_base is a multiple of 32, so 16-row runs stay inside
+         * one panel */
+        __global float *pp = P + (ulong)b * stride_p;
+        const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        for (uint i0 = 0; i0 < kb; i0 += 16) {
+            const uint row = pivot_base + i0, nr = min(16u, kb - i0);
+            __global float *pb = pp + (ulong)(row / LA_UC) * np * LA_UC + row % LA_UC;
+            for (uint c = 0; c < kb; c++) {
+                const la_v v = select((la_v)0.0f, vload16(0, w + (ulong)c * ldw + i0),
+                                      lane + (int)i0 >= (int)c & lane < (int)nr);
+                la_store_row(v, pb + (ulong)(pivot_base + c) * LA_UC, nr);
+            }
+        }
+    }
     if (fail >= 0) la_record(info, b, pivot_base + (uint)fail, fval);
     if (want_inv) {
         __global float *v = V + off_v + (ulong)b * stride_v;
@@ -382,7 +384,7 @@ __kernel void wbcl_chol_soa(__global const float *A, const ulong off_a, const ul
  * (per p: 2 vector loads, 8 broadcasts, 16 FMAs; the zeros of V below the
  * diagonal are skipped except inside the 32-column tile).
  * pk: also write the rows (at row0, col0 of the whole n x n matrix) into the
- * packed copies of L at P; the last work-item writes the zero rows past n
+ * packed copy of L at P; the last work-item writes the zero rows past n
  * (see wbcl_chol_upd). global: (ceil(rows/8), batch). */
 #define LA_PR 8
 __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const ulong stride_v, const uint ldv,
@@ -390,7 +392,7 @@ __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const 
                               __global const float *U, const ulong off_u, const ulong stride_u, const uint ldu,
                               const uint has_u, __global float *Y, const ulong off_y, const ulong stride_y,
                               const uint ldy, const uint kb, const uint rows, const uint batch,
-                              __global float *P, const ulong stride_p, const ulong pb_off, const uint np,
+                              __global float *P, const ulong stride_p, const uint np,
                               const uint row0, const uint col0, const uint pk)
 {
     const uint g = get_global_id(0), b = get_global_id(1);
@@ -442,7 +444,7 @@ __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const 
             /* the 8 x 32 tile transposed in registers: lanes 0-7 of t[c] are
              * column c0 + c, lanes 8-15 column c0 + 16 + c (rows r0..r0+7);
              * row0 + r0 is a multiple of 8, so each column's 8 rows are one
-             * run in both packed copies (a whole PA panel when LA_UR = 8) */
+             * run in the packed copy */
             la_v t[LA_VW];
 #pragma unroll
             for (uint r = 0; r < LA_PR; r++) {
@@ -450,33 +452,28 @@ __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const 
                 t[r + LA_PR] = acc[r][1];
             }
             la_transpose16(t);
-            __global float *pp = P + (ulong)b * stride_p;
             const uint row = row0 + r0;
-            __global float *pa = pp + (ulong)(row / LA_UR) * np * LA_UR + row % LA_UR;
-            __global float *pb = pp + pb_off + (ulong)(row / LA_UC) * np * LA_UC + row % LA_UC;
-            const ulong col = col0 + c0;
-            if (nr == LA_PR) {
-                for (uint c = 0; c < min(nc, 16u); c++) {
-                    vstore8(t[c].lo, 0, pa + (col + c) * LA_UR);
-                    vstore8(t[c].lo, 0, pb + (col + c) * LA_UC);
+            __global float *pb = P + (ulong)b * stride_p + (ulong)(row / LA_UC) * np * LA_UC + row % LA_UC +
+                                 (ulong)(col0 + c0) * LA_UC;
+            if (nr == LA_PR && nc >= 32) { /* always but at the matrix's last rows: kb = nb when packing */
+#pragma unroll
+                for (uint c = 0; c < 16; c++) {
+                    vstore8(t[c].lo, 0, pb + c * LA_UC);
+                    vstore8(t[c].hi, 0, pb + (16 + c) * LA_UC);
                 }
-                for (uint c = 16; c < min(nc, 32u); c++) {
-                    vstore8(t[c - 16].hi, 0, pa + (col + c) * LA_UR);
-                    vstore8(t[c - 16].hi, 0, pb + (col + c) * LA_UC);
+            } else { /* the rest of the run is padding, written by la_pack_pad */
+                float f[32 * LA_PR];
+#pragma unroll
+                for (uint c = 0; c < 16; c++) {
+                    vstore8(t[c].lo, c, f);
+                    vstore8(t[c].hi, 16 + c, f);
                 }
-            } else { /* last rows of the matrix: the rest of the run is padding, written by la_pack_pad */
-                float f[LA_VW];
-                for (uint c = 0; c < min(nc, 32u); c++) {
-                    vstore16(t[c % 16], 0, f);
-                    for (uint r = 0; r < nr; r++) {
-                        pa[(col + c) * LA_UR + r] = f[(c / 16) * 8 + r];
-                        pb[(col + c) * LA_UC + r] = f[(c / 16) * 8 + r];
-                    }
-                }
+                for (uint c = 0; c < min(nc, 32u); c++)
+                    for (uint r = 0; r < nr; r++) pb[c * LA_UC + r] = f[c * 8 + r];
             }
         }
     }
-    if (pk && r0 + nr == rows) la_pack_pad(P + (ulong)b * stride_p, pb_off, np, col0, kb);
+    if (pk && r0 + nr == rows) la_pack_pad(P + (ulong)b * stride_p, np, col0, kb);
 }
 
 /* ============================================================================
@@ -553,32 +550,30 @@ __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ul
  *
  * When block column J (columns J..J+kb) of L is final, wbcl_chol_cm (the
  * diagonal block, zeros above its diagonal included) and wbcl_chol_panel
- * (the rows below) have also written it into two packed copies of L in the
- * scratch P (la_pack_put; per matrix, panels n long):
- *   PA: row panels of LA_UR rows,  PA[q][p][r] = L[q*LA_UR + r][p]
- *   PB: row panels of LA_UC rows,  PB[q][p][c] = L[q*LA_UC + c][p]  (at pb_off)
- * (rows >= n as 0). Every column is packed once, so the update of block
- * column j,
+ * (the rows below) have also written it into the packed copy P of L (32-row
+ * panels contiguous over the column index, see la_pack_pad; rows >= n as 0).
+ * Every column is packed once, so the update of block column j,
  *     S = A[j:n, j:j+kb] - L[j:n, 0:j] L[j:j+kb, 0:j]^T
- * is a GEMM whose operands are already packed: the panels' prefixes 0:j.
- * wbcl_chol_upd computes it in LA_UR x LA_UC register tiles (8 x 2 float16
- * accumulators: per p 2 vector loads, 8 broadcasts, 16 FMAs; LA_UR = 8 so
- * that wbcl_chol_panel's 8-row tiles are whole PA panels) and writes S over L[j:n, j:j+kb] (L may be A). Tiles start on
- * LA_UR-aligned rows; rows above j in the first tile (rows of the previous
- * block, packed in full) are computed and not stored. j must be a multiple of
- * LA_UC. Consecutive work-items share an A panel (the kb/LA_UC B panels of a
- * step stay in cache).
- * global: ((ceil(n/LA_UR) - j/LA_UR) * ceil(kb/32), batch). */
-__kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride_p, const ulong pb_off,
-                            __global const float *A, const ulong stride_a, __global float *L, const ulong stride_l,
-                            const uint n, const uint j, const uint kb, const uint batch)
+ * is a GEMM whose operands are already packed: both are prefixes 0:j of the
+ * same panels. wbcl_chol_upd computes it in LA_UR x LA_UC register tiles (8
+ * rows x 2 float16 accumulators: per p 2 vector loads, 8 broadcasts, 16
+ * FMAs); the tile's 8 rows are a quarter of a panel (its broadcasts read 32
+ * bytes of each 128), and the 16 consecutive work-items of a work-group (4
+ * row tiles x 4 column panels when kb = 128) share that panel in cache.
+ * S is written over L[j:n, j:j+kb] (L may be A). Tiles start on 8-aligned
+ * rows; rows above j in the first tile (rows of the previous block, packed in
+ * full) are computed and not stored. j must be a multiple of LA_UC.
+ * global: ((ceil(n/8) - j/8) * ceil(kb/32), batch). */
+__kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride_p, __global const float *A,
+                            const ulong stride_a, __global float *L, const ulong stride_l, const uint n, const uint j,
+                            const uint kb, const uint batch)
 {
     const uint t = get_global_id(0), b = get_global_id(1);
-    const uint ncb = (kb + LA_UC - 1) / LA_UC, qa0 = j / LA_UR, na = (n + LA_UR - 1) / LA_UR - qa0;
-    if (t >= na * ncb || b >= batch) return;
-    const uint ia = t / ncb, cb = t - ia * ncb, q = qa0 + ia;
-    const __global float *a = P + (ulong)b * stride_p + (ulong)q * n * LA_UR;
-    const __global float *bp = P + (ulong)b * stride_p + pb_off + (ulong)(j / LA_UC + cb) * n * LA_UC;
+    const uint ncb = (kb + LA_UC - 1) / LA_UC, q0 = j / LA_UR, nq = (n + LA_UR - 1) / LA_UR - q0;
+    if (t >= nq * ncb || b >= batch) return;
+    const uint ia = t / ncb, cb = t - ia * ncb, i0 = (q0 + ia) * LA_UR;
+    const __global float *a = P + (ulong)b * stride_p + (ulong)(i0 / LA_UC) * n * LA_UC + i0 % LA_UC;
+    const __global float *bp = P + (ulong)b * stride_p + (ulong)(j / LA_UC + cb) * n * LA_UC;
     la_v acc[LA_UR][2];
 #pragma unroll
     for (uint r = 0; r < LA_UR; r++) acc[r][0] = acc[r][1] = 0.0f;
@@ -590,10 +585,10 @@ __kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride
             acc[r][0] = LA_FMA_C(ar, b0, acc[r][0]);
             acc[r][1] = LA_FMA_C(ar, b1, acc[r][1]);
         }
-        a += LA_UR;
+        a += LA_UC;
         bp += LA_UC;
     }
-    const uint i0 = q * LA_UR, c0 = j + cb * LA_UC, nc = min((uint)LA_UC, kb - cb * LA_UC);
+    const uint c0 = j + cb * LA_UC, nc = min((uint)LA_UC, kb - cb * LA_UC);
     const __global float *ab = A + (ulong)b * stride_a + c0;
     __global float *lb = L + (ulong)b * stride_l + c0;
 #pragma unroll

@@ -108,17 +108,18 @@ typedef struct la_run {
      * threads' wake-ups between commands), and never faster when idle;
      * perf/RESULTS.md, section Cholesky. */
     int sync_each;
-    /* CPU blocked path: the packed copies of L that wbcl_chol_cm and
+    /* CPU blocked path: the packed copy of L that wbcl_chol_cm and
      * wbcl_chol_panel also write (pack != 0); see chol_packed */
     cl_mem P;
-    size_t stride_p, pb_off;
+    size_t stride_p;
     int pack;
 } la_run;
 
-#ifdef WBCL_LA_TRACE /* development: wall time per phase (factor, panel, GEMM, solve) */
-double wbcl__la_trace_acc[5];
-int wbcl__la_old;
-double wbcl__la_trace_kns[5]; /* kernel time per phase, ms (with wbcl_context_set_timing) */ /* 1: the CPU path through the packed GEMM (A/B comparisons) */
+#ifdef WBCL_LA_TRACE /* development: A/B switches and time per phase (factor, panel, update, solve, -) */
+double wbcl__la_trace_acc[5]; /* wall time, ms */
+double wbcl__la_trace_kns[5]; /* kernel time, ms (with wbcl_context_set_timing) */
+int wbcl__la_old;             /* 1: the CPU path through the packed GEMM */
+size_t wbcl__la_nb;           /* nonzero: the CPU block size */
 #endif
 
 /* Offset and batch stride of V for the diagonal block starting at row j. */
@@ -159,17 +160,16 @@ static wbcl_status set_u(la_run *r, wbcl_kern *k, cl_uint idx, la_mat x, const l
     return WBCL_SUCCESS;
 }
 
-/* P, stride_p, pb_off, n, pack: the packed-L arguments of wbcl_chol_cm / wbcl_chol_panel. */
+/* P, stride_p, n, pack: the packed-L arguments of wbcl_chol_cm. */
 static wbcl_status set_pack(la_run *r, wbcl_kern *k, cl_uint idx)
 {
     cl_mem P = r->pack ? r->P : r->info; /* any valid buffer when not packing */
-    cl_ulong sp = r->stride_p, pb = r->pb_off;
+    cl_ulong sp = r->stride_p;
     cl_uint n_ = (cl_uint)r->n, pk = (cl_uint)r->pack;
     WBCL_ARG(r->ctx, k, idx, P);
     WBCL_ARG(r->ctx, k, idx + 1, sp);
-    WBCL_ARG(r->ctx, k, idx + 2, pb);
-    WBCL_ARG(r->ctx, k, idx + 3, n_);
-    WBCL_ARG(r->ctx, k, idx + 4, pk);
+    WBCL_ARG(r->ctx, k, idx + 2, n_);
+    WBCL_ARG(r->ctx, k, idx + 3, pk);
     return WBCL_SUCCESS;
 }
 
@@ -264,17 +264,16 @@ static wbcl_status tri_kernel(la_run *r, int solve, la_mat d, la_mat x, const la
     WBCL_ARG(r->ctx, k, 19, batch_);
     if (solve) WBCL_ARG(r->ctx, k, 20, up);
     if (!solve && !r->gpu) {
-        /* the CPU panel also writes its rows (at row0, col0 of L) into the packed copies */
+        /* the CPU panel also writes its rows (at row0, col0 of L) into the packed copy */
         cl_mem P = r->pack ? r->P : r->info;
-        cl_ulong sp = r->stride_p, pb = r->pb_off;
+        cl_ulong sp = r->stride_p;
         cl_uint n_ = (cl_uint)r->n, r0 = (cl_uint)row0, c0 = (cl_uint)col0, pk = (cl_uint)r->pack;
         WBCL_ARG(r->ctx, k, 20, P);
         WBCL_ARG(r->ctx, k, 21, sp);
-        WBCL_ARG(r->ctx, k, 22, pb);
-        WBCL_ARG(r->ctx, k, 23, n_);
-        WBCL_ARG(r->ctx, k, 24, r0);
-        WBCL_ARG(r->ctx, k, 25, c0);
-        WBCL_ARG(r->ctx, k, 26, pk);
+        WBCL_ARG(r->ctx, k, 22, n_);
+        WBCL_ARG(r->ctx, k, 23, r0);
+        WBCL_ARG(r->ctx, k, 24, c0);
+        WBCL_ARG(r->ctx, k, 25, pk);
     }
     if (r->gpu) {
         size_t local[2] = {GPU_WG, 1}, global[2] = {cols, r->batch};
@@ -329,14 +328,9 @@ static wbcl_status gemm(la_run *r, int ta, size_t m, size_t n, size_t k, const w
     return gemm_b(r, ta, m, n, k, A, off_a, lda, sa, tb, B, off_b, ldb, sb, 0.0f, C, off_c, ldc, sc);
 }
 
-/* Floats per matrix of the packed copies of L (cl/linalg.cl, wbcl_chol_pack):
- * LA_UR-row panels, then (at *pb_off) LA_UC-row panels, each n long. */
-static size_t packed_floats(size_t n, size_t *pb_off)
-{
-    const size_t pa = ceil_div(n, PK_UR) * PK_UR * n;
-    if (pb_off) *pb_off = pa;
-    return pa + ceil_div(n, PK_UC) * PK_UC * n;
-}
+/* Floats per matrix of the packed copy of L (cl/linalg.cl, la_pack_pad):
+ * PK_UC-row panels, each n long. */
+static size_t packed_floats(size_t n) { return ceil_div(n, PK_UC) * PK_UC * n; }
 
 /* ---- scratch ------------------------------------------------------------------- */
 static int use_soa(const la_run *r)
@@ -356,7 +350,7 @@ static wbcl_status reserve(la_run *r, size_t rc, int inverse)
         st = wbcl__scratch(r->ctx, SLOT_W, ceil_div(r->batch, 16) * 16 * (n * (n + 1) / 2 + 16) * sizeof(float), &m);
     else
         st = alloc_w(r);
-    size_t t = n > nb ? (r->gpu ? n * nb : packed_floats(n, NULL)) : 0;
+    size_t t = n > nb ? (r->gpu ? n * nb : packed_floats(n)) : 0;
     if (rc && n > nb) {
         const size_t ts = inverse ? n * n : nb * rc;
         if (ts > t) t = ts;
@@ -390,7 +384,7 @@ static wbcl_status chol_soa(la_run *r, cl_mem A, cl_mem L)
  *   1. S = A[j:n, j:j+kb] - L[j:n, 0:j] L[j:j+kb, 0:j]^T into L   wbcl_chol_upd
  *   2. L[j:j+kb, j:j+kb] = chol(S11), V = L11^-T                  wbcl_chol_cm
  *   3. L[j+kb:n, j:j+kb] = S21 V                                  wbcl_chol_panel
- * Steps 2 and 3 also write their results into both packed copies of L (from
+ * Steps 2 and 3 also write their results into the packed copy of L (from
  * registers / their scratch; a separate packing pass read L back at a stride
  * of n floats and cost 10-15% of the time at n = 2048). The packed GEMM
  * would repack L[j:n, 0:j] at every step (n^3/(6 nb) floats in all); here
@@ -398,8 +392,7 @@ static wbcl_status chol_soa(la_run *r, cl_mem A, cl_mem L)
 static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
 {
     const size_t n = r->n, nn = n * n, nb = r->nb;
-    size_t pb_off;
-    const size_t per = packed_floats(n, &pb_off);
+    const size_t per = packed_floats(n);
     cl_mem P;
     wbcl_kern *kup;
     wbcl_status st = wbcl__scratch(r->ctx, SLOT_T, r->batch * per * sizeof(float), &P);
@@ -407,8 +400,7 @@ static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
     if (st) return st;
     r->P = P;
     r->stride_p = per;
-    r->pb_off = pb_off;
-    const cl_ulong stride_p = per, pboff = pb_off, snn = nn;
+    const cl_ulong stride_p = per, snn = nn;
     const cl_uint n_ = (cl_uint)n, batch_ = (cl_uint)r->batch;
     for (size_t j = 0; j < n && !st; j += nb) {
         const size_t kb = n - j < nb ? n - j : nb, rows = n - j - kb;
@@ -417,15 +409,14 @@ static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
         if (j > 0) {
             WBCL_ARG(r->ctx, kup, 0, P);
             WBCL_ARG(r->ctx, kup, 1, stride_p);
-            WBCL_ARG(r->ctx, kup, 2, pboff);
-            WBCL_ARG(r->ctx, kup, 3, A);
-            WBCL_ARG(r->ctx, kup, 4, snn);
-            WBCL_ARG(r->ctx, kup, 5, L);
-            WBCL_ARG(r->ctx, kup, 6, snn);
-            WBCL_ARG(r->ctx, kup, 7, n_);
-            WBCL_ARG(r->ctx, kup, 8, j_);
-            WBCL_ARG(r->ctx, kup, 9, kb_);
-            WBCL_ARG(r->ctx, kup, 10, batch_);
+            WBCL_ARG(r->ctx, kup, 2, A);
+            WBCL_ARG(r->ctx, kup, 3, snn);
+            WBCL_ARG(r->ctx, kup, 4, L);
+            WBCL_ARG(r->ctx, kup, 5, snn);
+            WBCL_ARG(r->ctx, kup, 6, n_);
+            WBCL_ARG(r->ctx, kup, 7, j_);
+            WBCL_ARG(r->ctx, kup, 8, kb_);
+            WBCL_ARG(r->ctx, kup, 9, batch_);
             size_t g[2] = {(ceil_div(n, PK_UR) - j / PK_UR) * ceil_div(kb, PK_UC), r->batch}, l[2] = {PK_LOCAL, 1};
             st = la_launch(r, 2, kup, 2, g, l);
         }
@@ -607,6 +598,9 @@ static wbcl_status begin(la_run *r, wbcl_context *ctx, const char *op, size_t ba
     r->n = n;
     r->batch = batch;
     r->nb = r->gpu ? NB_GPU : NB_CPU;
+#ifdef WBCL_LA_TRACE
+    if (!r->gpu && wbcl__la_nb) r->nb = wbcl__la_nb;
+#endif
     if (!r->gpu && n <= NSMALL_CPU) r->nb = n; /* one unblocked block */
     r->sync_each = ctx->info.type == WBCL_DEVICE_CPU;
     r->keep_v = keep_v;
