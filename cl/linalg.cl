@@ -406,10 +406,14 @@ __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const 
         const uint rr = r0 + min(r, nr - 1); /* missing rows repeat the last one */
         const __global float *x = X + off_x + (ulong)b * stride_x + (ulong)rr * ldx;
         const __global float *u = U + off_u + (ulong)b * stride_u + (ulong)rr * ldu;
-        if (has_u)
-            for (uint p = 0; p < kb; p++) xr[r][p] = x[p] + u[p];
-        else
-            for (uint p = 0; p < kb; p++) xr[r][p] = x[p];
+        uint p = 0;
+        if (has_u) {
+            for (; p + LA_VW <= kb; p += LA_VW) vstore16(vload16(0, x + p) + vload16(0, u + p), 0, &xr[r][p]);
+            for (; p < kb; p++) xr[r][p] = x[p] + u[p];
+        } else {
+            for (; p + LA_VW <= kb; p += LA_VW) vstore16(vload16(0, x + p), 0, &xr[r][p]);
+            for (; p < kb; p++) xr[r][p] = x[p];
+        }
     }
     __global float *y = Y + off_y + (ulong)b * stride_y + (ulong)r0 * ldy;
     for (uint c0 = 0; c0 < kb; c0 += 32) {
