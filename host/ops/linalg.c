@@ -4,7 +4,10 @@
  *  - n <= 192 (NSMALL_CPU): one kernel. Batches of >= 32 matrices: 16
  *    matrices per work-item, one per float16 lane (wbcl_chol_soa); smaller
  *    batches: one matrix per work-item (wbcl_chol_cm).
- *  - larger n: left-looking blocked, block size nb = 128: for each block
+ *  - larger n, one matrix: left-looking blocked, nb = 128, with L kept
+ *    packed (chol_packed, below: the update is a register-tile GEMM on
+ *    packed panels that the factor and panel kernels write as they go).
+ *  - larger n, batches: left-looking blocked, block size nb = 128: for each block
  *    column j (kb = min(nb, n - j) columns)
  *      1. T = -L[j:n, 0:j] L[j:j+kb, 0:j]^T     one wbcl_gemm_strided call, exactly
  *                                             the lower-triangle flops (the product
@@ -26,7 +29,8 @@
  * symmetric result.
  * Non-SPD input: the factor kernels record the first bad pivot per matrix;
  * every call reads that status back (one blocking read at its end).
- * Block sizes and crossovers were measured: perf/RESULTS.md, "Cholesky". */
+ * Block sizes and crossovers were measured: perf/RESULTS.md, "Cholesky" and
+ * "Dense SPD linear algebra (issue 5)". */
 #include "internal.h"
 #include "wbcl/gemm.h"
 #include "wbcl/linalg.h"
@@ -120,6 +124,7 @@ double wbcl__la_trace_acc[5]; /* wall time, ms */
 double wbcl__la_trace_kns[5]; /* kernel time, ms (with wbcl_context_set_timing) */
 int wbcl__la_old;             /* 1: the CPU path through the packed GEMM */
 size_t wbcl__la_nb;           /* nonzero: the CPU block size */
+int wbcl__la_nosync;          /* 1: no clFinish after each command */
 #endif
 
 /* Offset and batch stride of V for the diagonal block starting at row j. */
@@ -350,7 +355,7 @@ static wbcl_status reserve(la_run *r, size_t rc, int inverse)
         st = wbcl__scratch(r->ctx, SLOT_W, ceil_div(r->batch, 16) * 16 * (n * (n + 1) / 2 + 16) * sizeof(float), &m);
     else
         st = alloc_w(r);
-    size_t t = n > nb ? (r->gpu ? n * nb : packed_floats(n)) : 0;
+    size_t t = n > nb ? (!r->gpu && r->batch == 1 ? packed_floats(n) : n * nb) : 0;
     if (rc && n > nb) {
         const size_t ts = inverse ? n * n : nb * rc;
         if (ts > t) t = ts;
@@ -446,11 +451,15 @@ static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
     if (st) return st;
     if (n <= nb) return factor_block(r, mat(A, 0, nn, n), NULL, mat(Lt->mem, 0, nn, n), n, 0, 0, r->keep_v);
 
+    /* CPU, one matrix: L kept packed (1.1-1.25x faster than the path through
+     * the packed GEMM below at n = 1024-2048, same-process A/B). Batches
+     * keep the GEMM path: for ReduNet's 11 inverses of d = 784 the packed
+     * path was 0-5% slower (the GEMM packs a whole batch per launch). */
+    int packed = !r->gpu && r->batch == 1;
 #ifdef WBCL_LA_TRACE
-    if (!r->gpu && !wbcl__la_old) return chol_packed(r, A, Lt->mem);
-#else
-    if (!r->gpu) return chol_packed(r, A, Lt->mem);
+    if (wbcl__la_old) packed = 0;
 #endif
+    if (packed) return chol_packed(r, A, Lt->mem);
     cl_mem T;
     st = wbcl__scratch(r->ctx, SLOT_T, r->batch * n * nb * sizeof(float), &T);
     if (st) return st;
@@ -600,6 +609,7 @@ static wbcl_status begin(la_run *r, wbcl_context *ctx, const char *op, size_t ba
     r->nb = r->gpu ? NB_GPU : NB_CPU;
 #ifdef WBCL_LA_TRACE
     if (!r->gpu && wbcl__la_nb) r->nb = wbcl__la_nb;
+    if (wbcl__la_nosync) r->sync_each = 0;
 #endif
     if (!r->gpu && n <= NSMALL_CPU) r->nb = n; /* one unblocked block */
     r->sync_each = ctx->info.type == WBCL_DEVICE_CPU;
