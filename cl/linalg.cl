@@ -196,6 +196,10 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
      * set per element and ran 3-4x slower */
     for (uint i = 0; i < kb; i++) {
         const __global float *ai = a + (ulong)i * lda, *ui = u + (ulong)i * ldu;
+        /* the padding the strips run into is zeroed: stale scratch there could
+         * hold denormals, and FMAs on them (results unused) took microcode
+         * assists, slowing some processes' factor 5x (by what the memory held) */
+        for (uint c = kb; c < kb + 64; c++) w[(ulong)i * ldw + c] = 0.0f;
         if (has_u)
             for (uint c = 0; c <= i; c++) w[(ulong)c * ldw + i] = ai[c] + ui[c];
         else
@@ -243,7 +247,7 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
         const uint kbp = (kb + 31) / 32 * 32;
         for (uint i = kb; i-- > 0;) {
             __global float *vi = v + (ulong)i * ldv, *wi = w + (ulong)i * ldw;
-            for (uint c = 0; c < kbp; c++) vi[c] = c == i ? 1.0f : 0.0f;
+            for (uint c = 0; c < kbp + 64; c++) vi[c] = c == i ? 1.0f : 0.0f; /* + padding, as above */
             LA_CM_ROW(vi, i, kbp, i + 1, kb, wi[p], v + (ulong)p * ldv)
             const float uii = wi[i];
             for (uint c = i; c < kbp; c++) vi[c] = LA_DIVR(vi[c], uii);
@@ -559,57 +563,80 @@ __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ul
  * Every column is packed once, so the update of block column j,
  *     S = A[j:n, j:j+kb] - L[j:n, 0:j] L[j:j+kb, 0:j]^T
  * is a GEMM whose operands are already packed: both are prefixes 0:j of the
- * same panels. wbcl_chol_upd computes it in LA_UR x LA_UC register tiles (8
- * rows x 2 float16 accumulators: per p 2 vector loads, 8 broadcasts, 16
- * FMAs); the tile's 8 rows are a quarter of a panel (its broadcasts read 32
- * bytes of each 128), and the 16 consecutive work-items of a work-group (4
- * row tiles x 4 column panels when kb = 128) share that panel in cache.
- * S is written over L[j:n, j:j+kb] (L may be A). Tiles start on 8-aligned
- * rows; rows above j in the first tile (rows of the previous block, packed in
- * full) are computed and not stored. j must be a multiple of LA_UC.
- * global: ((ceil(n/8) - j/8) * ceil(kb/32), batch). */
+ * same panels. A work-item of wbcl_chol_upd owns a 32 x 32 block of S (one
+ * row panel, one column panel) as four 8-row register tiles (8 rows x 2
+ * float16 accumulators: per p 2 vector loads, 8 broadcasts, 16 FMAs) and
+ * walks k in chunks of LA_KC: per chunk, the four row tiles in turn (their
+ * accumulators parked in private memory between chunks), so the chunk's
+ * 32 x LA_KC pieces of both panels (16 KiB each) are read from L1 four
+ * times instead of from L2 (one 8-row tile over the whole k read 12 bytes
+ * of L2 per FMA and ran at about half the probe's rate per CPU-second).
+ * S is written over L[j:n, j:j+kb] (L may be A). j must be a multiple of
+ * LA_UC, so the row panels start at row j.
+ * global: ((ceil(n/32) - j/32) * ceil(kb/32), batch). */
+#define LA_KC 128
 __kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride_p, __global const float *A,
                             const ulong stride_a, __global float *L, const ulong stride_l, const uint n, const uint j,
                             const uint kb, const uint batch)
 {
     const uint t = get_global_id(0), b = get_global_id(1);
-    const uint ncb = (kb + LA_UC - 1) / LA_UC, q0 = j / LA_UR, nq = (n + LA_UR - 1) / LA_UR - q0;
+    const uint ncb = (kb + LA_UC - 1) / LA_UC, q0 = j / LA_UC, nq = (n + LA_UC - 1) / LA_UC - q0;
     if (t >= nq * ncb || b >= batch) return;
-    const uint ia = t / ncb, cb = t - ia * ncb, i0 = (q0 + ia) * LA_UR;
-    const __global float *a = P + (ulong)b * stride_p + (ulong)(i0 / LA_UC) * n * LA_UC + i0 % LA_UC;
-    const __global float *bp = P + (ulong)b * stride_p + (ulong)(j / LA_UC + cb) * n * LA_UC;
-    la_v acc[LA_UR][2];
+    const uint ia = t / ncb, cb = t - ia * ncb, i0 = (q0 + ia) * LA_UC;
+    const __global float *a0 = P + (ulong)b * stride_p + (ulong)(q0 + ia) * n * LA_UC;
+    const __global float *b00 = P + (ulong)b * stride_p + (ulong)(q0 + cb) * n * LA_UC;
+    la_v park[LA_UC / LA_UR][LA_UR][2];
+    for (uint rt = 0; rt < LA_UC / LA_UR; rt++)
 #pragma unroll
-    for (uint r = 0; r < LA_UR; r++) acc[r][0] = acc[r][1] = 0.0f;
-    for (uint p = 0; p < j; p++) {
-        const la_v b0 = vload16(0, bp), b1 = vload16(1, bp);
+        for (uint r = 0; r < LA_UR; r++) park[rt][r][0] = park[rt][r][1] = 0.0f;
+    for (uint k0 = 0; k0 < j; k0 += LA_KC) {
+        const uint k1 = min(j, k0 + LA_KC);
+        for (uint rt = 0; rt < LA_UC / LA_UR; rt++) {
+            la_v acc[LA_UR][2];
 #pragma unroll
-        for (uint r = 0; r < LA_UR; r++) {
-            const la_v ar = (la_v)(a[r]);
-            acc[r][0] = LA_FMA_C(ar, b0, acc[r][0]);
-            acc[r][1] = LA_FMA_C(ar, b1, acc[r][1]);
+            for (uint r = 0; r < LA_UR; r++) {
+                acc[r][0] = park[rt][r][0];
+                acc[r][1] = park[rt][r][1];
+            }
+            const __global float *a = a0 + (ulong)k0 * LA_UC + rt * LA_UR;
+            const __global float *bp = b00 + (ulong)k0 * LA_UC;
+            for (uint p = k0; p < k1; p++) {
+                const la_v b0 = vload16(0, bp), b1 = vload16(1, bp);
+#pragma unroll
+                for (uint r = 0; r < LA_UR; r++) {
+                    const la_v ar = (la_v)(a[r]);
+                    acc[r][0] = LA_FMA_C(ar, b0, acc[r][0]);
+                    acc[r][1] = LA_FMA_C(ar, b1, acc[r][1]);
+                }
+                a += LA_UC;
+                bp += LA_UC;
+            }
+#pragma unroll
+            for (uint r = 0; r < LA_UR; r++) {
+                park[rt][r][0] = acc[r][0];
+                park[rt][r][1] = acc[r][1];
+            }
         }
-        a += LA_UC;
-        bp += LA_UC;
     }
     const uint c0 = j + cb * LA_UC, nc = min((uint)LA_UC, kb - cb * LA_UC);
     const __global float *ab = A + (ulong)b * stride_a + c0;
     __global float *lb = L + (ulong)b * stride_l + c0;
+    for (uint rt = 0; rt < LA_UC / LA_UR; rt++)
 #pragma unroll
-    for (uint r = 0; r < LA_UR; r++) {
-        const uint i = i0 + r;
-        if (i >= j && i < n) {
-            const __global float *ar = ab + (ulong)i * n;
-            __global float *lr = lb + (ulong)i * n;
-            if (nc == LA_UC) {
-                vstore16(vload16(0, ar) - acc[r][0], 0, lr);
-                vstore16(vload16(1, ar) - acc[r][1], 1, lr);
-            } else {
-                la_store_row(la_load_row(ar, min(nc, 16u)) - acc[r][0], lr, min(nc, 16u));
-                if (nc > 16) la_store_row(la_load_row(ar + 16, nc - 16) - acc[r][1], lr + 16, nc - 16);
+        for (uint r = 0; r < LA_UR; r++) {
+            const uint i = i0 + rt * LA_UR + r;
+            if (i < n) {
+                const __global float *ar = ab + (ulong)i * n;
+                __global float *lr = lb + (ulong)i * n;
+                if (nc == LA_UC) {
+                    vstore16(vload16(0, ar) - park[rt][r][0], 0, lr);
+                    vstore16(vload16(1, ar) - park[rt][r][1], 1, lr);
+                } else {
+                    la_store_row(la_load_row(ar, min(nc, 16u)) - park[rt][r][0], lr, min(nc, 16u));
+                    if (nc > 16) la_store_row(la_load_row(ar + 16, nc - 16) - park[rt][r][1], lr + 16, nc - 16);
+                }
             }
         }
-    }
 }
 
 #endif /* WBCL_VARIANT_CPU */

@@ -31,6 +31,9 @@
  * every call reads that status back (one blocking read at its end).
  * Block sizes and crossovers were measured: perf/RESULTS.md, "Cholesky" and
  * "Dense SPD linear algebra (issue 5)". */
+#ifdef WBCL_LA_TRACE
+#define _POSIX_C_SOURCE 200809L /* clock_gettime for the development trace */
+#endif
 #include "internal.h"
 #include "wbcl/gemm.h"
 #include "wbcl/linalg.h"
@@ -40,6 +43,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef WBCL_LA_TRACE
+#include <time.h>
+#endif
 
 /* Scratch slots (0 and 1 belong to the packed GEMM). */
 #define SLOT_S 4    /* L for logdet / inverse / solve: batch * n * n floats       */
@@ -59,11 +65,11 @@
 #define NB_CPU 128
 #define NB_GPU 64
 #define GPU_WG 64
-/* Tile of wbcl_chol_upd (LA_UR x LA_UC of cl/linalg.cl) and its local size
- * (fixed, so PoCL compiles the kernel for one local size). */
-#define PK_UR 8
+/* Panel height of the packed L and block of wbcl_chol_upd (LA_UC of
+ * cl/linalg.cl), and its local size (fixed, so PoCL compiles the kernel for
+ * one local size). */
 #define PK_UC 32
-#define PK_LOCAL 16
+#define PK_LOCAL 4
 
 typedef struct la_mat { cl_mem mem; size_t off, stride, ld; } la_mat;
 
@@ -124,7 +130,13 @@ double wbcl__la_trace_acc[5]; /* wall time, ms */
 double wbcl__la_trace_kns[5]; /* kernel time, ms (with wbcl_context_set_timing) */
 int wbcl__la_old;             /* 1: the CPU path through the packed GEMM */
 size_t wbcl__la_nb;           /* nonzero: the CPU block size */
-int wbcl__la_nosync;          /* 1: no clFinish after each command */
+double wbcl__la_trace_cpu[5]; /* process CPU time, ms */
+static double la_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + 1e-6 * (double)ts.tv_nsec;
+}
 #endif
 
 /* Offset and batch stride of V for the diagonal block starting at row j. */
@@ -191,6 +203,7 @@ static wbcl_status la_launch(la_run *r, int phase, wbcl_kern *k, cl_uint dims, c
 #ifdef WBCL_LA_TRACE
     clFinish(r->ctx->queue);
     uint64_t t0 = wbcl__now_ns(), k0 = r->ctx->kernel_ns;
+    double c0 = la_cpu_ms();
 #endif
     wbcl_status st = wbcl__launch(r->ctx, k, dims, g, l);
     if (!st && r->sync_each) clFinish(r->ctx->queue);
@@ -198,6 +211,7 @@ static wbcl_status la_launch(la_run *r, int phase, wbcl_kern *k, cl_uint dims, c
     clFinish(r->ctx->queue);
     wbcl__la_trace_acc[phase] += (double)(wbcl__now_ns() - t0) * 1e-6;
     wbcl__la_trace_kns[phase] += (double)(r->ctx->kernel_ns - k0) * 1e-6;
+    wbcl__la_trace_cpu[phase] += la_cpu_ms() - c0;
 #else
     (void)phase;
 #endif
@@ -422,7 +436,7 @@ static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
             WBCL_ARG(r->ctx, kup, 7, j_);
             WBCL_ARG(r->ctx, kup, 8, kb_);
             WBCL_ARG(r->ctx, kup, 9, batch_);
-            size_t g[2] = {(ceil_div(n, PK_UR) - j / PK_UR) * ceil_div(kb, PK_UC), r->batch}, l[2] = {PK_LOCAL, 1};
+            size_t g[2] = {(ceil_div(n, PK_UC) - j / PK_UC) * ceil_div(kb, PK_UC), r->batch}, l[2] = {PK_LOCAL, 1};
             st = la_launch(r, 2, kup, 2, g, l);
         }
         r->pack = rows > 0; /* the last block column is never read back */
@@ -609,7 +623,6 @@ static wbcl_status begin(la_run *r, wbcl_context *ctx, const char *op, size_t ba
     r->nb = r->gpu ? NB_GPU : NB_CPU;
 #ifdef WBCL_LA_TRACE
     if (!r->gpu && wbcl__la_nb) r->nb = wbcl__la_nb;
-    if (wbcl__la_nosync) r->sync_each = 0;
 #endif
     if (!r->gpu && n <= NSMALL_CPU) r->nb = n; /* one unblocked block */
     r->sync_each = ctx->info.type == WBCL_DEVICE_CPU;
