@@ -191,22 +191,18 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
     __global float *w = W + (ulong)b * kb * ldw;
     int fail = -1;
     float fval = 0.0f;
-    /* the input's lower triangle into W transposed, reading A by rows: a
-     * column walk of A (ld = 2048 floats in the blocked path) hits one cache
-     * set per element and ran 3-4x slower */
-    for (uint i = 0; i < kb; i++) {
-        const __global float *ai = a + (ulong)i * lda, *ui = u + (ulong)i * ldu;
-        /* the padding the strips run into is zeroed: stale scratch there could
-         * hold denormals, and FMAs on them (results unused) took microcode
-         * assists, slowing some processes' factor 5x (by what the memory held) */
+    /* the padding the strips run into is zeroed: stale scratch there could
+     * hold denormals, and FMAs on them (results unused) took microcode
+     * assists, slowing the factor of a 128 block up to 7x in some processes
+     * (by what the memory held) */
+    for (uint i = 0; i < kb; i++)
         for (uint c = kb; c < kb + 64; c++) w[(ulong)i * ldw + c] = 0.0f;
-        if (has_u)
-            for (uint c = 0; c <= i; c++) w[(ulong)c * ldw + i] = ai[c] + ui[c];
-        else
-            for (uint c = 0; c <= i; c++) w[(ulong)c * ldw + i] = ai[c];
-    }
     for (uint j = 0; j < kb; j++) {
         __global float *wj = w + (ulong)j * ldw;
+        if (has_u)
+            for (uint i = j; i < kb; i++) wj[i] = a[(ulong)i * lda + j] + u[(ulong)i * ldu + j];
+        else
+            for (uint i = j; i < kb; i++) wj[i] = a[(ulong)i * lda + j];
         LA_CM_ROW(wj, j, kb, 0, j, w[(ulong)p * ldw + j], w + (ulong)p * ldw)
         const float d = LA_RE(wj[j]);
         if (fail < 0 && la_bad_pivot(d)) {

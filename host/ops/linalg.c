@@ -73,12 +73,8 @@
 
 typedef struct la_mat { cl_mem mem; size_t off, stride, ld; } la_mat;
 
-/* Row stride of wbcl_chol_cm's scratch rows and of V (strips run up to 31
- * past roundup(kb, 32)). The padding was measured: with roundup(kb, 32) + 64
- * (ldw = 192 floats for kb = 128) the factor of a 128 block took 0.35 ms,
- * with + 160 (ldw = 288) 0.04-0.05 ms (kb = 64 and 192 no worse); some
- * strides make the kernel's row and coefficient streams collide in cache. */
-static size_t ldw_for(size_t kb) { return (kb + 31) / 32 * 32 + 160; }
+/* Row stride of wbcl_chol_cm's scratch rows and of V (strips run up to 31 past roundup(kb, 32)). */
+static size_t ldw_for(size_t kb) { return (kb + 31) / 32 * 32 + 64; }
 
 static la_mat mat(cl_mem mem, size_t off, size_t stride, size_t ld)
 {
