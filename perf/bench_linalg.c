@@ -248,18 +248,19 @@ static void probe_free(probe *p)
     clReleaseProgram(p->prog);
 }
 
-/* OpenBLAS SGEMM, n x n x n: GFLOP/s of one call. */
-static double sgemm_run(int n, const float *A, const float *B, float *C)
+/* OpenBLAS SGEMM, n x n x n: GFLOP/s of one call; *per_cpu: GFLOP per CPU-second. */
+static double sgemm_run(int n, const float *A, const float *B, float *C, double *per_cpu)
 {
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
-    double t = now_s() - t0;
+    double t = now_s() - t0, c = cpu_s() - c0;
+    *per_cpu = 2.0 * n * n * (double)n / c * 1e-9;
     return 2.0 * n * n * (double)n / t * 1e-9;
 }
 
 /* Interleaved medians and bests of the probe and of SGEMM at n = 2048. */
 static void yardsticks(wbcl_context *ctx, int reps, double *probe_gf, double *sgemm_gf, double *probe_best,
-                       double *sgemm_best, double *probe_cpu)
+                       double *sgemm_best, double *probe_cpu, double *sgemm_cpu)
 {
     const int n = 2048;
     probe p;
@@ -267,20 +268,20 @@ static void yardsticks(wbcl_context *ctx, int reps, double *probe_gf, double *sg
     float *A = malloc((size_t)n * n * sizeof *A), *B = malloc((size_t)n * n * sizeof *B),
           *C = malloc((size_t)n * n * sizeof *C);
     double *tp = malloc((size_t)reps * sizeof *tp), *ts = malloc((size_t)reps * sizeof *ts),
-           *tc = malloc((size_t)reps * sizeof *tc), dummy;
-    if (!A || !B || !C || !tp || !ts || !tc) exit(1);
+           *tc = malloc((size_t)reps * sizeof *tc), *tsc = malloc((size_t)reps * sizeof *tsc), dummy;
+    if (!A || !B || !C || !tp || !ts || !tc || !tsc) exit(1);
     for (size_t i = 0; i < (size_t)n * n; i++) {
         A[i] = (float)urand() - 0.5f;
         B[i] = (float)urand() - 0.5f;
     }
     probe_run(ctx, &p, &dummy); /* warm-up: first launch compiles the work-group function */
-    sgemm_run(n, A, B, C);
+    sgemm_run(n, A, B, C, &dummy);
     for (int r = 0; r < reps; r++) {
         if (r % 2 == 0) {
             tp[r] = probe_run(ctx, &p, &tc[r]);
-            ts[r] = sgemm_run(n, A, B, C);
+            ts[r] = sgemm_run(n, A, B, C, &tsc[r]);
         } else {
-            ts[r] = sgemm_run(n, A, B, C);
+            ts[r] = sgemm_run(n, A, B, C, &tsc[r]);
             tp[r] = probe_run(ctx, &p, &tc[r]);
         }
     }
@@ -289,6 +290,7 @@ static void yardsticks(wbcl_context *ctx, int reps, double *probe_gf, double *sg
     *probe_best = tp[reps - 1];
     *sgemm_best = ts[reps - 1];
     *probe_cpu = median(tc, reps);
+    *sgemm_cpu = median(tsc, reps);
     probe_free(&p);
     free(A);
     free(B);
@@ -296,6 +298,7 @@ static void yardsticks(wbcl_context *ctx, int reps, double *probe_gf, double *sg
     free(tp);
     free(ts);
     free(tc);
+    free(tsc);
 }
 
 /* One row of a table: interleaved repetitions of wbcl (which = 0: cholesky,
@@ -386,8 +389,8 @@ int main(int argc, char **argv)
            dev->name, dev->platform_name, dev->driver_version,
            wbcl_context_variant(ctx) == WBCL_VARIANT_CPU ? "CPU" : "GPU", openblas_get_config(), threads,
            env_aff ? env_aff : "(unset)", env_to ? env_to : "(unset)");
-    double probe_gf, sgemm_gf, probe_best, sgemm_best, probe_cpu;
-    yardsticks(ctx, reps < 5 ? 5 : reps, &probe_gf, &sgemm_gf, &probe_best, &sgemm_best, &probe_cpu);
+    double probe_gf, sgemm_gf, probe_best, sgemm_best, probe_cpu, sgemm_cpu;
+    yardsticks(ctx, reps < 5 ? 5 : reps, &probe_gf, &sgemm_gf, &probe_best, &sgemm_best, &probe_cpu, &sgemm_cpu);
     const int peak_given = peak > 0;
     if (!peak_given) peak = probe_best;
     printf("reps: %d after warm-up, interleaved; times are medians; ratio = spotrf_ time / wbcl time (> 1: wbcl "
@@ -399,8 +402,9 @@ int main(int argc, char **argv)
            PROBE_ITEMS, PROBE_CHAINS, probe_gf, probe_best, sgemm_gf, sgemm_best, peak,
            peak_given ? " (--peak)" : " (the probe's best: the capability; medians swing with the machine's load)");
     printf("    per CPU-second of this process (load-independent): probe %.1f GFLOP per CPU-s, i.e. %.1f GFLOP/s "
-           "on %d cores\n\n",
-           probe_cpu, probe_cpu * (double)dev->compute_units, (int)dev->compute_units);
+           "on %d cores; OpenBLAS SGEMM %.1f GFLOP per CPU-s (%.0f%% of the probe's)\n\n",
+           probe_cpu, probe_cpu * (double)dev->compute_units, (int)dev->compute_units, sgemm_cpu,
+           100 * sgemm_cpu / probe_cpu);
 
     if (nl) {
         printf("(1) one large matrix, n^3/3 flops\n\n");
