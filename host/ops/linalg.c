@@ -70,6 +70,7 @@
  * one local size). */
 #define PK_UC 32
 #define PK_LOCAL 4
+_Static_assert(NB_CPU % PK_UC == 0, "the packed path needs block columns starting on panel boundaries");
 
 typedef struct la_mat { cl_mem mem; size_t off, stride, ld; } la_mat;
 
@@ -482,6 +483,7 @@ static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
         if (!st)
             st = factor_block(r, mat(A, j * n + j, nn, n), j ? &u : NULL, mat(Lt->mem, j * n + j, nn, n), kb, rows,
                               j, rows > 0 || r->keep_v);
+        /* the CPU panel kernel multiplies by L11^-T from wbcl_chol_cm's scratch */
         const la_mat d = r->gpu ? mat(Lt->mem, j * n + j, nn, n) : vblock(r, j);
         if (!st && rows)
             st = tri_kernel(r, 0, d, mat(A, (j + kb) * n + j, nn, n), j ? &up : NULL, 1,
