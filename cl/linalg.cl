@@ -191,10 +191,10 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
     __global float *w = W + (ulong)b * kb * ldw;
     int fail = -1;
     float fval = 0.0f;
-    /* the padding the strips run into is zeroed: stale scratch there could
-     * hold denormals, and FMAs on them (results unused) took microcode
-     * assists, slowing the factor of a 128 block up to 7x in some processes
-     * (by what the memory held) */
+    /* the padding the strips run into is zeroed: uninitialised, it made the
+     * factor of a 128 block up to 7x slower in some processes and not in
+     * others (likely stale denormals: FMAs on them take microcode assists,
+     * though their results are unused); perf/RESULTS.md, issue 5 */
     for (uint i = 0; i < kb; i++)
         for (uint c = kb; c < kb + 64; c++) w[(ulong)i * ldw + c] = 0.0f;
     for (uint j = 0; j < kb; j++) {
