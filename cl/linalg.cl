@@ -11,6 +11,7 @@
  *   wbcl_chol_cm / wbcl_chol_wg          factor a kb x kb (diagonal) block
  *   wbcl_chol_panel / wbcl_chol_panel_wg rows below it: X <- X L11^-T
  *   wbcl_trsm_cols / wbcl_trsm_cols_wg   X <- L11^-1 X or L11^-T X (solves)
+ *   wbcl_chol_upd                        CPU: left-looking update from L kept packed
  *   wbcl_la_logdet, wbcl_la_identity, wbcl_la_mirror   small helpers
  *
  * Non-SPD input: a pivot d = A_ii - sum_p L_ip^2 that is not > 0 or is
@@ -71,6 +72,20 @@ static inline __attribute__((always_inline)) void la_record(__global int *info, 
 /* Each variant's program holds only its own kernels (and the helpers). */
 #if WBCL_VARIANT_CPU
 
+/* The packed copy of L for the blocked path (see wbcl_chol_upd): row panels
+ * of LA_UC rows, each n long and contiguous over the column index:
+ *   P[(row / LA_UC) * n * LA_UC + col * LA_UC + row % LA_UC] = L[row][col]
+ * Rows >= n of the last panel are written as 0 (la_pack_pad). LA_UR: rows
+ * of wbcl_chol_upd's register tile (a quarter of a panel). */
+#define LA_UR 8
+#define LA_UC 32
+static inline __attribute__((always_inline)) void la_pack_pad(__global float *P, uint n, uint col0, uint ncols)
+{
+    const uint e = (n + LA_UC - 1) / LA_UC * LA_UC;
+    for (uint row = n; row < e; row++)
+        for (uint c = col0; c < col0 + ncols; c++) P[(ulong)(row / LA_UC) * n * LA_UC + (ulong)c * LA_UC + row % LA_UC] = 0.0f;
+}
+
 /* ---- masked strips of 16 ---------------------------------------------------- */
 /* 16 elements p[0], p[s], ..., p[15 s]; lanes >= cnt read as 0. */
 static inline __attribute__((always_inline)) la_v la_gather(const __global float *p, ulong s, uint cnt)
@@ -127,7 +142,10 @@ static inline __attribute__((always_inline)) void la_store_row(la_v v, __global 
  * (the panel and solve kernels multiply by it).
  * Reads A (+ U) (lower triangle of the block, column by column), writes L
  * (lower block plus zeros in the strict upper part of the block's rows up to
- * column kb + zcols). A may equal L (in place). global: (batch). */
+ * column kb + zcols). A may equal L (in place).
+ * pk: also write the block (rows and columns from pivot_base, zeros above the
+ * diagonal) into the packed copy of L at P (see wbcl_chol_upd; np = n of
+ * the whole matrix). global: (batch). */
 #define LA_CM_STRIP(NV, ROW, P0, P1, COEF, PROW)                                       \
     {                                                                                  \
         la_v s0 = vload16(0, ROW + c0), s1 = 0, s2 = 0, s3 = 0;                        \
@@ -162,7 +180,8 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
                            const uint has_u, __global float *L, const ulong off_l, const ulong stride_l,
                            const uint ldl, __global float *W, const uint ldw, const uint kb, const uint batch,
                            const uint zcols, __global int *info, const uint pivot_base, const uint want_inv,
-                           __global float *V, const ulong off_v, const ulong stride_v, const uint ldv)
+                           __global float *V, const ulong off_v, const ulong stride_v, const uint ldv,
+                           __global float *P, const ulong stride_p, const uint np, const uint pk)
 {
     const uint b = get_global_id(0);
     if (b >= batch) return;
@@ -172,6 +191,12 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
     __global float *w = W + (ulong)b * kb * ldw;
     int fail = -1;
     float fval = 0.0f;
+    /* the padding the strips run into is zeroed: uninitialised, it made the
+     * factor of a 128 block up to 7x slower in some processes and not in
+     * others (likely stale denormals: FMAs on them take microcode assists,
+     * though their results are unused); perf/RESULTS.md, issue 5 */
+    for (uint i = 0; i < kb; i++)
+        for (uint c = kb; c < kb + 64; c++) w[(ulong)i * ldw + c] = 0.0f;
     for (uint j = 0; j < kb; j++) {
         __global float *wj = w + (ulong)j * ldw;
         if (has_u)
@@ -195,13 +220,30 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
         for (uint c = 0; c <= i; c++) li[c] = w[(ulong)c * ldw + i];
         for (uint c = i + 1; c < wid; c++) li[c] = 0.0f;
     }
+    if (pk) {
+        /* the whole block, zeros above the diagonal included: column c of the
+         * block, rows i0..i0+15, is W[c][i0..i0+15] (U = L^T), kept where
+         * i >= c; pivot_base is a multiple of 32, so 16-row runs stay inside
+         * one panel */
+        __global float *pp = P + (ulong)b * stride_p;
+        const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        for (uint i0 = 0; i0 < kb; i0 += 16) {
+            const uint row = pivot_base + i0, nr = min(16u, kb - i0);
+            __global float *pb = pp + (ulong)(row / LA_UC) * np * LA_UC + row % LA_UC;
+            for (uint c = 0; c < kb; c++) {
+                const la_v v = select((la_v)0.0f, vload16(0, w + (ulong)c * ldw + i0),
+                                      lane + (int)i0 >= (int)c & lane < (int)nr);
+                la_store_row(v, pb + (ulong)(pivot_base + c) * LA_UC, nr);
+            }
+        }
+    }
     if (fail >= 0) la_record(info, b, pivot_base + (uint)fail, fval);
     if (want_inv) {
         __global float *v = V + off_v + (ulong)b * stride_v;
         const uint kbp = (kb + 31) / 32 * 32;
         for (uint i = kb; i-- > 0;) {
             __global float *vi = v + (ulong)i * ldv, *wi = w + (ulong)i * ldw;
-            for (uint c = 0; c < kbp; c++) vi[c] = c == i ? 1.0f : 0.0f;
+            for (uint c = 0; c < kbp + 64; c++) vi[c] = c == i ? 1.0f : 0.0f; /* + padding, as above */
             LA_CM_ROW(vi, i, kbp, i + 1, kb, wi[p], v + (ulong)p * ldv)
             const float uii = wi[i];
             for (uint c = i; c < kbp; c++) vi[c] = LA_DIVR(vi[c], uii);
@@ -341,13 +383,17 @@ __kernel void wbcl_chol_soa(__global const float *A, const ulong off_a, const ul
  *     Y[r][C:C+32] = sum_{p < C+32} x[r][p] V[p][C:C+32]
  * (per p: 2 vector loads, 8 broadcasts, 16 FMAs; the zeros of V below the
  * diagonal are skipped except inside the 32-column tile).
- * global: (ceil(rows/8), batch). */
+ * pk: also write the rows (at row0, col0 of the whole n x n matrix) into the
+ * packed copy of L at P; the last work-item writes the zero rows past n
+ * (see wbcl_chol_upd). global: (ceil(rows/8), batch). */
 #define LA_PR 8
 __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const ulong stride_v, const uint ldv,
                               __global const float *X, const ulong off_x, const ulong stride_x, const uint ldx,
                               __global const float *U, const ulong off_u, const ulong stride_u, const uint ldu,
                               const uint has_u, __global float *Y, const ulong off_y, const ulong stride_y,
-                              const uint ldy, const uint kb, const uint rows, const uint batch)
+                              const uint ldy, const uint kb, const uint rows, const uint batch,
+                              __global float *P, const ulong stride_p, const uint np,
+                              const uint row0, const uint col0, const uint pk)
 {
     const uint g = get_global_id(0), b = get_global_id(1);
     const uint r0 = g * LA_PR;
@@ -360,10 +406,14 @@ __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const 
         const uint rr = r0 + min(r, nr - 1); /* missing rows repeat the last one */
         const __global float *x = X + off_x + (ulong)b * stride_x + (ulong)rr * ldx;
         const __global float *u = U + off_u + (ulong)b * stride_u + (ulong)rr * ldu;
-        if (has_u)
-            for (uint p = 0; p < kb; p++) xr[r][p] = x[p] + u[p];
-        else
-            for (uint p = 0; p < kb; p++) xr[r][p] = x[p];
+        uint p = 0;
+        if (has_u) {
+            for (; p + LA_VW <= kb; p += LA_VW) vstore16(vload16(0, x + p) + vload16(0, u + p), 0, &xr[r][p]);
+            for (; p < kb; p++) xr[r][p] = x[p] + u[p];
+        } else {
+            for (; p + LA_VW <= kb; p += LA_VW) vstore16(vload16(0, x + p), 0, &xr[r][p]);
+            for (; p < kb; p++) xr[r][p] = x[p];
+        }
     }
     __global float *y = Y + off_y + (ulong)b * stride_y + (ulong)r0 * ldy;
     for (uint c0 = 0; c0 < kb; c0 += 32) {
@@ -394,7 +444,40 @@ __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const 
                 }
             }
         }
+        if (pk) {
+            /* the 8 x 32 tile transposed in registers: lanes 0-7 of t[c] are
+             * column c0 + c, lanes 8-15 column c0 + 16 + c (rows r0..r0+7);
+             * row0 + r0 is a multiple of 8, so each column's 8 rows are one
+             * run in the packed copy */
+            la_v t[LA_VW];
+#pragma unroll
+            for (uint r = 0; r < LA_PR; r++) {
+                t[r] = acc[r][0];
+                t[r + LA_PR] = acc[r][1];
+            }
+            la_transpose16(t);
+            const uint row = row0 + r0;
+            __global float *pb = P + (ulong)b * stride_p + (ulong)(row / LA_UC) * np * LA_UC + row % LA_UC +
+                                 (ulong)(col0 + c0) * LA_UC;
+            if (nr == LA_PR && nc >= 32) { /* always but at the matrix's last rows: kb = nb when packing */
+#pragma unroll
+                for (uint c = 0; c < 16; c++) {
+                    vstore8(t[c].lo, 0, pb + c * LA_UC);
+                    vstore8(t[c].hi, 0, pb + (16 + c) * LA_UC);
+                }
+            } else { /* the rest of the run is padding, written by la_pack_pad */
+                float f[32 * LA_PR];
+#pragma unroll
+                for (uint c = 0; c < 16; c++) {
+                    vstore8(t[c].lo, c, f);
+                    vstore8(t[c].hi, 16 + c, f);
+                }
+                for (uint c = 0; c < min(nc, 32u); c++)
+                    for (uint r = 0; r < nr; r++) pb[c * LA_UC + r] = f[c * 8 + r];
+            }
+        }
     }
+    if (pk && r0 + nr == rows) la_pack_pad(P + (ulong)b * stride_p, np, col0, kb);
 }
 
 /* ============================================================================
@@ -464,6 +547,92 @@ __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ul
             }
         }
     }
+}
+
+/* ============================================================================
+ * CPU: the blocked Cholesky's update step on L kept packed (left-looking).
+ *
+ * When block column J (columns J..J+kb) of L is final, wbcl_chol_cm (the
+ * diagonal block, zeros above its diagonal included) and wbcl_chol_panel
+ * (the rows below) have also written it into the packed copy P of L (32-row
+ * panels contiguous over the column index, see la_pack_pad; rows >= n as 0).
+ * Every column is packed once, so the update of block column j,
+ *     S = A[j:n, j:j+kb] - L[j:n, 0:j] L[j:j+kb, 0:j]^T
+ * is a GEMM whose operands are already packed: both are prefixes 0:j of the
+ * same panels. A work-item of wbcl_chol_upd owns a 32 x 32 block of S (one
+ * row panel, one column panel) as four 8-row register tiles (8 rows x 2
+ * float16 accumulators: per p 2 vector loads, 8 broadcasts, 16 FMAs) and
+ * walks k in chunks of LA_KC: per chunk, the four row tiles in turn (their
+ * accumulators parked in private memory between chunks), so the chunk's
+ * 32 x LA_KC pieces of both panels (16 KiB each) are read from L1 four
+ * times instead of from L2 (one 8-row tile over the whole k read 12 bytes
+ * of L2 per FMA and ran at about half the probe's rate per CPU-second).
+ * S is written over L[j:n, j:j+kb] (L may be A). j must be a multiple of
+ * LA_UC, so the row panels start at row j.
+ * global: ((ceil(n/32) - j/32) * ceil(kb/32), batch). */
+#define LA_KC 128
+__kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride_p, __global const float *A,
+                            const ulong stride_a, __global float *L, const ulong stride_l, const uint n, const uint j,
+                            const uint kb, const uint batch)
+{
+    const uint t = get_global_id(0), b = get_global_id(1);
+    const uint ncb = (kb + LA_UC - 1) / LA_UC, q0 = j / LA_UC, nq = (n + LA_UC - 1) / LA_UC - q0;
+    if (t >= nq * ncb || b >= batch) return;
+    const uint ia = t / ncb, cb = t - ia * ncb, i0 = (q0 + ia) * LA_UC;
+    const __global float *a0 = P + (ulong)b * stride_p + (ulong)(q0 + ia) * n * LA_UC;
+    const __global float *b00 = P + (ulong)b * stride_p + (ulong)(q0 + cb) * n * LA_UC;
+    la_v park[LA_UC / LA_UR][LA_UR][2];
+    for (uint rt = 0; rt < LA_UC / LA_UR; rt++)
+#pragma unroll
+        for (uint r = 0; r < LA_UR; r++) park[rt][r][0] = park[rt][r][1] = 0.0f;
+    for (uint k0 = 0; k0 < j; k0 += LA_KC) {
+        const uint k1 = min(j, k0 + LA_KC);
+        for (uint rt = 0; rt < LA_UC / LA_UR; rt++) {
+            la_v acc[LA_UR][2];
+#pragma unroll
+            for (uint r = 0; r < LA_UR; r++) {
+                acc[r][0] = park[rt][r][0];
+                acc[r][1] = park[rt][r][1];
+            }
+            const __global float *a = a0 + (ulong)k0 * LA_UC + rt * LA_UR;
+            const __global float *bp = b00 + (ulong)k0 * LA_UC;
+            for (uint p = k0; p < k1; p++) {
+                const la_v b0 = vload16(0, bp), b1 = vload16(1, bp);
+#pragma unroll
+                for (uint r = 0; r < LA_UR; r++) {
+                    const la_v ar = (la_v)(a[r]);
+                    acc[r][0] = LA_FMA_C(ar, b0, acc[r][0]);
+                    acc[r][1] = LA_FMA_C(ar, b1, acc[r][1]);
+                }
+                a += LA_UC;
+                bp += LA_UC;
+            }
+#pragma unroll
+            for (uint r = 0; r < LA_UR; r++) {
+                park[rt][r][0] = acc[r][0];
+                park[rt][r][1] = acc[r][1];
+            }
+        }
+    }
+    const uint c0 = j + cb * LA_UC, nc = min((uint)LA_UC, kb - cb * LA_UC);
+    const __global float *ab = A + (ulong)b * stride_a + c0;
+    __global float *lb = L + (ulong)b * stride_l + c0;
+    for (uint rt = 0; rt < LA_UC / LA_UR; rt++)
+#pragma unroll
+        for (uint r = 0; r < LA_UR; r++) {
+            const uint i = i0 + rt * LA_UR + r;
+            if (i < n) {
+                const __global float *ar = ab + (ulong)i * n;
+                __global float *lr = lb + (ulong)i * n;
+                if (nc == LA_UC) {
+                    vstore16(vload16(0, ar) - park[rt][r][0], 0, lr);
+                    vstore16(vload16(1, ar) - park[rt][r][1], 1, lr);
+                } else {
+                    la_store_row(la_load_row(ar, min(nc, 16u)) - park[rt][r][0], lr, min(nc, 16u));
+                    if (nc > 16) la_store_row(la_load_row(ar + 16, nc - 16) - park[rt][r][1], lr + 16, nc - 16);
+                }
+            }
+        }
 }
 
 #endif /* WBCL_VARIANT_CPU */

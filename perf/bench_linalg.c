@@ -4,12 +4,24 @@
  *   bench_linalg [--reps N] [--threads T] [--peak GFLOPS] [--large n,n,...] [--small n,n,...]
  *                [--batch B] [--redunet]
  *
+ * (0) the yardsticks, measured in the same run (interleaved, medians):
+ *     - FMA peak: an OpenCL probe kernel on the wbcl device (64 work-items,
+ *       each 12 independent float16 FMA chains, no memory traffic), i.e. what
+ *       PoCL's compiled code can issue on all cores;
+ *     - OpenBLAS SGEMM at n = 2048 on T threads (the practical ceiling).
+ *     "% of peak" below is relative to the probe's best repetition (the
+ *     capability; on a loaded machine medians swing) unless --peak P gives a
+ *     figure (then P is used and the probe is still reported). Table (1)
+ *     gives wbcl's median and best against it, and the median against the
+ *     SGEMM median. Also per CPU-second (CLOCK_PROCESS_CPUTIME_ID around each
+ *     call): flops per CPU-second of wbcl / flops per CPU-second of the probe,
+ *     which the share of the cores that other jobs take does not change
+ *     (spinning or idle-waiting worker threads count against wbcl).
  * (1) one large matrix, n = 256 512 1024 2048 by default: wbcl (CPU-shaped
  *     kernels, blocked with the packed GEMM) vs spotrf_("U") on the same
  *     row-major data (its upper triangle in column-major order is our lower
  *     triangle, and U = L^T), OpenBLAS on T threads (default 2); also the
- *     fraction of the FP32 FMA peak (default 225 GFLOP/s: 2 Zen 4 cores,
- *     ../shared/PERF-NOTES.md).
+ *     fraction of the FP32 FMA peak measured in (0).
  * (2) B = 1000 small matrices, n = 3 10 20 64: one batched wbcl_cholesky call
  *     vs a loop of B spotrf_ calls (single-threaded loop: OpenBLAS does not
  *     parallelize across calls; our batch runs on every core).
@@ -27,6 +39,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "internal.h" /* the context's OpenCL handles, for the FMA probe */
 #include "wbcl/linalg.h"
 #include "wbcl/wbcl.h"
 
@@ -38,6 +51,16 @@ static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU time of the whole process (all threads): on a machine shared with other
+ * jobs, wall time includes the time the scheduler gave to them; CPU time is
+ * what our threads ran (PoCL's and OpenBLAS's idle spinning included). */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -150,10 +173,138 @@ static double time_spotri(int n, int b, const float *src, float *work)
     return now_s() - t0;
 }
 
+
+/* ---- (0) yardsticks ------------------------------------------------------------ */
+#define PROBE_ITEMS 64
+#define PROBE_CHAINS 12
+static const char probe_src[] =
+    "__kernel void fma_probe(__global float *out, const uint iters, const float a, const float b)\n"
+    "{\n"
+    "    const uint g = get_global_id(0);\n"
+    "    float16 x0 = (float16)(g * 1e-6f), x1 = x0 + 1.0f, x2 = x0 + 2.0f, x3 = x0 + 3.0f, x4 = x0 + 4.0f,\n"
+    "            x5 = x0 + 5.0f, x6 = x0 + 6.0f, x7 = x0 + 7.0f, x8 = x0 + 8.0f, x9 = x0 + 9.0f,\n"
+    "            x10 = x0 + 10.0f, x11 = x0 + 11.0f;\n"
+    "    for (uint i = 0; i < iters; i++) {\n"
+    "        x0 = fma(x0, a, b); x1 = fma(x1, a, b); x2 = fma(x2, a, b); x3 = fma(x3, a, b);\n"
+    "        x4 = fma(x4, a, b); x5 = fma(x5, a, b); x6 = fma(x6, a, b); x7 = fma(x7, a, b);\n"
+    "        x8 = fma(x8, a, b); x9 = fma(x9, a, b); x10 = fma(x10, a, b); x11 = fma(x11, a, b);\n"
+    "    }\n"
+    "    const float16 s = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7)) + ((x8 + x9) + (x10 + x11));\n"
+    "    out[g] = s.s0 + s.s1 + s.s2 + s.s3 + s.s4 + s.s5 + s.s6 + s.s7 + s.s8 + s.s9 + s.sa + s.sb + s.sc +\n"
+    "             s.sd + s.se + s.sf;\n"
+    "}\n";
+
+typedef struct probe {
+    cl_program prog;
+    cl_kernel kern;
+    cl_mem out;
+    cl_uint iters;
+} probe;
+
+static void cl_check(cl_int e, const char *what)
+{
+    if (e != CL_SUCCESS) {
+        fprintf(stderr, "FMA probe: %s failed (%d)\n", what, (int)e);
+        exit(1);
+    }
+}
+
+static void probe_init(wbcl_context *ctx, probe *p)
+{
+    const char *src = probe_src;
+    cl_int e;
+    p->prog = clCreateProgramWithSource(ctx->cl, 1, &src, NULL, &e);
+    cl_check(e, "clCreateProgramWithSource");
+    cl_check(clBuildProgram(p->prog, 1, &ctx->device, "", NULL, NULL), "clBuildProgram");
+    p->kern = clCreateKernel(p->prog, "fma_probe", &e);
+    cl_check(e, "clCreateKernel");
+    p->out = clCreateBuffer(ctx->cl, CL_MEM_WRITE_ONLY, PROBE_ITEMS * sizeof(float), NULL, &e);
+    cl_check(e, "clCreateBuffer");
+    p->iters = 1u << 18;
+    float a = 0.999999f, b = 1e-7f;
+    cl_check(clSetKernelArg(p->kern, 0, sizeof p->out, &p->out), "clSetKernelArg");
+    cl_check(clSetKernelArg(p->kern, 1, sizeof p->iters, &p->iters), "clSetKernelArg");
+    cl_check(clSetKernelArg(p->kern, 2, sizeof a, &a), "clSetKernelArg");
+    cl_check(clSetKernelArg(p->kern, 3, sizeof b, &b), "clSetKernelArg");
+}
+
+/* One probe launch: GFLOP/s (2 flops per FMA lane); *per_cpu: GFLOP per CPU-second. */
+static double probe_run(wbcl_context *ctx, probe *p, double *per_cpu)
+{
+    size_t global = PROBE_ITEMS, local = 1;
+    double t0 = now_s(), c0 = cpu_s();
+    cl_check(clEnqueueNDRangeKernel(ctx->queue, p->kern, 1, NULL, &global, &local, 0, NULL, NULL), "launch");
+    cl_check(clFinish(ctx->queue), "clFinish");
+    double t = now_s() - t0, c = cpu_s() - c0;
+    double gflop = (double)PROBE_ITEMS * p->iters * PROBE_CHAINS * 16 * 2 * 1e-9;
+    *per_cpu = gflop / c;
+    return gflop / t;
+}
+
+static void probe_free(probe *p)
+{
+    clReleaseMemObject(p->out);
+    clReleaseKernel(p->kern);
+    clReleaseProgram(p->prog);
+}
+
+/* OpenBLAS SGEMM, n x n x n: GFLOP/s of one call; *per_cpu: GFLOP per CPU-second. */
+static double sgemm_run(int n, const float *A, const float *B, float *C, double *per_cpu)
+{
+    double t0 = now_s(), c0 = cpu_s();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
+    double t = now_s() - t0, c = cpu_s() - c0;
+    *per_cpu = 2.0 * n * n * (double)n / c * 1e-9;
+    return 2.0 * n * n * (double)n / t * 1e-9;
+}
+
+/* Interleaved medians and bests of the probe and of SGEMM at n = 2048. */
+static void yardsticks(wbcl_context *ctx, int reps, double *probe_gf, double *sgemm_gf, double *probe_best,
+                       double *sgemm_best, double *probe_cpu, double *sgemm_cpu)
+{
+    const int n = 2048;
+    probe p;
+    probe_init(ctx, &p);
+    float *A = malloc((size_t)n * n * sizeof *A), *B = malloc((size_t)n * n * sizeof *B),
+          *C = malloc((size_t)n * n * sizeof *C);
+    double *tp = malloc((size_t)reps * sizeof *tp), *ts = malloc((size_t)reps * sizeof *ts),
+           *tc = malloc((size_t)reps * sizeof *tc), *tsc = malloc((size_t)reps * sizeof *tsc), dummy;
+    if (!A || !B || !C || !tp || !ts || !tc || !tsc) exit(1);
+    for (size_t i = 0; i < (size_t)n * n; i++) {
+        A[i] = (float)urand() - 0.5f;
+        B[i] = (float)urand() - 0.5f;
+    }
+    probe_run(ctx, &p, &dummy); /* warm-up: first launch compiles the work-group function */
+    sgemm_run(n, A, B, C, &dummy);
+    for (int r = 0; r < reps; r++) {
+        if (r % 2 == 0) {
+            tp[r] = probe_run(ctx, &p, &tc[r]);
+            ts[r] = sgemm_run(n, A, B, C, &tsc[r]);
+        } else {
+            ts[r] = sgemm_run(n, A, B, C, &tsc[r]);
+            tp[r] = probe_run(ctx, &p, &tc[r]);
+        }
+    }
+    *probe_gf = median(tp, reps); /* sorts */
+    *sgemm_gf = median(ts, reps);
+    *probe_best = tp[reps - 1];
+    *sgemm_best = ts[reps - 1];
+    *probe_cpu = median(tc, reps);
+    *sgemm_cpu = median(tsc, reps);
+    probe_free(&p);
+    free(A);
+    free(B);
+    free(C);
+    free(tp);
+    free(ts);
+    free(tc);
+    free(tsc);
+}
+
 /* One row of a table: interleaved repetitions of wbcl (which = 0: cholesky,
  * 1: inverse) and the peer. Returns wbcl and peer medians. */
 static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const float *A, double *mw, double *mp,
-                     double *diff)
+                     double *diff, double *bw, double *cw)
 {
     size_t total = (size_t)b * n * n;
     size_t s3[3] = {(size_t)b, (size_t)n, (size_t)n};
@@ -161,8 +312,9 @@ static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const
     check(wbcl_tensor_create(ctx, 3, s3, WBCL_F32, A, &tA), ctx, "tensor A");
     check(wbcl_tensor_create(ctx, 3, s3, WBCL_F32, NULL, &tL), ctx, "tensor L");
     float *work = malloc(total * sizeof *work), *L = malloc(total * sizeof *L);
-    double *tw = malloc((size_t)reps * sizeof *tw), *tp = malloc((size_t)reps * sizeof *tp);
-    if (!work || !L || !tw || !tp) exit(1);
+    double *tw = malloc((size_t)reps * sizeof *tw), *tp = malloc((size_t)reps * sizeof *tp),
+           *tc = malloc((size_t)reps * sizeof *tc);
+    if (!work || !L || !tw || !tp || !tc) exit(1);
     /* warm-up (builds kernels) and the comparison of results */
     for (int w = 0; w < 2; w++) {
         if (which == 0) time_wbcl_chol(ctx, tA, tL);
@@ -175,29 +327,33 @@ static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const
     for (int r = 0; r < reps; r++) {
         for (int half = 0; half < 2; half++) {
             if ((half == 0) == (r % 2 == 0)) {
-                double t0 = now_s();
+                double t0 = now_s(), c0 = cpu_s();
                 if (which == 0) check(wbcl_cholesky(ctx, tA, tL), ctx, "wbcl_cholesky");
                 else check(wbcl_spd_inverse(ctx, tA, tL), ctx, "wbcl_spd_inverse");
                 tw[r] = now_s() - t0;
+                tc[r] = cpu_s() - c0;
             } else {
                 tp[r] = which == 0 ? time_spotrf(n, b, A, work) : time_spotri(n, b, A, work);
             }
         }
     }
-    *mw = median(tw, reps);
+    *mw = median(tw, reps); /* sorts */
     *mp = median(tp, reps);
+    if (bw) *bw = tw[0];
+    if (cw) *cw = median(tc, reps);
     wbcl_tensor_destroy(tA);
     wbcl_tensor_destroy(tL);
     free(work);
     free(L);
     free(tw);
     free(tp);
+    free(tc);
 }
 
 int main(int argc, char **argv)
 {
     int reps = 9, threads = 2, batch = 1000, redunet = 0;
-    double peak = 225.0;
+    double peak = 0.0; /* 0: the probe's median */
     int large[16] = {256, 512, 1024, 2048}, nl = 4, small[16] = {3, 10, 20, 64}, nsm = 4;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -233,14 +389,28 @@ int main(int argc, char **argv)
            dev->name, dev->platform_name, dev->driver_version,
            wbcl_context_variant(ctx) == WBCL_VARIANT_CPU ? "CPU" : "GPU", openblas_get_config(), threads,
            env_aff ? env_aff : "(unset)", env_to ? env_to : "(unset)");
+    double probe_gf, sgemm_gf, probe_best, sgemm_best, probe_cpu, sgemm_cpu;
+    yardsticks(ctx, reps < 5 ? 5 : reps, &probe_gf, &sgemm_gf, &probe_best, &sgemm_best, &probe_cpu, &sgemm_cpu);
+    const int peak_given = peak > 0;
+    if (!peak_given) peak = probe_best;
     printf("reps: %d after warm-up, interleaved; times are medians; ratio = spotrf_ time / wbcl time (> 1: wbcl "
-           "faster); FMA peak %.0f GFLOP/s\n\n",
-           reps, peak);
+           "faster)\n",
+           reps);
+    printf("(0) measured FP32 FMA peak (OpenCL probe, %d work-items x %d float16 chains): median %.1f, best %.1f "
+           "GFLOP/s; OpenBLAS SGEMM n = 2048: median %.1f, best %.1f GFLOP/s; %% of peak below uses %.1f GFLOP/s%s, "
+           "%% of SGEMM the SGEMM median\n\n",
+           PROBE_ITEMS, PROBE_CHAINS, probe_gf, probe_best, sgemm_gf, sgemm_best, peak,
+           peak_given ? " (--peak)" : " (the probe's best: the capability; medians swing with the machine's load)");
+    printf("    per CPU-second of this process (load-independent): probe %.1f GFLOP per CPU-s, i.e. %.1f GFLOP/s "
+           "on %d cores; OpenBLAS SGEMM %.1f GFLOP per CPU-s (%.0f%% of the probe's)\n\n",
+           probe_cpu, probe_cpu * (double)dev->compute_units, (int)dev->compute_units, sgemm_cpu,
+           100 * sgemm_cpu / probe_cpu);
 
     if (nl) {
         printf("(1) one large matrix, n^3/3 flops\n\n");
-        printf("| n | wbcl ms | wbcl GFLOP/s | wbcl %% of peak | spotrf_ ms | spotrf_ GFLOP/s | spotrf_ %% of peak | "
-               "ratio | max rel diff |\n|---|---|---|---|---|---|---|---|---|\n");
+        printf("| n | wbcl ms | wbcl GFLOP/s | wbcl %% of peak | wbcl best GFLOP/s | best %% of peak | %% of peak per "
+               "CPU-s | wbcl %% of SGEMM | spotrf_ ms | spotrf_ GFLOP/s | spotrf_ %% of peak | ratio | max rel diff |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         fflush(stdout);
     }
     for (int i = 0; i < nl; i++) {
@@ -249,10 +419,12 @@ int main(int argc, char **argv)
         if (!A) return 1;
         make_spd(n, A);
         double mw, mp, diff, flop = (double)n * n * n / 3.0;
-        run_case(ctx, 0, n, 1, reps, A, &mw, &mp, &diff);
-        printf("| %d | %.2f | %.1f | %.0f%% | %.2f | %.1f | %.0f%% | %.3f | %.1e |\n", n, 1e3 * mw, flop / mw * 1e-9,
-               100 * flop / mw * 1e-9 / peak, 1e3 * mp, flop / mp * 1e-9, 100 * flop / mp * 1e-9 / peak, mp / mw,
-               diff);
+        double bw, cw;
+        run_case(ctx, 0, n, 1, reps, A, &mw, &mp, &diff, &bw, &cw);
+        printf("| %d | %.2f | %.1f | %.0f%% | %.1f | %.0f%% | %.0f%% | %.0f%% | %.2f | %.1f | %.0f%% | %.3f | %.1e |\n",
+               n, 1e3 * mw, flop / mw * 1e-9, 100 * flop / mw * 1e-9 / peak, flop / bw * 1e-9,
+               100 * flop / bw * 1e-9 / peak, 100 * flop / cw * 1e-9 / probe_cpu, 100 * flop / mw * 1e-9 / sgemm_gf,
+               1e3 * mp, flop / mp * 1e-9, 100 * flop / mp * 1e-9 / peak, mp / mw, diff);
         fflush(stdout);
         free(A);
     }
@@ -270,7 +442,7 @@ int main(int argc, char **argv)
         if (!A) return 1;
         for (int b = 0; b < batch; b++) make_spd(n, A + b * nn);
         double mw, mp, diff, flop = (double)batch * n * n * n / 3.0;
-        run_case(ctx, 0, n, batch, reps, A, &mw, &mp, &diff);
+        run_case(ctx, 0, n, batch, reps, A, &mw, &mp, &diff, NULL, NULL);
         printf("| %d | %.3f | %.2f | %.3f | %.2f | %.3f | %.1e |\n", n, 1e3 * mw, flop / mw * 1e-9, 1e3 * mp,
                flop / mp * 1e-9, mp / mw, diff);
         fflush(stdout);
@@ -284,7 +456,7 @@ int main(int argc, char **argv)
         if (!A) return 1;
         for (int k = 0; k < b; k++) make_spd(n, A + k * nn);
         double mw, mp, diff, flop = (double)b * n * n * n; /* potrf n^3/3 + potri 2n^3/3 */
-        run_case(ctx, 1, n, b, reps, A, &mw, &mp, &diff);
+        run_case(ctx, 1, n, b, reps, A, &mw, &mp, &diff, NULL, NULL);
         printf("\n(3) ReduNet layer: %d SPD inverses of d = %d (n^3 flops each)\n\n", b, n);
         printf("| wbcl_spd_inverse ms | GFLOP/s | spotrf_+spotri_ ms | GFLOP/s | ratio | max rel diff |\n"
                "|---|---|---|---|---|---|\n");

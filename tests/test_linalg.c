@@ -427,6 +427,51 @@ START_TEST(cholesky_1024)
 }
 END_TEST
 
+/* The CPU-shaped blocked path (n > 192: blocks of nb = 128, left-looking with
+ * L kept packed in 32-row panels): sizes around the block and panel
+ * boundaries (2nb-1, 2nb, 2nb+1, a multiple of 32 that is not one of 128, 3nb+1,
+ * one that is not a multiple of 8 in its last block), single and batched, and
+ * in place (L = A). Residual bound as above: ||LL^T - A||_F/||A||_F <= (n+1) u. */
+START_TEST(cholesky_block_boundaries)
+{
+    static const size_t sizes[] = {255, 256, 257, 288, 385, 449};
+    wbcl_context *ctx = tu_context();
+    tu_rng r;
+    tu_rng_seed(&r, 21);
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_CPU), WBCL_SUCCESS);
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        const size_t n = sizes[s], batch = 2;
+        float *A = malloc(batch * n * n * sizeof *A);
+        gen_batch(&r, s % 2, n, batch, A);
+        char what[96];
+        snprintf(what, sizeof what, "cpu blocked n=%zu batch=%zu", n, batch);
+        check_cholesky(ctx, n, batch, 1, A, what);
+        snprintf(what, sizeof what, "cpu blocked n=%zu single", n);
+        check_cholesky(ctx, n, 1, 0, A + n * n, what);
+        free(A);
+    }
+    /* in place: the same L as out of place, bit for bit */
+    {
+        const size_t n = 385;
+        float *A = malloc(n * n * sizeof *A), *L1 = malloc(n * n * sizeof *L1), *L2 = malloc(n * n * sizeof *L2);
+        gen_gram(&r, n, 1.0, A);
+        wbcl_tensor *tA = make(ctx, 0, n, n, A), *tL = make(ctx, 0, n, n, NULL);
+        ck_assert_int_eq(wbcl_cholesky(ctx, tA, tL), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_cholesky(ctx, tA, tA), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_tensor_read(ctx, tL, L1, n * n), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_tensor_read(ctx, tA, L2, n * n), WBCL_SUCCESS);
+        ck_assert_msg(memcmp(L1, L2, n * n * sizeof *L1) == 0, "in-place L differs from out-of-place L");
+        ck_assert(chol_residual(n, L2, A) <= RES_C * (n + 1) * U32);
+        wbcl_tensor_destroy(tA);
+        wbcl_tensor_destroy(tL);
+        free(A);
+        free(L1);
+        free(L2);
+    }
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(batches_of_small_matrices)
 {
     static const size_t sizes[] = {3, 16, 33};
@@ -561,6 +606,33 @@ START_TEST(non_spd_rejected)
             expect_numeric(ctx, n, batch, A,
                            "matrix 33 of 40 is not positive definite (pivot 4 is -2.5); 2 matrices fail in all",
                            "batch of 40");
+            free(A);
+        }
+        /* the blocked path (n > 192), a failure in a later block: one matrix of
+         * n = 700 whose pivot 600 (block 4 of 128, not the first row of its
+         * block) is -0.03; a batch of 3 of n = 300 whose matrix 1 fails at
+         * pivot 260 (third block) and matrix 2 at 280 (only the first is named) */
+        {
+            size_t n = 700, p = 600;
+            float *A = malloc(n * n * sizeof *A);
+            gen_gram(&r, n, 1.0, A);
+            for (size_t j = 0; j < n; j++) A[p * n + j] = A[j * n + p] = 0.0f;
+            A[p * n + p] = -0.03f;
+            snprintf(what, sizeof what, "%s n=%zu later block", vname(variants[v]), n);
+            expect_numeric(ctx, n, 1, A, "matrix 0 of 1 is not positive definite (pivot 600 is -0.03)", what);
+            free(A);
+            n = 300;
+            A = malloc(3 * n * n * sizeof *A);
+            gen_batch(&r, 0, n, 3, A);
+            for (size_t b = 1; b < 3; b++) {
+                float *Ab = A + b * n * n;
+                p = b == 1 ? 260 : 280;
+                for (size_t j = 0; j < n; j++) Ab[p * n + j] = Ab[j * n + p] = 0.0f;
+                Ab[p * n + p] = -1.5f;
+            }
+            snprintf(what, sizeof what, "%s n=%zu batch 3 later block", vname(variants[v]), n);
+            expect_numeric(ctx, n, 3, A,
+                           "matrix 1 of 3 is not positive definite (pivot 260 is -1.5); 2 matrices fail in all", what);
             free(A);
         }
         /* the zero matrix fails at pivot 0 */
@@ -706,6 +778,7 @@ int main(void)
         {"inverse_sizes", inverse_sizes},
         {"solve_sizes", solve_sizes},
         {"cholesky_1024", cholesky_1024},
+        {"cholesky_block_boundaries", cholesky_block_boundaries},
         {"batches_of_small_matrices", batches_of_small_matrices},
         {"redunet_matrices", redunet_matrices},
         {"non_spd_rejected", non_spd_rejected},

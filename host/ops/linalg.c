@@ -4,7 +4,10 @@
  *  - n <= 192 (NSMALL_CPU): one kernel. Batches of >= 32 matrices: 16
  *    matrices per work-item, one per float16 lane (wbcl_chol_soa); smaller
  *    batches: one matrix per work-item (wbcl_chol_cm).
- *  - larger n: left-looking blocked, block size nb = 128: for each block
+ *  - larger n, one matrix: left-looking blocked, nb = 128, with L kept
+ *    packed (chol_packed, below: the update is a register-tile GEMM on
+ *    packed panels that the factor and panel kernels write as they go).
+ *  - larger n, batches: left-looking blocked, block size nb = 128: for each block
  *    column j (kb = min(nb, n - j) columns)
  *      1. T = -L[j:n, 0:j] L[j:j+kb, 0:j]^T     one wbcl_gemm_strided call, exactly
  *                                             the lower-triangle flops (the product
@@ -26,7 +29,11 @@
  * symmetric result.
  * Non-SPD input: the factor kernels record the first bad pivot per matrix;
  * every call reads that status back (one blocking read at its end).
- * Block sizes and crossovers were measured: perf/RESULTS.md, "Cholesky". */
+ * Block sizes and crossovers were measured: perf/RESULTS.md, "Cholesky" and
+ * "Dense SPD linear algebra (issue 5)". */
+#ifdef WBCL_LA_TRACE
+#define _POSIX_C_SOURCE 200809L /* clock_gettime for the development trace */
+#endif
 #include "internal.h"
 #include "wbcl/gemm.h"
 #include "wbcl/linalg.h"
@@ -36,6 +43,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef WBCL_LA_TRACE
+#include <time.h>
+#endif
 
 /* Scratch slots (0 and 1 belong to the packed GEMM). */
 #define SLOT_S 4    /* L for logdet / inverse / solve: batch * n * n floats       */
@@ -55,6 +65,12 @@
 #define NB_CPU 128
 #define NB_GPU 64
 #define GPU_WG 64
+/* Panel height of the packed L and block of wbcl_chol_upd (LA_UC of
+ * cl/linalg.cl), and its local size (fixed, so PoCL compiles the kernel for
+ * one local size). */
+#define PK_UC 32
+#define PK_LOCAL 4
+_Static_assert(NB_CPU % PK_UC == 0, "the packed path needs block columns starting on panel boundaries");
 
 typedef struct la_mat { cl_mem mem; size_t off, stride, ld; } la_mat;
 
@@ -99,10 +115,25 @@ typedef struct la_run {
      * threads' wake-ups between commands), and never faster when idle;
      * perf/RESULTS.md, section Cholesky. */
     int sync_each;
+    /* CPU blocked path: the packed copy of L that wbcl_chol_cm and
+     * wbcl_chol_panel also write (pack != 0); see chol_packed */
+    cl_mem P;
+    size_t stride_p;
+    int pack;
 } la_run;
 
-#ifdef WBCL_LA_TRACE /* development: wall time per phase (factor, panel, GEMM, solve) */
-double wbcl__la_trace_acc[4];
+#ifdef WBCL_LA_TRACE /* development: A/B switches and time per phase (factor, panel, update, solve, -) */
+double wbcl__la_trace_acc[5]; /* wall time, ms */
+double wbcl__la_trace_kns[5]; /* kernel time, ms (with wbcl_context_set_timing) */
+int wbcl__la_old;             /* 1: the CPU path through the packed GEMM */
+size_t wbcl__la_nb;           /* nonzero: the CPU block size */
+double wbcl__la_trace_cpu[5]; /* process CPU time, ms */
+static double la_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + 1e-6 * (double)ts.tv_nsec;
+}
 #endif
 
 /* Offset and batch stride of V for the diagonal block starting at row j. */
@@ -143,6 +174,19 @@ static wbcl_status set_u(la_run *r, wbcl_kern *k, cl_uint idx, la_mat x, const l
     return WBCL_SUCCESS;
 }
 
+/* P, stride_p, n, pack: the packed-L arguments of wbcl_chol_cm. */
+static wbcl_status set_pack(la_run *r, wbcl_kern *k, cl_uint idx)
+{
+    cl_mem P = r->pack ? r->P : r->info; /* any valid buffer when not packing */
+    cl_ulong sp = r->stride_p;
+    cl_uint n_ = (cl_uint)r->n, pk = (cl_uint)r->pack;
+    WBCL_ARG(r->ctx, k, idx, P);
+    WBCL_ARG(r->ctx, k, idx + 1, sp);
+    WBCL_ARG(r->ctx, k, idx + 2, n_);
+    WBCL_ARG(r->ctx, k, idx + 3, pk);
+    return WBCL_SUCCESS;
+}
+
 static wbcl_status kernel(la_run *r, const char *name, wbcl_kern **k)
 {
     return wbcl__kernel(r->ctx, "linalg", NULL, name, k);
@@ -155,13 +199,16 @@ static wbcl_status la_launch(la_run *r, int phase, wbcl_kern *k, cl_uint dims, c
 {
 #ifdef WBCL_LA_TRACE
     clFinish(r->ctx->queue);
-    uint64_t t0 = wbcl__now_ns();
+    uint64_t t0 = wbcl__now_ns(), k0 = r->ctx->kernel_ns;
+    double c0 = la_cpu_ms();
 #endif
     wbcl_status st = wbcl__launch(r->ctx, k, dims, g, l);
     if (!st && r->sync_each) clFinish(r->ctx->queue);
 #ifdef WBCL_LA_TRACE
     clFinish(r->ctx->queue);
     wbcl__la_trace_acc[phase] += (double)(wbcl__now_ns() - t0) * 1e-6;
+    wbcl__la_trace_kns[phase] += (double)(r->ctx->kernel_ns - k0) * 1e-6;
+    wbcl__la_trace_cpu[phase] += la_cpu_ms() - c0;
 #else
     (void)phase;
 #endif
@@ -206,6 +253,7 @@ static wbcl_status factor_block(la_run *r, la_mat in, const la_mat *u, la_mat ou
     WBCL_ARG(r->ctx, k, 19, pb);
     WBCL_ARG(r->ctx, k, 20, inv);
     if ((st = set_mat(r, k, 21, vblock(r, pivot_base)))) return st;
+    if ((st = set_pack(r, k, 25))) return st;
     /* work-groups of one item: a handful of matrices still spreads over all
      * cores, and PoCL compiles the kernel for one local size only */
     size_t global = r->batch, local = 1;
@@ -216,7 +264,7 @@ static wbcl_status factor_block(la_run *r, la_mat in, const la_mat *u, la_mat ou
  * block row (wbcl_trsm_cols): same argument layout. `cols` is the panel's
  * row count or the number of right-hand-side columns. */
 static wbcl_status tri_kernel(la_run *r, int solve, la_mat d, la_mat x, const la_mat *u, size_t ucols, la_mat y,
-                              size_t kb, size_t cols, int upper)
+                              size_t kb, size_t cols, int upper, size_t row0, size_t col0)
 {
     const char *name = solve ? (r->gpu ? "wbcl_trsm_cols_wg" : "wbcl_trsm_inv")
                              : (r->gpu ? "wbcl_chol_panel_wg" : "wbcl_chol_panel");
@@ -231,6 +279,18 @@ static wbcl_status tri_kernel(la_run *r, int solve, la_mat d, la_mat x, const la
     WBCL_ARG(r->ctx, k, 18, cols_);
     WBCL_ARG(r->ctx, k, 19, batch_);
     if (solve) WBCL_ARG(r->ctx, k, 20, up);
+    if (!solve && !r->gpu) {
+        /* the CPU panel also writes its rows (at row0, col0 of L) into the packed copy */
+        cl_mem P = r->pack ? r->P : r->info;
+        cl_ulong sp = r->stride_p;
+        cl_uint n_ = (cl_uint)r->n, r0 = (cl_uint)row0, c0 = (cl_uint)col0, pk = (cl_uint)r->pack;
+        WBCL_ARG(r->ctx, k, 20, P);
+        WBCL_ARG(r->ctx, k, 21, sp);
+        WBCL_ARG(r->ctx, k, 22, n_);
+        WBCL_ARG(r->ctx, k, 23, r0);
+        WBCL_ARG(r->ctx, k, 24, c0);
+        WBCL_ARG(r->ctx, k, 25, pk);
+    }
     if (r->gpu) {
         size_t local[2] = {GPU_WG, 1}, global[2] = {cols, r->batch};
         return la_launch(r, 1 + 2 * solve, k, 2, global, local);
@@ -284,6 +344,10 @@ static wbcl_status gemm(la_run *r, int ta, size_t m, size_t n, size_t k, const w
     return gemm_b(r, ta, m, n, k, A, off_a, lda, sa, tb, B, off_b, ldb, sb, 0.0f, C, off_c, ldc, sc);
 }
 
+/* Floats per matrix of the packed copy of L (cl/linalg.cl, la_pack_pad):
+ * PK_UC-row panels, each n long. */
+static size_t packed_floats(size_t n) { return ceil_div(n, PK_UC) * PK_UC * n; }
+
 /* ---- scratch ------------------------------------------------------------------- */
 static int use_soa(const la_run *r)
 {
@@ -302,7 +366,7 @@ static wbcl_status reserve(la_run *r, size_t rc, int inverse)
         st = wbcl__scratch(r->ctx, SLOT_W, ceil_div(r->batch, 16) * 16 * (n * (n + 1) / 2 + 16) * sizeof(float), &m);
     else
         st = alloc_w(r);
-    size_t t = n > nb ? n * nb : 0;
+    size_t t = n > nb ? (!r->gpu && r->batch == 1 ? packed_floats(n) : n * nb) : 0;
     if (rc && n > nb) {
         const size_t ts = inverse ? n * n : nb * rc;
         if (ts > t) t = ts;
@@ -331,6 +395,59 @@ static wbcl_status chol_soa(la_run *r, cl_mem A, cl_mem L)
     return la_launch(r, 0, k, 1, &global, &local);
 }
 
+/* CPU, n > nb: left-looking blocked with L kept packed. For each block
+ * column j (kb columns):
+ *   1. S = A[j:n, j:j+kb] - L[j:n, 0:j] L[j:j+kb, 0:j]^T into L   wbcl_chol_upd
+ *   2. L[j:j+kb, j:j+kb] = chol(S11), V = L11^-T                  wbcl_chol_cm
+ *   3. L[j+kb:n, j:j+kb] = S21 V                                  wbcl_chol_panel
+ * Steps 2 and 3 also write their results into the packed copy of L (from
+ * registers / their scratch; a separate packing pass read L back at a stride
+ * of n floats and cost 10-15% of the time at n = 2048). The packed GEMM
+ * would repack L[j:n, 0:j] at every step (n^3/(6 nb) floats in all); here
+ * every element of L is packed once. */
+static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
+{
+    const size_t n = r->n, nn = n * n, nb = r->nb;
+    const size_t per = packed_floats(n);
+    cl_mem P;
+    wbcl_kern *kup;
+    wbcl_status st = wbcl__scratch(r->ctx, SLOT_T, r->batch * per * sizeof(float), &P);
+    if (!st) st = kernel(r, "wbcl_chol_upd", &kup);
+    if (st) return st;
+    r->P = P;
+    r->stride_p = per;
+    const cl_ulong stride_p = per, snn = nn;
+    const cl_uint n_ = (cl_uint)n, batch_ = (cl_uint)r->batch;
+    for (size_t j = 0; j < n && !st; j += nb) {
+        const size_t kb = n - j < nb ? n - j : nb, rows = n - j - kb;
+        const cl_uint j_ = (cl_uint)j, kb_ = (cl_uint)kb;
+        const cl_mem in = j ? L : A; /* after the update, S lies in L */
+        if (j > 0) {
+            WBCL_ARG(r->ctx, kup, 0, P);
+            WBCL_ARG(r->ctx, kup, 1, stride_p);
+            WBCL_ARG(r->ctx, kup, 2, A);
+            WBCL_ARG(r->ctx, kup, 3, snn);
+            WBCL_ARG(r->ctx, kup, 4, L);
+            WBCL_ARG(r->ctx, kup, 5, snn);
+            WBCL_ARG(r->ctx, kup, 6, n_);
+            WBCL_ARG(r->ctx, kup, 7, j_);
+            WBCL_ARG(r->ctx, kup, 8, kb_);
+            WBCL_ARG(r->ctx, kup, 9, batch_);
+            size_t g[2] = {(ceil_div(n, PK_UC) - j / PK_UC) * ceil_div(kb, PK_UC), r->batch}, l[2] = {PK_LOCAL, 1};
+            st = la_launch(r, 2, kup, 2, g, l);
+        }
+        r->pack = rows > 0; /* the last block column is never read back */
+        if (!st)
+            st = factor_block(r, mat(in, j * n + j, nn, n), NULL, mat(L, j * n + j, nn, n), kb, rows, j,
+                              rows > 0 || r->keep_v);
+        if (!st && rows)
+            st = tri_kernel(r, 0, vblock(r, j), mat(in, (j + kb) * n + j, nn, n), NULL, 1,
+                            mat(L, (j + kb) * n + j, nn, n), kb, rows, 0, j + kb, j);
+    }
+    r->pack = 0;
+    return st;
+}
+
 /* L = chol(A) for A, L with matrices at b*n*n (L may be A); Lt is L as a
  * tensor (GEMM operand). Initializes r->info. */
 static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
@@ -345,6 +462,15 @@ static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
     if (st) return st;
     if (n <= nb) return factor_block(r, mat(A, 0, nn, n), NULL, mat(Lt->mem, 0, nn, n), n, 0, 0, r->keep_v);
 
+    /* CPU, one matrix: L kept packed (1.1-1.25x faster than the path through
+     * the packed GEMM below at n = 1024-2048, same-process A/B). Batches
+     * keep the GEMM path: for ReduNet's 11 inverses of d = 784 the packed
+     * path was 0-5% slower (the GEMM packs a whole batch per launch). */
+    int packed = !r->gpu && r->batch == 1;
+#ifdef WBCL_LA_TRACE
+    if (wbcl__la_old) packed = 0;
+#endif
+    if (packed) return chol_packed(r, A, Lt->mem);
     cl_mem T;
     st = wbcl__scratch(r->ctx, SLOT_T, r->batch * n * nb * sizeof(float), &T);
     if (st) return st;
@@ -361,7 +487,7 @@ static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
         const la_mat d = r->gpu ? mat(Lt->mem, j * n + j, nn, n) : vblock(r, j);
         if (!st && rows)
             st = tri_kernel(r, 0, d, mat(A, (j + kb) * n + j, nn, n), j ? &up : NULL, 1,
-                            mat(Lt->mem, (j + kb) * n + j, nn, n), kb, rows, 0);
+                            mat(Lt->mem, (j + kb) * n + j, nn, n), kb, rows, 0, 0, 0);
     }
     return st;
 }
@@ -405,7 +531,7 @@ static wbcl_status solve(la_run *r, const wbcl_tensor *Lt, const wbcl_tensor *B,
         if (inverse) {
             const la_mat ui = mat(T, I * n, nn, n);
             st = tri_kernel(r, 1, diag(r, Lt, I), mat(X->mem, I * n, nn, n), I ? &ui : NULL, I,
-                            mat(X->mem, I * n, nn, n), kb, I + kb, 0);
+                            mat(X->mem, I * n, nn, n), kb, I + kb, 0, 0, 0);
             if (!st && I + kb < n && I > 0)
                 st = gemm_b(r, 0, n - I - kb, I, kb, Lt, (I + kb) * n + I, n, nn, 0, X, I * n, n, nn, 1.0f, &Tv,
                             (I + kb) * n, n, nn);
@@ -416,7 +542,7 @@ static wbcl_status solve(la_run *r, const wbcl_tensor *Lt, const wbcl_tensor *B,
             if (I > 0) st = gemm(r, 0, kb, rc, I, Lt, I * n, n, nn, 0, X, 0, rc, nr, &Tv, 0, rc, tsize);
             if (!st)
                 st = tri_kernel(r, 1, diag(r, Lt, I), mat(B->mem, I * rc, nr, rc), I ? &u : NULL, rc,
-                                mat(X->mem, I * rc, nr, rc), kb, rc, 0);
+                                mat(X->mem, I * rc, nr, rc), kb, rc, 0, 0, 0);
         }
     }
     for (size_t I = (n - 1) / nb * nb; !st; I -= nb) {
@@ -427,7 +553,7 @@ static wbcl_status solve(la_run *r, const wbcl_tensor *Lt, const wbcl_tensor *B,
                       rc, tsize);
         if (!st)
             st = tri_kernel(r, 1, diag(r, Lt, I), mat(X->mem, I * rc, nr, rc), upd ? &u : NULL, cols,
-                            mat(X->mem, I * rc, nr, rc), kb, cols, 1);
+                            mat(X->mem, I * rc, nr, rc), kb, cols, 1, 0, 0);
         if (I == 0) break;
     }
     return st;
@@ -493,6 +619,9 @@ static wbcl_status begin(la_run *r, wbcl_context *ctx, const char *op, size_t ba
     r->n = n;
     r->batch = batch;
     r->nb = r->gpu ? NB_GPU : NB_CPU;
+#ifdef WBCL_LA_TRACE
+    if (!r->gpu && wbcl__la_nb) r->nb = wbcl__la_nb;
+#endif
     if (!r->gpu && n <= NSMALL_CPU) r->nb = n; /* one unblocked block */
     r->sync_each = ctx->info.type == WBCL_DEVICE_CPU;
     r->keep_v = keep_v;
