@@ -17,7 +17,6 @@
 
 static wbcl_mpi_job job;
 static wbcl_run_par par;
-static int failure_printed_by_me;
 
 static int agreed_fail(wbcl_run *r)
 {
@@ -110,7 +109,6 @@ int wbcl_run_mpi_open(wbcl_run *r, const char *local_error)
         r->ctx = NULL;
         fail = err[0] ? err : "cannot open an OpenCL context";
     }
-    if (fail) failure_printed_by_me = 1;
     if (wbcl_mpi_agree(&job, fail)) return agreed_fail(r);
     if (r->ctx && job.rank == 0 && !r->quiet)
         printf("wbcl-run-mpi: %d rank%s; rank 0 on %s\n", job.size, job.size == 1 ? "" : "s",
@@ -123,7 +121,6 @@ int wbcl_run_mpi_finish(wbcl_run *r, int rc, int opened)
 {
     if (!opened) return rc; /* a usage error: the same on every rank, no collective made */
     if (job.failed_rank < 0) {
-        if (rc) failure_printed_by_me = 1;
         if (wbcl_mpi_agree(&job, rc ? (r->err[0] ? r->err : "failed") : NULL)) rc = 1;
     }
     if (job.failed_rank >= 0) {
@@ -136,7 +133,7 @@ int wbcl_run_mpi_finish(wbcl_run *r, int rc, int opened)
 int wbcl_run_mpi_prints(const wbcl_run *r)
 {
     (void)r;
-    return job.rank == 0 || job.rank == job.failed_rank || (job.failed_rank < 0 && failure_printed_by_me);
+    return job.rank == 0; /* it has the failing rank's message; one line, not interleaved */
 }
 
 void wbcl_run_mpi_end(void) { MPI_Finalize(); }

@@ -13,7 +13,8 @@ int wbcl_run_mpi_open(wbcl_run *r, const char *local_error);
 /* After the module: agrees on the outcome (unless a failure was already agreed on), sets the
  * reason to the failing rank's message; returns the exit status of this rank. */
 int wbcl_run_mpi_finish(wbcl_run *r, int rc, int opened);
-/* Whether this rank prints the reason (rank 0, and the rank that failed). */
+/* Whether this rank prints the reason: rank 0 only (after an agreed failure it holds the failing
+ * rank's message; usage errors are the same on every rank). */
 int wbcl_run_mpi_prints(const wbcl_run *r);
 /* MPI_Finalize. */
 void wbcl_run_mpi_end(void);
