@@ -530,11 +530,16 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("mpi");
-    TCase *tc = tcase_create("mpi");
+    /* "hook": in this process (CK_RUN_CASE=hook CK_FORK=no under valgrind); "mpirun": children */
+    TCase *th = tcase_create("hook");
+    tcase_add_checked_fixture(th, setup, teardown);
+    tcase_set_timeout(th, 900);
+    tcase_add_test(th, single_participant_is_bitexact);
+    tcase_add_test(th, hook_failures);
+    suite_add_tcase(s, th);
+    TCase *tc = tcase_create("mpirun");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 900);
-    tcase_add_test(tc, single_participant_is_bitexact);
-    tcase_add_test(tc, hook_failures);
     tcase_add_test(tc, construction_over_ranks_equals_one_process);
     tcase_add_test(tc, per_rank_shard_files);
     tcase_add_test(tc, batched_inference_equals_one_process);
