@@ -288,7 +288,8 @@ static int run_fit(wbcl_run *r)
     } else if (read_labels(r, labels_path, xh.shape[0], &y, &K)) goto done;
     if (wbcl_run_check(r, wbcl_tensor_create(r->ctx, 2, xh.shape, WBCL_F32, NULL, &Z))) goto done;
     progress pr = {p.layers, isatty(fileno(stderr)) && !r->quiet, now_s(), 0.0, 0, 0.0};
-    wbcl_run_info(r, "redunet.fit: m = %zu, d = %zu, K = %d; L = %d, eta %g, eps2 %g, lambda %g\n", xh.shape[0],
+    wbcl_run_info(r, "redunet.fit: m = %zu%s, d = %zu, K = %d; L = %d, eta %g, eps2 %g, lambda %g\n", xh.shape[0],
+                  r->par ? " on rank 0" : "",
                   xh.shape[1], K, p.layers, (double)p.eta, (double)p.eps2, (double)p.lambda);
     if (r->par) {
         if (wbcl_run_check(r, r->par->redunet_fit(r, X, y, K, &p, on_layer, &pr, Z, &net))) goto done;
