@@ -21,6 +21,8 @@ mpi() { local np=$1; shift; mpirun --allow-run-as-root --oversubscribe -np "$np"
 
 # cases: name m d K L
 cases=${CASES:-"wide:1000:784:10:3 tall:20000:32:10:20"}
+# a rank waiting in a collective yields its core instead of spinning (the ranks share 2 cores)
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 echo "host: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load $(cut -d' ' -f1-3 /proc/loadavg); $(mpirun --version | head -1)"
 echo
 echo "| case | m, d, K, L | wbcl-run (1 process) | -np 1 | -np 2, every rank builds | -np 2, rank 0 builds + bcast | speed-up 2 ranks (best) | rank 0 in collectives (-np 2 all) |"
@@ -47,16 +49,19 @@ for c in $cases; do
 done
 
 echo
-echo "Communication per layer (measured bytes allreduced per rank / L, -np 2; L = 4):"
+echo "Communication per layer: bytes allreduced per rank (-np 2, L = 4 layers) / L. One sum is"
+echo "8·(K·d² + K + 1) bytes (doubles: K Gram matrices, K counts, the yhat-vs-label count); a layer makes"
+echo "two (objective's ŷ groups, next construction's labels) or one when ŷ equals the labels everywhere."
 echo
-echo "| m | d | K | bytes allreduced per layer | 2·8·(K·d² + K) | bytes of the samples (m·d·4) | ratio |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
-for c in ${VOLUME:-"2000:32:10 20000:32:10 200000:32:10 1000:784:10 4000:784:10"}; do
+echo "| m | d | K | bytes allreduced per layer | one sum 8·(K·d²+K+1) | sums per layer | bytes of the samples m·d·4 | allreduced / samples |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+volume=${VOLUME:-"2000:32:10 20000:32:10 200000:32:10 1000:784:10 4000:784:10"}
+for c in $volume; do
   IFS=: read -r m d K <<<"$c"
   dir="$tmp/v_${m}_${d}"
   python3 perf/mpi_data.py "$dir" "$m" "$d" "$K" >/dev/null
   bytes=$(mpi 2 redunet.fit --input "$dir/X.npy" --labels "$dir/y.npy" --param layers=4 | sed -n 's/.* \([0-9]*\) bytes allreduced.*/\1/p')
   awk -v m="$m" -v d="$d" -v K="$K" -v b="$bytes" 'BEGIN {
-    per = b / 4; f = 2 * 8 * (K * d * d + K); s = m * d * 4;
-    printf "| %d | %d | %d | %.0f | %.0f | %.0f | %.3g |\n", m, d, K, per, f, s, per / s }'
+    per = b / 4; one = 8 * (K * d * d + K + 1); s = m * d * 4;
+    printf "| %d | %d | %d | %.0f | %.0f | %.2f | %.0f | %.3g |\n", m, d, K, per, one, per / one, s, per / s }'
 done

@@ -409,6 +409,8 @@ typedef struct rd_work {
     size_t mt;             /* rows of all participants (fit_shard); m otherwise */
     const wbcl_redunet_comm *comm; /* fit_shard: statistics summed through it; NULL otherwise */
     int known;             /* a collective call reported a failure: make no further calls */
+    size_t diff;           /* fit_shard: rows here whose yhat differs from the label (summed too) */
+    double diff_total;     /* ... over all participants, after the sum */
     int fused;
     wbcl_tensor *Zw;       /* working features: (m, d); fused: transposed, (d, mp) */
     cl_mem flag;           /* non-finite input flag                   */
@@ -656,11 +658,12 @@ static wbcl_status gemm(wbcl_context *ctx, wbcl_transpose ta, wbcl_transpose tb,
 }
 
 /* fit_shard: the group Grams Gb and sizes summed over the participants (in double; a group empty
- * here contributes zeros); afterwards w->cnth and w->n hold the total sizes. */
+ * here contributes zeros); afterwards w->cnth and w->n hold the total sizes. The buffer carries
+ * one more number, w->diff (summed into w->diff_total). */
 static wbcl_status comm_sum_groups(rd_work *w)
 {
     wbcl_context *ctx = w->ctx;
-    const size_t K = w->K, dd = w->d * w->d, n = K * dd + K;
+    const size_t K = w->K, dd = w->d * w->d, n = K * dd + K + 1;
     float *g = malloc(K * dd * sizeof *g);
     double *buf = malloc(n * sizeof *buf);
     cl_uint *n32 = malloc(K * sizeof *n32);
@@ -674,6 +677,7 @@ static wbcl_status comm_sum_groups(rd_work *w)
         for (size_t e = 0; e < dd; e++) buf[j * dd + e] = w->cnth[j] ? (double)g[j * dd + e] : 0.0;
         buf[K * dd + j] = (double)w->cnth[j];
     }
+    buf[n - 1] = (double)w->diff;
     if (w->comm->sum(buf, n, 0, w->comm->user)) {
         w->known = 1;
         st = wbcl__fail(ctx, WBCL_ERROR_PEER, "%s: another participant failed (or the transport did)", w->op);
@@ -686,6 +690,7 @@ static wbcl_status comm_sum_groups(rd_work *w)
         mt += w->cnth[j];
     }
     w->mt = mt;
+    w->diff_total = buf[n - 1];
     for (size_t e = 0; e < K * dd; e++) g[e] = (float)buf[e];
     if ((st = wbcl_tensor_write(ctx, w->Gb, g, K * dd))) goto done;
     st = write_buf(ctx, w->n, K * sizeof(cl_uint), n32, "the ReduNet group sizes");
@@ -1038,10 +1043,15 @@ static wbcl_status fit_comm(rd_work *w, wbcl_redunet *net, const int *labels, co
         double *h = net->hist + 3 * l;
         if ((st = gemm_apply(w, net->W[l], p->eta, p->lambda))) return st;
         if ((st = read_buf(ctx, w->yhat, 0, m * sizeof(cl_int), w->yh, "the ReduNet estimated classes"))) return st;
+        w->diff = 0;
+        for (size_t i = 0; i < m; i++) w->diff += w->yh[i] != labels[i];
         if ((st = gemm_groups(w, w->yh, p->eps2))) return st;
+        w->diff = 0;
         if (builds && (st = gemm_logdets(w, h))) return st;
         if (!last) {
-            if ((st = gemm_groups(w, labels, p->eps2))) return st;
+            /* as in fit_gemm: when yhat equals the labels on every participant, the objective's
+               summed statistics are the next construction's (one sum per layer instead of two) */
+            if (w->diff_total != 0.0 && (st = gemm_groups(w, labels, p->eps2))) return st;
             if (builds && (st = gemm_construct(w, net->W[l + 1], p->eps2))) return st;
         }
         if (w->comm->broadcast && (st = comm_share_layer(w, last ? NULL : net->W[l + 1], h))) return st;

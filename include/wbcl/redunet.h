@@ -92,8 +92,10 @@ wbcl_status wbcl_redunet_fit(wbcl_context *ctx, const wbcl_tensor *X, const int 
  *
  * The construction needs the training rows only through sufficient statistics: per layer the
  * class Gram matrices Z_j^T Z_j (K, d, d) and class sizes m_j (ZᵀZ = sum_j Z_j^T Z_j), once for
- * the true labels (E, C_j of the next layer) and once for the estimated classes yhat (the logged
- * objective). wbcl_redunet_fit_shard runs wbcl_redunet_fit on one shard of the rows and sums those
+ * the estimated classes yhat (the logged objective) and once for the true labels (E, C_j of the
+ * next layer) -- once only when yhat equals the labels on every participant: each sum carries
+ * the count of rows where they differ. Per layer that is one or two sums of K d^2 + K + 1
+ * doubles, whatever the number of rows. wbcl_redunet_fit_shard runs wbcl_redunet_fit on one shard of the rows and sums those
  * statistics over all participants through `comm` (wbcl/mpi.h gives an MPI one; the library itself
  * has no transport). Every participant then builds the same E, C_j (or, with `broadcast`, the root
  * builds them and sends them), applies the layer to its own rows and logs the same objective. The
