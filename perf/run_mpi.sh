@@ -20,7 +20,7 @@ trap 'rm -rf "$tmp"' EXIT
 mpi() { local np=$1; shift; mpirun --allow-run-as-root --oversubscribe -np "$np" "$tools/wbcl-run-mpi" "$@"; }
 
 # cases: name m d K L
-cases=${CASES:-"wide:1000:784:10:3 tall:20000:32:10:20"}
+cases=${CASES:-"wide:1000:784:10:3 wide-tall:8000:784:10:2 tall:20000:32:10:20"}
 # a rank waiting in a collective yields its core instead of spinning (the ranks share 2 cores)
 export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 echo "host: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load $(cut -d' ' -f1-3 /proc/loadavg); $(mpirun --version | head -1)"
