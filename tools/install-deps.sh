@@ -15,6 +15,7 @@ packages=(
   check                                          # unit tests
   libopenblas-dev                                # the CPU peer in benchmarks
   clang libclang-rt-dev                          # fuzz targets (libFuzzer, ASan/UBSan runtimes)
+  libopenmpi-dev openmpi-bin                     # -DWBCL_MPI=ON: wbcl_mpi, wbcl-run-mpi, test_mpi
 )
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null

@@ -22,6 +22,7 @@ const char *wbcl_status_name(wbcl_status s)
     case WBCL_ERROR_UNSUPPORTED: return "WBCL_ERROR_UNSUPPORTED";
     case WBCL_ERROR_NUMERIC: return "WBCL_ERROR_NUMERIC";
     case WBCL_ERROR_CONTEXT_MISMATCH: return "WBCL_ERROR_CONTEXT_MISMATCH";
+    case WBCL_ERROR_PEER: return "WBCL_ERROR_PEER";
     }
     return "WBCL_ERROR_UNKNOWN";
 }

@@ -406,6 +406,11 @@ typedef struct rd_work {
     wbcl_context *ctx;
     const char *op;
     size_t m, d, K;
+    size_t mt;             /* rows of all participants (fit_shard); m otherwise */
+    const wbcl_redunet_comm *comm; /* fit_shard: statistics summed through it; NULL otherwise */
+    int known;             /* a collective call reported a failure: make no further calls */
+    size_t diff;           /* fit_shard: rows here whose yhat differs from the label (summed too) */
+    double diff_total;     /* ... over all participants, after the sum */
     int fused;
     wbcl_tensor *Zw;       /* working features: (m, d); fused: transposed, (d, mp) */
     cl_mem flag;           /* non-finite input flag                   */
@@ -456,6 +461,7 @@ static wbcl_status work_init(rd_work *w, wbcl_context *ctx, const char *op, size
     w->ctx = ctx;
     w->op = op;
     w->m = m;
+    w->mt = m;
     w->d = d;
     w->K = K;
     w->fused = fused;
@@ -651,6 +657,50 @@ static wbcl_status gemm(wbcl_context *ctx, wbcl_transpose ta, wbcl_transpose tb,
     return wbcl_gemm_strided(ctx, &de, A, B, C);
 }
 
+/* fit_shard: the group Grams Gb and sizes summed over the participants (in double; a group empty
+ * here contributes zeros); afterwards w->cnth and w->n hold the total sizes. The buffer carries
+ * one more number, w->diff (summed into w->diff_total). */
+static wbcl_status comm_sum_groups(rd_work *w)
+{
+    wbcl_context *ctx = w->ctx;
+    const size_t K = w->K, dd = w->d * w->d, n = K * dd + K + 1;
+    float *g = malloc(K * dd * sizeof *g);
+    double *buf = malloc(n * sizeof *buf);
+    cl_uint *n32 = malloc(K * sizeof *n32);
+    wbcl_status st = WBCL_SUCCESS;
+    if (!g || !buf || !n32) {
+        st = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", w->op);
+        goto done;
+    }
+    if ((st = wbcl_tensor_read(ctx, w->Gb, g, K * dd))) goto done;
+    for (size_t j = 0; j < K; j++) {
+        for (size_t e = 0; e < dd; e++) buf[j * dd + e] = w->cnth[j] ? (double)g[j * dd + e] : 0.0;
+        buf[K * dd + j] = (double)w->cnth[j];
+    }
+    buf[n - 1] = (double)w->diff;
+    if (w->comm->sum(buf, n, 0, w->comm->user)) {
+        w->known = 1;
+        st = wbcl__fail(ctx, WBCL_ERROR_PEER, "%s: another participant failed (or the transport did)", w->op);
+        goto done;
+    }
+    size_t mt = 0;
+    for (size_t j = 0; j < K; j++) {
+        w->cnth[j] = (size_t)buf[K * dd + j];
+        n32[j] = (cl_uint)w->cnth[j];
+        mt += w->cnth[j];
+    }
+    w->mt = mt;
+    w->diff_total = buf[n - 1];
+    for (size_t e = 0; e < K * dd; e++) g[e] = (float)buf[e];
+    if ((st = wbcl_tensor_write(ctx, w->Gb, g, K * dd))) goto done;
+    st = write_buf(ctx, w->n, K * sizeof(cl_uint), n32, "the ReduNet group sizes");
+done:
+    free(g);
+    free(buf);
+    free(n32);
+    return st;
+}
+
 /* Groups of `labels` (sizes, offsets, gather indices), the rows of Zw gathered group by group
  * into Zs, the group Grams G_j = Z_j^T Z_j (one batched GEMM when the groups have equal sizes)
  * and A = [I + a sum_j G_j, I + a_j G_j] (rdn_prep; an empty group gives I). */
@@ -701,11 +751,13 @@ static wbcl_status gemm_groups(rd_work *w, const int *labels, float eps2)
                           w->start[j] * d, 0, w->Gb, j * d * d, 0);
     }
     if (st) return st;
+    if (w->comm && (st = comm_sum_groups(w))) return st;
+    cl_uint mt = (cl_uint)w->mt;
     if ((st = rd_kernel(ctx, 0, d, K, "rdn_prep", &k))) return st;
     WBCL_ARG(ctx, k, 0, w->Gb->mem);
     WBCL_ARG(ctx, k, 1, w->n);
     WBCL_ARG(ctx, k, 2, w->A->mem);
-    WBCL_ARG(ctx, k, 3, mm);
+    WBCL_ARG(ctx, k, 3, mt);
     WBCL_ARG(ctx, k, 4, dd);
     WBCL_ARG(ctx, k, 5, eps2);
     return launch1(ctx, k, d * d, row_local(ctx, d * d));
@@ -723,7 +775,7 @@ static wbcl_status gemm_logdets(rd_work *w, double *h)
     if (!st) {
         double R = 0.5 * ld[0], Rc = 0.0;
         for (size_t j = 0; j < w->K; j++)
-            if (w->cnth[j]) Rc += ((double)w->cnth[j] / (double)w->m) * 0.5 * ld[1 + j];
+            if (w->cnth[j]) Rc += ((double)w->cnth[j] / (double)w->mt) * 0.5 * ld[1 + j];
         h[0] = R - Rc;
         h[1] = R;
         h[2] = Rc;
@@ -740,7 +792,7 @@ static wbcl_status gemm_construct(rd_work *w, wbcl_tensor *W, float eps2)
     if (st) return st;
     wbcl_kern *k;
     if ((st = rd_kernel(ctx, 0, w->d, w->K, "rdn_scale", &k))) return st;
-    cl_uint mm = (cl_uint)w->m, dd = (cl_uint)w->d;
+    cl_uint mm = (cl_uint)w->mt, dd = (cl_uint)w->d;
     WBCL_ARG(ctx, k, 0, w->Ainv->mem);
     WBCL_ARG(ctx, k, 1, w->n);
     WBCL_ARG(ctx, k, 2, W->mem);
@@ -937,6 +989,153 @@ fail:
     work_free(&w);
     wbcl_redunet_destroy(net);
     return st;
+}
+
+/* ---- fit on a shard (statistics summed through a wbcl_redunet_comm) -------------------------------- */
+
+static wbcl_status peer_failed(rd_work *w)
+{
+    w->known = 1;
+    return wbcl__fail(w->ctx, WBCL_ERROR_PEER, "%s: another participant failed (or the transport did)", w->op);
+}
+
+/* broadcast mode: the layer buffer W and the history row h from the root to everyone. */
+static wbcl_status comm_share_layer(rd_work *w, wbcl_tensor *W, double *h)
+{
+    const wbcl_redunet_comm *c = w->comm;
+    const size_t nf = layer_floats(w->d, w->K);
+    float *buf = malloc(nf * sizeof *buf);
+    if (!buf) return wbcl__fail(w->ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", w->op);
+    wbcl_status st = WBCL_SUCCESS;
+    if (W && c->root && (st = wbcl_tensor_read(w->ctx, W, buf, nf))) goto done;
+    if (W && c->broadcast(buf, nf * sizeof *buf, 0, c->user)) {
+        st = peer_failed(w);
+        goto done;
+    }
+    if (W && !c->root && (st = wbcl_tensor_write(w->ctx, W, buf, nf))) goto done;
+    if (h && c->broadcast(h, 3 * sizeof *h, 0, c->user)) st = peer_failed(w);
+done:
+    free(buf);
+    return st;
+}
+
+/* The layer loop of fit_gemm with the statistics of both groupings summed every layer. */
+static wbcl_status fit_comm(rd_work *w, wbcl_redunet *net, const int *labels, const wbcl_redunet_params *p,
+                            wbcl_redunet_progress_fn progress, void *user)
+{
+    wbcl_context *ctx = w->ctx;
+    const size_t L = (size_t)net->L, m = w->m;
+    const int builds = !w->comm->broadcast || w->comm->root;
+    wbcl_status st;
+    if ((st = gemm_groups(w, labels, p->eps2))) return st;
+    for (size_t j = 0; j < w->K; j++) /* the totals are the same everywhere: every participant fails alike */
+        if (!w->cnth[j]) {
+            w->known = 1;
+            return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT,
+                              "%s: class %zu has no samples on any participant (empty classes are an error; labels "
+                              "must cover 0..%zu)",
+                              w->op, j, w->K - 1);
+        }
+    if (builds && (st = gemm_construct(w, net->W[0], p->eps2))) return st;
+    if (w->comm->broadcast && (st = comm_share_layer(w, net->W[0], NULL))) return st;
+    for (size_t l = 0; l < L; l++) {
+        const int last = l + 1 == L;
+        double *h = net->hist + 3 * l;
+        if ((st = gemm_apply(w, net->W[l], p->eta, p->lambda))) return st;
+        if ((st = read_buf(ctx, w->yhat, 0, m * sizeof(cl_int), w->yh, "the ReduNet estimated classes"))) return st;
+        w->diff = 0;
+        for (size_t i = 0; i < m; i++) w->diff += w->yh[i] != labels[i];
+        if ((st = gemm_groups(w, w->yh, p->eps2))) return st;
+        w->diff = 0;
+        if (builds && (st = gemm_logdets(w, h))) return st;
+        if (!last) {
+            /* as in fit_gemm: when yhat equals the labels on every participant, the objective's
+               summed statistics are the next construction's (one sum per layer instead of two) */
+            if (w->diff_total != 0.0 && (st = gemm_groups(w, labels, p->eps2))) return st;
+            if (builds && (st = gemm_construct(w, net->W[l + 1], p->eps2))) return st;
+        }
+        if (w->comm->broadcast && (st = comm_share_layer(w, last ? NULL : net->W[l + 1], h))) return st;
+        if (!isfinite(h[0])) { /* the same history everywhere: every participant fails alike */
+            w->known = 1;
+            return wbcl__fail(ctx, WBCL_ERROR_NUMERIC, "%s: layer %zu: the objective is not finite", w->op, l + 1);
+        }
+        if (progress) progress((int)l + 1, h[0], h[1], h[2], user);
+    }
+    return WBCL_SUCCESS;
+}
+
+static wbcl_status fit_shard_local(wbcl_context *ctx, const char *op, rd_work *w, const wbcl_tensor *X,
+                                   const int *labels, int classes, const wbcl_redunet_params *params,
+                                   const wbcl_redunet_comm *comm, wbcl_redunet_progress_fn progress, void *user,
+                                   wbcl_tensor *Z, wbcl_redunet **net)
+{
+    wbcl_status st = check_rows(ctx, op, "X", X);
+    if (st) return st;
+    const size_t m = X->shape[0], d = X->shape[1];
+    if ((st = check_params(ctx, op, params, 1))) return st;
+    if (!comm->sum)
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: comm->sum is NULL", op);
+    if (params->impl == WBCL_REDUNET_IMPL_FUSED)
+        return wbcl__fail(ctx, WBCL_ERROR_UNSUPPORTED,
+                          "%s: the construction over several participants uses the GEMM implementation, not FUSED",
+                          op);
+    if (Z && (st = check_out(ctx, op, "Z", Z, m, d))) return st;
+    if (classes < 1 || classes > MAX_CLASSES)
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: classes = %d, must be in 1..%d", op, classes,
+                          MAX_CLASSES);
+    const size_t K = (size_t)classes;
+    size_t *counts = malloc(K * sizeof *counts);
+    if (!counts) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    st = check_labels(ctx, op, labels, m, classes, 0, counts);
+    free(counts);
+    if (st) return st;
+    wbcl_redunet_params p = *params;
+    p.impl = WBCL_REDUNET_IMPL_GEMM;
+    if ((st = model_new(ctx, op, p.layers, d, K, &p, 1, net))) return st;
+    if ((st = work_init(w, ctx, op, m, d, K, 0, 1, 0))) return st;
+    w->comm = comm;
+    if ((st = enter(w, X, "X", 1))) return st;
+    if ((st = fit_comm(w, *net, labels, &p, progress, user))) return st;
+    if ((st = copy_out(w, Z))) return st;
+    return wbcl_context_finish(ctx);
+}
+
+wbcl_status wbcl_redunet_fit_shard(wbcl_context *ctx, const wbcl_tensor *X, const int *labels, int classes,
+                                   const wbcl_redunet_params *params, const wbcl_redunet_comm *comm,
+                                   wbcl_redunet_progress_fn progress, void *user, wbcl_tensor *Z,
+                                   wbcl_redunet **out)
+{
+    static const char op[] = "wbcl_redunet_fit_shard";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    if (!comm) {
+        if (!params) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: params is NULL", op);
+        wbcl_redunet_params p = *params;
+        if (p.impl == WBCL_REDUNET_IMPL_FUSED)
+            return wbcl__fail(ctx, WBCL_ERROR_UNSUPPORTED, "%s: uses the GEMM implementation, not FUSED", op);
+        p.impl = WBCL_REDUNET_IMPL_GEMM;
+        return wbcl_redunet_fit(ctx, X, labels, classes, &p, progress, user, Z, out);
+    }
+    if (!comm->sum) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: comm->sum is NULL", op);
+    if (!out) { /* cannot even report: still agree, so that no participant waits */
+        comm->sum(NULL, 0, 1, comm->user);
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: out is NULL", op);
+    }
+    *out = NULL;
+    wbcl_redunet *net = NULL;
+    rd_work w;
+    memset(&w, 0, sizeof w);
+    wbcl_status st = fit_shard_local(ctx, op, &w, X, labels, classes, params, comm, progress, user, Z, &net);
+    const int known = w.known;
+    work_free(&w);
+    /* the final agreement (or this participant's one failed call) */
+    if (!known && comm->sum(NULL, 0, st != WBCL_SUCCESS, comm->user) && !st)
+        st = wbcl__fail(ctx, WBCL_ERROR_PEER, "%s: another participant failed (or the transport did)", op);
+    if (st) {
+        wbcl_redunet_destroy(net);
+        return st;
+    }
+    *out = net;
+    return WBCL_SUCCESS;
 }
 
 /* ---- apply ---------------------------------------------------------------------------------------- */

@@ -88,6 +88,52 @@ wbcl_status wbcl_redunet_fit(wbcl_context *ctx, const wbcl_tensor *X, const int 
                              const wbcl_redunet_params *params, wbcl_redunet_progress_fn progress, void *user,
                              wbcl_tensor *Z, wbcl_redunet **out);
 
+/* ---- construction over several participants (data parallel) ----------------------------------
+ *
+ * The construction needs the training rows only through sufficient statistics: per layer the
+ * class Gram matrices Z_j^T Z_j (K, d, d) and class sizes m_j (ZᵀZ = sum_j Z_j^T Z_j), once for
+ * the estimated classes yhat (the logged objective) and once for the true labels (E, C_j of the
+ * next layer) -- once only when yhat equals the labels on every participant: each sum carries
+ * the count of rows where they differ. Per layer that is one or two sums of K d^2 + K + 1
+ * doubles, whatever the number of rows. wbcl_redunet_fit_shard runs wbcl_redunet_fit on one shard of the rows and sums those
+ * statistics over all participants through `comm` (wbcl/mpi.h gives an MPI one; the library itself
+ * has no transport). Every participant then builds the same E, C_j (or, with `broadcast`, the root
+ * builds them and sends them), applies the layer to its own rows and logs the same objective. The
+ * result equals wbcl_redunet_fit on the union of the shards (rows in shard order) up to the order of
+ * summation: with a single participant whose `sum` leaves the buffer as it is, it is bit for bit the
+ * fit with impl GEMM.
+ *
+ * Protocol. Participants make the same sequence of calls. Each call of `sum` or `broadcast` first
+ * agrees on failure: `failed` is this participant's local failure; a non-zero return means some
+ * participant failed (or the transport did) and the library returns WBCL_ERROR_PEER at once,
+ * without further calls. A participant that fails locally makes exactly one call with failed = 1
+ * (buf NULL, n 0) and returns its own error; implementations must let such a call match the other
+ * participants' next call of either kind (e.g. both begin with the same flag reduction). Every
+ * participant therefore leaves fit_shard with the same outcome: a final call (failed = 0 on success)
+ * agrees on it. */
+typedef struct wbcl_redunet_comm {
+    /* Sums buf[0..n) elementwise over all participants, in place (the same n everywhere).
+       Returns 0 on success. Required. */
+    int (*sum)(double *buf, size_t n, int failed, void *user);
+    /* NULL: every participant builds E, C_j from the summed statistics. Otherwise only the
+       participant with root != 0 builds them (and the objective) and this copies `bytes` bytes
+       from the root's buf to everyone's. Returns 0 on success. */
+    int (*broadcast)(void *buf, size_t bytes, int failed, void *user);
+    int root;   /* non-zero on exactly one participant (used with broadcast) */
+    void *user; /* passed to sum and broadcast */
+} wbcl_redunet_comm;
+
+/* wbcl_redunet_fit on a shard: X (m_local, d) with m_local >= 1 and labels (m_local) in
+ * [0, classes); a class may be absent from a shard but not from every shard (that is
+ * WBCL_ERROR_INVALID_ARGUMENT naming it, on every participant). Uses the GEMM implementation
+ * (params->impl FUSED is WBCL_ERROR_UNSUPPORTED); the returned model, complete on every
+ * participant, applies with GEMM too. Z (m_local, d) receives this shard's features. comm == NULL
+ * is wbcl_redunet_fit with impl GEMM. Statistics are summed in double. */
+wbcl_status wbcl_redunet_fit_shard(wbcl_context *ctx, const wbcl_tensor *X, const int *labels, int classes,
+                                   const wbcl_redunet_params *params, const wbcl_redunet_comm *comm,
+                                   wbcl_redunet_progress_fn progress, void *user, wbcl_tensor *Z,
+                                   wbcl_redunet **out);
+
 /* Algorithm 5.2: Z = f(X) for new rows X (m, d) with the stored layers
  * (normalize on entry, then every layer). Z has X's shape and may be X.
  * On the training rows this replays the construction: the result equals

@@ -25,7 +25,8 @@ typedef enum wbcl_status {
     WBCL_ERROR_FORMAT,           /* file is malformed or of an unsupported format       */
     WBCL_ERROR_UNSUPPORTED,      /* feature not available on this device/build          */
     WBCL_ERROR_NUMERIC,          /* numerical failure: non-finite input, non-SPD matrix */
-    WBCL_ERROR_CONTEXT_MISMATCH  /* tensor belongs to a different context               */
+    WBCL_ERROR_CONTEXT_MISMATCH, /* tensor belongs to a different context               */
+    WBCL_ERROR_PEER              /* another participant of a distributed call failed    */
 } wbcl_status;
 
 /* Short constant name of a status, e.g. "WBCL_ERROR_SHAPE". Never NULL. */

@@ -1,5 +1,6 @@
 /* wbcl — portable OpenCL engine for white-box deep networks. Umbrella header:
- * include this one. Each header below documents its part of the API. */
+ * include this one. Each header below documents its part of the API. (wbcl/mpi.h, the optional
+ * MPI layer of -DWBCL_MPI=ON, is separate: it needs <mpi.h> and links wbcl_mpi.) */
 #ifndef WBCL_WBCL_H
 #define WBCL_WBCL_H
 

@@ -267,13 +267,52 @@ static int deliver(wbcl_run *r, wbcl_run_array *a, wbcl_run_array *host, wbcl_te
 
 /* ---- inputs ----------------------------------------------------------------------------------- */
 
+const char *wbcl_run_rank_path(const wbcl_run *r, const char *path, char *buf, size_t len)
+{
+    const char *at = r->par && path ? strstr(path, "%r") : NULL;
+    if (!at) return path;
+    snprintf(buf, len, "%.*s%d%s", (int)(at - path), path, r->par->rank, at + 2);
+    return buf;
+}
+
+/* wbcl-run-mpi: input 0 cut to this rank's contiguous share of the first axis. */
+static int take_share(wbcl_run *r, const char *path, const char *what, wbcl_run_array *a)
+{
+    wbcl_run_par *p = r->par;
+    p->begin = 0;
+    p->count = a->shape[0];
+    p->total = 0;
+    if (p->per_rank_files) return 0;
+    p->total = a->shape[0];
+    if (p->size == 1) return 0;
+    char s[96];
+    if (a->ndim < p->split_ndim)
+        return wbcl_run_fail(r, "%s: %s has shape %s; '%s' over %d ranks splits the first axis of a %d-D input",
+                             path, what, wbcl_run_shape_str(s, sizeof s, a->ndim, a->shape), r->mod->name, p->size,
+                             p->split_ndim);
+    if (a->shape[0] < (size_t)p->size)
+        return wbcl_run_fail(r, "%s: %s has %zu rows along its first axis, fewer than the %d ranks", path, what,
+                             a->shape[0], p->size);
+    /* contiguous shares in rank order, the first m % size ranks one row more (wbcl_mpi_shard) */
+    const size_t m = a->shape[0], q = m / (size_t)p->size, extra = m % (size_t)p->size, rk = (size_t)p->rank;
+    const size_t inner = a->numel / m, count = q + (rk < extra), begin = rk * q + (rk < extra ? rk : extra);
+    memmove(a->data, a->data + begin * inner, count * inner * sizeof *a->data);
+    a->shape[0] = count;
+    a->numel = count * inner;
+    p->begin = begin;
+    p->count = count;
+    return 0;
+}
+
 int wbcl_run_input(wbcl_run *r, int i, const char *what, wbcl_run_array *host, wbcl_tensor **dev)
 {
     if (host) memset(host, 0, sizeof *host);
     if (dev) *dev = NULL;
     if (i < 0 || i >= r->n_inputs)
         return wbcl_run_fail(r, "module '%s' needs input %d (%s): give --input FILE.npy", r->mod->name, i + 1, what);
-    const char *path = r->inputs[i];
+    char pbuf[4200];
+    const char *path = wbcl_run_rank_path(r, r->inputs[i], pbuf, sizeof pbuf);
+    if (r->par && i == 0) r->par->per_rank_files = path != r->inputs[i];
     wbcl_array arr;
     char err[1024] = "";
     if (wbcl_npy_read(path, &arr, err, sizeof err)) {
@@ -284,6 +323,10 @@ int wbcl_run_input(wbcl_run *r, int i, const char *what, wbcl_run_array *host, w
     int rc = from_io_array(r, &arr, path, what, &a);
     wbcl_array_free(&arr);
     if (rc) return 1;
+    if (r->par && i == 0 && take_share(r, path, what, &a)) {
+        wbcl_run_array_free(&a);
+        return 1;
+    }
     return deliver(r, &a, host, dev);
 }
 
@@ -354,6 +397,19 @@ int wbcl_run_weight(wbcl_run *r, const char *key, int required, int ndim, const 
 
 int wbcl_run_write_output(wbcl_run *r, const wbcl_run_array *a)
 {
+    if (r->par) { /* gathered in rank order; rank 0 writes */
+        wbcl_run_array full = {0};
+        if (r->par->gather(r, a, &full)) return 1;
+        int rc = 0;
+        if (r->par->rank == 0) {
+            wbcl_run_par *p = r->par;
+            r->par = NULL;
+            rc = wbcl_run_write_output(r, &full);
+            r->par = p;
+        }
+        wbcl_run_array_free(&full);
+        return rc;
+    }
     char shp[160];
     wbcl_run_shape_str(shp, sizeof shp, a->ndim, a->shape);
     if (!r->output_path) {

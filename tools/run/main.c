@@ -17,6 +17,12 @@
 #include <unistd.h>
 
 #include "registry.h"
+#ifdef WBCL_RUN_MPI /* wbcl-run-mpi: the same program under mpirun (tools/run-mpi/par.c) */
+#include "par.h"
+#define TOOL "wbcl-run-mpi"
+#else
+#define TOOL "wbcl-run"
+#endif
 
 enum { EXIT_RUN_FAIL = 1, EXIT_USAGE = 2 };
 
@@ -39,7 +45,7 @@ static const char general_usage[] =
 /* Prints the reason as one line: newlines in library messages (build logs) become " | ". */
 static void print_reason(const char *msg)
 {
-    fputs("wbcl-run: ", stderr);
+    fputs(TOOL ": ", stderr);
     const char *p = msg;
     int pending_sep = 0, wrote = 0;
     for (; *p; p++) {
@@ -260,7 +266,10 @@ int main(int argc, char **argv)
     static wbcl_run run; /* large: keep it off the stack */
     wbcl_run *r = &run;
     cmdline c = {0};
-    int rc = 0;
+    int rc = 0, opened = 0;
+#ifdef WBCL_RUN_MPI
+    wbcl_run_mpi_init(&argc, &argv, r);
+#endif
 
     if (parse(r, &c, argc, argv)) {
         rc = EXIT_USAGE;
@@ -298,6 +307,19 @@ int main(int argc, char **argv)
         rc = EXIT_USAGE;
         goto out;
     }
+#ifdef WBCL_RUN_MPI
+    if (wbcl_run_mpi_allowed(r, m)) {
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    opened = 1; /* from here on every failure is agreed on by all ranks */
+    /* only rank 0 writes --output */
+    if (wbcl_run_mpi_open(r, r->par->rank == 0 && r->output_path && check_output_path(r, r->output_path)
+                                 ? r->err : NULL)) {
+        rc = EXIT_RUN_FAIL;
+        goto out;
+    }
+#else
     if (r->output_path && check_output_path(r, r->output_path)) {
         rc = EXIT_RUN_FAIL;
         goto out;
@@ -308,6 +330,8 @@ int main(int argc, char **argv)
         rc = EXIT_RUN_FAIL;
         goto out;
     }
+    opened = 1;
+#endif
     fflush(stdout);
     if (m->run(r)) {
         if (!r->err[0]) wbcl_run_fail(r, "module '%s' failed", m->name);
@@ -316,10 +340,19 @@ int main(int argc, char **argv)
 
 out:
     fflush(stdout);
+#ifdef WBCL_RUN_MPI
+    rc = wbcl_run_mpi_finish(r, rc, opened);
+    if (rc && wbcl_run_mpi_prints(r)) print_reason(r->err);
+#else
+    (void)opened;
     if (rc) print_reason(r->err);
+#endif
     wbcl_safetensors_close(r->weights);
     wbcl_context_destroy(r->ctx);
     for (int i = 0; i < r->n_params; i++) free((char *)r->params[i].name);
     for (int i = 0; i < r->n_options; i++) free((char *)r->options[i].name);
+#ifdef WBCL_RUN_MPI
+    wbcl_run_mpi_end();
+#endif
     return rc;
 }

@@ -273,25 +273,41 @@ static int run_fit(wbcl_run *r)
                       wbcl_run_shape_str(s, sizeof s, xh.ndim, xh.shape));
         goto done;
     }
-    if (read_labels(r, labels_path, xh.shape[0], &y, &K)) goto done;
+    if (r->par) { /* wbcl-run-mpi: this rank's labels (its own file, or its rows of the whole file) */
+        char pbuf[4200];
+        const char *lp = wbcl_run_rank_path(r, labels_path, pbuf, sizeof pbuf);
+        if (r->par->per_rank_files != (lp != labels_path)) {
+            wbcl_run_fail(r, "give --input and --labels both as per-rank files (with %%r) or both whole");
+            goto done;
+        }
+        if (read_labels(r, lp, r->par->per_rank_files ? xh.shape[0] : r->par->total, &y, &K)) goto done;
+        if (!r->par->per_rank_files) memmove(y, y + r->par->begin, r->par->count * sizeof *y);
+        K = 0; /* the number of classes is agreed on by the construction: the largest label over the ranks */
+        for (size_t i = 0; i < r->par->count; i++)
+            if (y[i] + 1 > K) K = y[i] + 1;
+    } else if (read_labels(r, labels_path, xh.shape[0], &y, &K)) goto done;
     if (wbcl_run_check(r, wbcl_tensor_create(r->ctx, 2, xh.shape, WBCL_F32, NULL, &Z))) goto done;
     progress pr = {p.layers, isatty(fileno(stderr)) && !r->quiet, now_s(), 0.0, 0, 0.0};
-    wbcl_run_info(r, "redunet.fit: m = %zu, d = %zu, K = %d; L = %d, eta %g, eps2 %g, lambda %g\n", xh.shape[0],
+    wbcl_run_info(r, "redunet.fit: m = %zu%s, d = %zu, K = %d; L = %d, eta %g, eps2 %g, lambda %g\n", xh.shape[0],
+                  r->par ? " on rank 0" : "",
                   xh.shape[1], K, p.layers, (double)p.eta, (double)p.eps2, (double)p.lambda);
-    if (wbcl_run_check(r, wbcl_redunet_fit(r->ctx, X, y, K, &p, on_layer, &pr, Z, &net))) goto done;
+    if (r->par) {
+        if (wbcl_run_check(r, r->par->redunet_fit(r, X, y, K, &p, on_layer, &pr, Z, &net))) goto done;
+    } else if (wbcl_run_check(r, wbcl_redunet_fit(r->ctx, X, y, K, &p, on_layer, &pr, Z, &net))) goto done;
     double h[3];
     wbcl_redunet_history(net, p.layers - 1, &h[0], &h[1], &h[2]);
     wbcl_run_info(r, "after layer %d: dR %.7f  R %.7f  Rc %.7f  (%.2f s)\n", p.layers, h[0], h[1], h[2],
                   now_s() - pr.t0);
-    if (save) {
+    const int writes = !r->par || r->par->rank == 0; /* wbcl-run-mpi: rank 0 writes the model and logs */
+    if (save && writes) {
         if (wbcl_run_check(r, wbcl_redunet_save(r->ctx, net, save))) goto done;
         wbcl_run_info(r, "wrote model %s\n", save);
     }
-    if (log_path) {
+    if (log_path && writes) {
         if (write_csv(r, log_path, net)) goto done;
         wbcl_run_info(r, "wrote objective log %s\n", log_path);
     }
-    if (plot) {
+    if (plot && writes) {
         if (write_svg(r, plot, net)) goto done;
         wbcl_run_info(r, "wrote plot %s\n", plot);
     }

@@ -38,6 +38,7 @@
 #endif
 
 typedef struct wbcl_run wbcl_run;
+typedef struct wbcl_run_par wbcl_run_par;
 
 /* Whether a module takes --weights / --output. */
 enum { WBCL_RUN_NONE = 0, WBCL_RUN_OPTIONAL = 1, WBCL_RUN_REQUIRED = 2 };
@@ -95,7 +96,33 @@ struct wbcl_run {
     int verify, quiet;
     wbcl_safetensors *weights;    /* opened on first use by wbcl_run_weight              */
     char err[4096];               /* the reason for failure                              */
+    wbcl_run_par *par;            /* wbcl-run-mpi: this rank's part of the job; NULL in wbcl-run */
 };
+
+/* ---- wbcl-run-mpi (tools/run-mpi/par.c; built with -DWBCL_MPI=ON) ----------------------------
+ * The same modules run under `mpirun -np N wbcl-run-mpi MODULE ...`. Input 0 is split along its
+ * first axis (rows of redunet.*, the batch of attn.*) into contiguous shards in rank order, or,
+ * when its path contains "%r", each rank reads its own file (the rank number replaces "%r"; the
+ * same for --labels). The output is gathered in rank order and written by rank 0. Modules see the
+ * split only through these helpers and r->par. */
+struct wbcl_run_par {
+    int rank, size;
+    int split_ndim;              /* input 0 is split only with at least this many dimensions    */
+    int per_rank_files;          /* input 0 came from this rank's own file                      */
+    size_t begin, count, total;  /* this rank's rows of input 0 (begin/total: 0 with own files) */
+    /* redunet.fit: the construction over the ranks (wbcl_mpi_redunet_fit); 0 or the status */
+    wbcl_status (*redunet_fit)(wbcl_run *r, const wbcl_tensor *X, const int *labels, int classes,
+                               const wbcl_redunet_params *p, wbcl_redunet_progress_fn progress, void *user,
+                               wbcl_tensor *Z, wbcl_redunet **out);
+    /* Gathers the rows of `local` (first axis) in rank order; on rank 0 `full` receives them
+       (free with wbcl_run_array_free). 0, or 1 with the reason set (on every rank). */
+    int (*gather)(wbcl_run *r, const wbcl_run_array *local, wbcl_run_array *full);
+    void *impl;                  /* par.c's state */
+};
+
+/* The path of a file for this rank: `path` with "%r" replaced by the rank (wbcl-run-mpi only;
+ * otherwise path itself). buf holds the result when one is made. */
+const char *wbcl_run_rank_path(const wbcl_run *r, const char *path, char *buf, size_t len);
 
 /* ---- reporting ---------------------------------------------------------------------------- */
 /* Sets the reason (one line, no "wbcl-run: " prefix) and returns 1. */
