@@ -148,15 +148,49 @@ __kernel void circ_gram(__global const float *Vt, __global const float *mask, __
     }
 }
 
+/* Groups by predicted class on the device (fit's logged objective, no read-back): from the lane-indexed
+ * yhat and lane validity valid[l] (sample index or -1 for padding) the Gram kernel's mask (K+1, mp),
+ * boff (K+2) and blocks (the blocks of 8 lanes holding a member, per group), the class counts cnt[j]
+ * (j < K, at cnt_off) and alpha_j = C / (cnt_j eps2) (0 for an empty class), alpha_K = C / (m eps2). One work-item. */
+__kernel void circ_groups(__global const int *yhat, __global const int *valid, __global float *mask,
+                          __global int *boff, __global int *blocks, __global int *cnt, __global float *alpha,
+                          const uint m, const uint mp, const uint K, const float eps2, const uint cnt_off)
+{
+    if (get_global_id(0) != 0) return;
+    cnt += cnt_off;
+    for (uint j = 0; j < K; j++) cnt[j] = 0;
+    for (uint l = 0; l < mp; l++) {
+        const int ok = valid[l] >= 0;
+        const uint y = ok ? (uint)yhat[l] : K;
+        for (uint j = 0; j < K; j++) mask[(size_t)j * mp + l] = (ok && y == j) ? 1.0f : 0.0f;
+        mask[(size_t)K * mp + l] = ok ? 1.0f : 0.0f;
+        if (ok && y < K) cnt[y]++;
+    }
+    uint nq = 0;
+    for (uint j = 0; j <= K; j++) {
+        boff[j] = (int)nq;
+        for (uint q = 0; q < mp / CI_VW; q++) {
+            float any = 0.0f;
+            for (uint l = q * CI_VW; l < (q + 1) * CI_VW; l++) any += mask[(size_t)j * mp + l];
+            if (any > 0.0f) blocks[nq++] = (int)q;
+        }
+    }
+    boff[K + 1] = (int)nq;
+    for (uint j = 0; j < K; j++) alpha[j] = cnt[j] ? (float)CI_C / ((float)cnt[j] * eps2) : 0.0f;
+    alpha[K] = (float)CI_C / ((float)m * eps2);
+}
+
 /* One matrix per work-item, batch entry t = j P + p: A = I + alpha_j S (lower triangle of S read), factor
  * A = L L^H in place (L in S's lower triangle), logdet[t] = log det A; if want_inv,
  * M[t] = alpha_j A^-1 (full, exactly Hermitian) through X = L^-1 in place: A^-1 = X^H X. */
 __kernel void circ_shifted_inverse(__global float2 *S, __global const float *alpha, const uint P, const uint nb,
                                    __global float *logdet, __global int *info, const uint want_inv,
-                                   __global float2 *M)
+                                   __global float2 *M, const uint ld_off, const uint info_off)
 {
     const uint t = get_global_id(0);
     if (t >= nb) return;
+    logdet += ld_off;
+    info += info_off;
     const float a = alpha[t / P];
     __global float2 *A = S + (size_t)t * CI_C * CI_C;
     for (uint i = 0; i < CI_C; i++) {
@@ -183,7 +217,7 @@ __kernel void circ_shifted_inverse(__global float2 *S, __global const float *alp
         }
     }
     logdet[t] = 2.0f * ld;
-    if (fail >= 0 && info[2 * t] < 0) {
+    if (fail >= 0 && a > 0.0f && info[2 * t] < 0) { /* a = 0: an empty group, A = I, not checked */
         info[2 * t] = fail;
         info[2 * t + 1] = as_int(fval);
     }

@@ -345,6 +345,22 @@ static wbcl_circulant *dfit(wbcl_context *ctx, const wbcl_tensor *X, const wbcl_
     return net;
 }
 
+typedef struct {
+    int calls;
+    double h[3 * 8];
+} prog_log;
+
+static void prog_cb(int layer, double dR, double R, double Rc, void *user)
+{
+    prog_log *pl = user;
+    ck_assert_int_eq(layer, pl->calls + 1);
+    ck_assert_int_lt(pl->calls, 8);
+    pl->h[3 * pl->calls] = dR;
+    pl->h[3 * pl->calls + 1] = R;
+    pl->h[3 * pl->calls + 2] = Rc;
+    pl->calls++;
+}
+
 /* Golden 1-D case on the device (fp32): lifted values and the objective to 1e-5 relative, E^1_p for the
  * stored bins p = 0..4 and the final features to 1e-5 of their largest entry. The float32 error of these
  * well-conditioned 3 x 3 problems (cond(I + a S_p) <= 1 + a |S_p| ~ 10) is a few 1e-7; 1e-5 is the SPEC's
@@ -373,6 +389,15 @@ START_TEST(device_golden_1d)
     for (int i = 0; i < 6; i++)
         ck_assert_msg(fabs(h[i] - g.hist[i]) <= 1e-5 * fabs(g.hist[i]), "objective %d: %.9g vs %.9g", i, h[i],
                       g.hist[i]);
+    /* with a progress callback the objective is read layer by layer (otherwise once at the end): same values */
+    prog_log pl = {0, {0}};
+    wbcl_circulant *net2 = NULL;
+    wbcl_tensor *Zp = empty_t(ctx, 3, sz);
+    ck_assert_int_eq(wbcl_circulant_fit(ctx, X, Wt, g.y, 2, &p, prog_cb, &pl, Zp, &net2), WBCL_SUCCESS);
+    ck_assert_int_eq(pl.calls, 2);
+    for (int i = 0; i < 6; i++) ck_assert_msg(pl.h[i] == h[i], "progress objective %d: %.9g vs %.9g", i, pl.h[i], h[i]);
+    wbcl_circulant_destroy(net2);
+    wbcl_tensor_destroy(Zp);
     float E[5 * 9 * 2];
     double Ere[45], Eim[45];
     float Er[45], Ei[45];
@@ -828,6 +853,16 @@ START_TEST(device_bad_input)
     tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xd, Wd, y, 2, &bad, NULL, NULL, Zd, &net), WBCL_ERROR_NUMERIC,
                      "is not positive definite");
     ck_assert_ptr_null(net);
+    /* the pivots are checked once at the end of the fit: still the first failing layer, and Z is left
+     * untouched (no NaN features) */
+    float *Zbefore = download(ctx, Zd);
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xd, Wd, y, 2, &bad, NULL, NULL, Zd, &net), WBCL_ERROR_NUMERIC,
+                     "wbcl_circulant_fit: layer 1: I + a");
+    ck_assert_ptr_null(net);
+    float *Zafter = download(ctx, Zd);
+    for (int i = 0; i < 96; i++) ck_assert_msg(memcmp(&Zbefore[i], &Zafter[i], sizeof(float)) == 0, "Z[%d] changed", i);
+    tu_guarded_free(Zbefore);
+    tu_guarded_free(Zafter);
     /* apply: wrong shapes */
     net = dfit(ctx, Xd, Wd, y, 2, &p, Zd);
     tu_assert_status(ctx, wbcl_circulant_apply(ctx, net, Zd, Zd, NULL, NULL), WBCL_ERROR_SHAPE, "the model takes");

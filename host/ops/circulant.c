@@ -6,11 +6,14 @@
  * normalization (circ_spec_normalize, with the non-finite check), then the
  * lane layout (circ_to_lanes; in fit the samples are grouped class by class,
  * each class padded to 8 lanes). Per layer of fit: circ_gram (true labels)
- * -> circ_shifted_inverse (E_p, C_{j,p}; the pivot info is read back) ->
- * circ_norms -> circ_update -> objective on the output grouped by yhat
- * (circ_gram, circ_shifted_inverse without inverse; yhat and the
- * log-determinants are read back and summed in double on the host).
- * Leaving: circ_from_lanes, clFFT inverse, circ_real_normalize. */
+ * -> circ_shifted_inverse (E_p, C_{j,p}) -> circ_norms -> circ_update ->
+ * objective on the output grouped by yhat (circ_groups, circ_gram,
+ * circ_shifted_inverse without inverse; the log-determinants are summed in
+ * double on the host).
+ * Leaving: circ_from_lanes, clFFT inverse, circ_real_normalize.
+ * The fit reads nothing back inside its layer loop (unless a progress callback wants each layer's
+ * objective): the predicted groups are built on the device (circ_groups), pivot info, log-determinants
+ * and class counts of all layers are read and checked once at the end, before Z is written. */
 #include "internal.h"
 
 #include <math.h>
@@ -227,6 +230,8 @@ typedef struct {
     cl_mem nrm;    /* m K floats                */
     cl_mem pi;     /* m K floats                */
     cl_mem flag;   /* 1 int                     */
+    cl_mem valid;  /* mp ints: sample in lane l, -1: padding                   */
+    cl_mem mask2, boff2, blocks2, alpha2; /* groups by predicted class (fit's objective, built on the device) */
     int *info_h;
     float *ld_h;
     int *yhat_h;
@@ -239,7 +244,7 @@ typedef struct {
 
 static void ws_free(ws *w)
 {
-    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag};
+    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag, &w->valid, &w->mask2, &w->boff2, &w->blocks2, &w->alpha2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
     free(w->info_h);
     free(w->ld_h);
@@ -305,7 +310,12 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
         (st = wbcl__buffer(ctx, mp * sizeof(int), "yhat", &w->yhat)) ||
         (st = wbcl__buffer(ctx, mp * K * sizeof(float), "norms", &w->nrm)) ||
         (st = wbcl__buffer(ctx, mp * K * sizeof(float), "memberships", &w->pi)) ||
-        (st = wbcl__buffer(ctx, sizeof(int), "flag", &w->flag))) {
+        (st = wbcl__buffer(ctx, sizeof(int), "flag", &w->flag)) ||
+        (st = wbcl__buffer(ctx, mp * sizeof(int), "lane samples", &w->valid)) ||
+        (st = wbcl__buffer(ctx, (K + 1) * w->mp * sizeof(float), "group masks", &w->mask2)) ||
+        (st = wbcl__buffer(ctx, (K + 2) * sizeof(int), "group block offsets", &w->boff2)) ||
+        (st = wbcl__buffer(ctx, (K + 1) * (mp / 8) * sizeof(int), "group blocks", &w->blocks2)) ||
+        (st = wbcl__buffer(ctx, (K + 1) * sizeof(float), "alpha", &w->alpha2))) {
         ws_free(w);
         return st;
     }
@@ -317,7 +327,8 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
         ws_free(w);
         return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
     }
-    if ((st = write_buf(ctx, w->lane, g->m * sizeof(int), w->lane_h, "lanes"))) {
+    if ((st = write_buf(ctx, w->lane, g->m * sizeof(int), w->lane_h, "lanes")) ||
+        (st = write_buf(ctx, w->valid, mp * sizeof(int), w->sample_h, "lane samples"))) {
         ws_free(w);
         return st;
     }
@@ -427,8 +438,27 @@ static wbcl_status leave(wbcl_context *ctx, ws *w, cl_mem dst)
     return launch1(ctx, k, g->m);
 }
 
-/* Per-group Gram matrices of the spectra; groups from host labels (group K: every sample). */
-static wbcl_status enq_gram(wbcl_context *ctx, ws *w, const int *labels)
+/* Per-group Gram matrices S of the spectra for the groups (mask, boff, blocks) (group K: every sample). */
+static wbcl_status enq_gram(wbcl_context *ctx, ws *w, cl_mem mask, cl_mem boff, cl_mem blocks)
+{
+    const geom *g = &w->g;
+    wbcl_kern *k;
+    wbcl_status st;
+    if ((st = kern(ctx, g->C, "circ_gram", &k))) return st;
+    cl_uint ump = (cl_uint)w->mp, uP = (cl_uint)g->P, uK = (cl_uint)w->K;
+    WBCL_ARG(ctx, k, 0, w->Vt);
+    WBCL_ARG(ctx, k, 1, mask);
+    WBCL_ARG(ctx, k, 2, boff);
+    WBCL_ARG(ctx, k, 3, blocks);
+    WBCL_ARG(ctx, k, 4, w->S);
+    WBCL_ARG(ctx, k, 5, ump);
+    WBCL_ARG(ctx, k, 6, uP);
+    WBCL_ARG(ctx, k, 7, uK);
+    return launch1(ctx, k, (w->K + 1) * g->P * g->C);
+}
+
+/* Groups from host labels into w->mask, w->boff, w->blocks. */
+static wbcl_status set_groups(wbcl_context *ctx, ws *w, const int *labels)
 {
     const geom *g = &w->g;
     const size_t K = w->K, mp = w->mp;
@@ -453,71 +483,111 @@ static wbcl_status enq_gram(wbcl_context *ctx, ws *w, const int *labels)
         (st = write_buf(ctx, w->boff, (K + 2) * sizeof(int), w->boff_h, "group block offsets")) ||
         (st = write_buf(ctx, w->blocks, (nq ? nq : 1) * sizeof(int), w->blocks_h, "group blocks")))
         return st;
-    wbcl_kern *k;
-    if ((st = kern(ctx, g->C, "circ_gram", &k))) return st;
-    cl_uint ump = (cl_uint)mp, uP = (cl_uint)g->P, uK = (cl_uint)K;
-    WBCL_ARG(ctx, k, 0, w->Vt);
-    WBCL_ARG(ctx, k, 1, w->mask);
-    WBCL_ARG(ctx, k, 2, w->boff);
-    WBCL_ARG(ctx, k, 3, w->blocks);
-    WBCL_ARG(ctx, k, 4, w->S);
-    WBCL_ARG(ctx, k, 5, ump);
-    WBCL_ARG(ctx, k, 6, uP);
-    WBCL_ARG(ctx, k, 7, uK);
-    return launch1(ctx, k, (w->K + 1) * g->P * g->C);
+    return WBCL_SUCCESS;
 }
 
-/* S -> (M = alpha (I + alpha S)^-1 when M != NULL) and log-determinants (read back into ld_h);
- * a failed pivot is NUMERIC naming `what` (layer) and the operator and frequency. */
-static wbcl_status enq_shinv(wbcl_context *ctx, const char *op, ws *w, const float *alpha, cl_mem M, int layer)
+/* Groups by the lane-indexed predictions w->yhat into w->mask2, boff2, blocks2, the class counts into
+ * cnt at element offset cnt_off (K ints) and the objective's alpha into w->alpha2, on the device. */
+static wbcl_status enq_groups(wbcl_context *ctx, ws *w, cl_mem cnt, size_t cnt_off, float eps2)
+{
+    wbcl_kern *k;
+    wbcl_status st = kern(ctx, w->g.C, "circ_groups", &k);
+    if (st) return st;
+    cl_uint um = (cl_uint)w->g.m, ump = (cl_uint)w->mp, uK = (cl_uint)w->K, uoff = (cl_uint)cnt_off;
+    WBCL_ARG(ctx, k, 0, w->yhat);
+    WBCL_ARG(ctx, k, 1, w->valid);
+    WBCL_ARG(ctx, k, 2, w->mask2);
+    WBCL_ARG(ctx, k, 3, w->boff2);
+    WBCL_ARG(ctx, k, 4, w->blocks2);
+    WBCL_ARG(ctx, k, 5, cnt);
+    WBCL_ARG(ctx, k, 6, w->alpha2);
+    WBCL_ARG(ctx, k, 7, um);
+    WBCL_ARG(ctx, k, 8, ump);
+    WBCL_ARG(ctx, k, 9, uK);
+    WBCL_ARG(ctx, k, 10, eps2);
+    WBCL_ARG(ctx, k, 11, uoff);
+    return launch1(ctx, k, 1);
+}
+
+/* S -> M = alpha (I + alpha S)^-1 (when M != NULL) and log-determinants into ld at element offset ld_off;
+ * the first bad pivot per matrix into info (2 ints per matrix, from element offset info_off; filled with
+ * -1 beforehand by the caller). alpha: K+1 floats on the device; no read-back here. */
+static wbcl_status enq_shinv(wbcl_context *ctx, ws *w, cl_mem alpha, cl_mem M, cl_mem ld, size_t ld_off, cl_mem info,
+                             size_t info_off)
 {
     const geom *g = &w->g;
     const size_t nb = (w->K + 1) * g->P;
-    wbcl_status st;
-    if ((st = write_buf(ctx, w->alpha, (w->K + 1) * sizeof(float), alpha, "alpha"))) return st;
-    if ((st = fill_int(ctx, w->info, -1, 2 * nb, "pivot info"))) return st;
     wbcl_kern *k;
+    wbcl_status st;
     if ((st = kern(ctx, g->C, "circ_shifted_inverse", &k))) return st;
-    cl_uint uP = (cl_uint)g->P, unb = (cl_uint)nb, want = M != NULL;
+    cl_uint uP = (cl_uint)g->P, unb = (cl_uint)nb, want = M != NULL, uld = (cl_uint)ld_off, uinfo = (cl_uint)info_off;
     cl_mem out = M ? M : w->S; /* not written when want == 0 */
     WBCL_ARG(ctx, k, 0, w->S);
-    WBCL_ARG(ctx, k, 1, w->alpha);
+    WBCL_ARG(ctx, k, 1, alpha);
     WBCL_ARG(ctx, k, 2, uP);
     WBCL_ARG(ctx, k, 3, unb);
-    WBCL_ARG(ctx, k, 4, w->ld);
-    WBCL_ARG(ctx, k, 5, w->info);
+    WBCL_ARG(ctx, k, 4, ld);
+    WBCL_ARG(ctx, k, 5, info);
     WBCL_ARG(ctx, k, 6, want);
     WBCL_ARG(ctx, k, 7, out);
-    if ((st = launch1(ctx, k, nb))) return st;
-    if ((st = read_buf(ctx, w->info, 2 * nb * sizeof(int), w->info_h, "pivot info"))) return st;
+    WBCL_ARG(ctx, k, 8, uld);
+    WBCL_ARG(ctx, k, 9, uinfo);
+    return launch1(ctx, k, nb);
+}
+
+/* Pivot info of one batch of (K+1) P matrices (host copy) -> NUMERIC naming the layer (1-based; 0: none),
+ * the operator and the frequency of the first failure. */
+static wbcl_status check_info(wbcl_context *ctx, const char *op, const ws *w, const int *info, int layer,
+                              const char *stage)
+{
+    const geom *g = &w->g;
+    const size_t nb = (w->K + 1) * g->P;
     size_t bad = 0, first = 0;
     for (size_t t = 0; t < nb; t++)
-        if (w->info_h[2 * t] >= 0 && alpha[t / g->P] > 0.0f) {
+        if (info[2 * t] >= 0) {
             if (!bad) first = t;
             bad++;
         }
-    if (bad) {
-        float d;
-        memcpy(&d, &w->info_h[2 * first + 1], sizeof d);
-        size_t j = first / g->P, p = first % g->P;
-        char which[48];
-        if (j == w->K) snprintf(which, sizeof which, "I + a S_p");
-        else snprintf(which, sizeof which, "I + a_%zu S_{%zu,p}", j, j);
-        return wbcl__fail(ctx, WBCL_ERROR_NUMERIC,
-                          "%s: layer %d: %s at frequency bin (%zu, %zu) is not positive definite (pivot %d is %g%s); "
-                          "%zu of %zu matrices failed",
-                          op, layer + 1, which, p / g->Wh, p % g->Wh, w->info_h[2 * first], (double)d,
-                          isfinite(d) ? "" : ": non-finite input or overflow", bad, nb);
-    }
-    return read_buf(ctx, w->ld, nb * sizeof(float), w->ld_h, "log-determinants");
+    if (!bad) return WBCL_SUCCESS;
+    float d;
+    memcpy(&d, &info[2 * first + 1], sizeof d);
+    size_t j = first / g->P, p = first % g->P;
+    char which[48], where[48] = "";
+    if (j == w->K) snprintf(which, sizeof which, "I + a S_p");
+    else snprintf(which, sizeof which, "I + a_%zu S_{%zu,p}", j, j);
+    if (layer > 0) snprintf(where, sizeof where, "layer %d%s: ", layer, stage);
+    return wbcl__fail(ctx, WBCL_ERROR_NUMERIC,
+                      "%s: %s%s at frequency bin (%zu, %zu) is not positive definite (pivot %d is %g%s); "
+                      "%zu of %zu matrices failed",
+                      op, where, which, p / g->Wh, p % g->Wh, info[2 * first], (double)d,
+                      isfinite(d) ? "" : ": non-finite input or overflow", bad, nb);
 }
 
-/* Objective of the spectra (lane layout) grouped by host labels. */
-static wbcl_status objective_of(wbcl_context *ctx, const char *op, ws *w, const int *labels, float eps2, int layer,
-                                double out[3])
+/* (dR, R, Rc) from the log-determinants ld ((K+1) P floats, host) and the group sizes cnt (K). */
+static void objective_sum(const ws *w, const float *ld, const size_t *cnt, double out[3])
 {
     const geom *g = &w->g;
     const size_t K = w->K;
+    double R = 0.0, Rc = 0.0;
+    for (size_t p = 0; p < g->P; p++) {
+        const size_t q = p % g->Wh;
+        const double wt = (q == 0 || 2 * q == g->W) ? 1.0 : 2.0;
+        R += wt * ld[K * g->P + p];
+        for (size_t j = 0; j < K; j++)
+            if (cnt[j]) Rc += wt * ((double)cnt[j] / (double)g->m) * ld[j * g->P + p];
+    }
+    R /= 2.0 * (double)g->N;
+    Rc /= 2.0 * (double)g->N;
+    out[0] = R - Rc;
+    out[1] = R;
+    out[2] = Rc;
+}
+
+/* Objective of the spectra (lane layout) grouped by host labels (blocking). */
+static wbcl_status objective_of(wbcl_context *ctx, const char *op, ws *w, const int *labels, float eps2, double out[3])
+{
+    const geom *g = &w->g;
+    const size_t K = w->K, nb = (K + 1) * g->P;
     size_t *cnt = calloc(K, sizeof *cnt);
     float *alpha = malloc((K + 1) * sizeof *alpha);
     wbcl_status st = WBCL_SUCCESS;
@@ -528,20 +598,15 @@ static wbcl_status objective_of(wbcl_context *ctx, const char *op, ws *w, const 
     for (size_t b = 0; b < g->m; b++) cnt[labels[b]]++;
     for (size_t j = 0; j < K; j++) alpha[j] = cnt[j] ? (float)((double)g->C / ((double)cnt[j] * eps2)) : 0.0f;
     alpha[K] = (float)((double)g->C / ((double)g->m * eps2));
-    if ((st = enq_gram(ctx, w, labels)) || (st = enq_shinv(ctx, op, w, alpha, NULL, layer))) goto done;
-    double R = 0.0, Rc = 0.0;
-    for (size_t p = 0; p < g->P; p++) {
-        const size_t q = p % g->Wh;
-        const double wt = (q == 0 || 2 * q == g->W) ? 1.0 : 2.0;
-        R += wt * w->ld_h[K * g->P + p];
-        for (size_t j = 0; j < K; j++)
-            if (cnt[j]) Rc += wt * ((double)cnt[j] / (double)g->m) * w->ld_h[j * g->P + p];
-    }
-    R /= 2.0 * (double)g->N;
-    Rc /= 2.0 * (double)g->N;
-    out[0] = R - Rc;
-    out[1] = R;
-    out[2] = Rc;
+    if ((st = write_buf(ctx, w->alpha, (K + 1) * sizeof(float), alpha, "alpha")) ||
+        (st = fill_int(ctx, w->info, -1, 2 * nb, "pivot info")) || (st = set_groups(ctx, w, labels)) ||
+        (st = enq_gram(ctx, w, w->mask, w->boff, w->blocks)) ||
+        (st = enq_shinv(ctx, w, w->alpha, NULL, w->ld, 0, w->info, 0)) ||
+        (st = read_buf(ctx, w->info, 2 * nb * sizeof(int), w->info_h, "pivot info")) ||
+        (st = check_info(ctx, op, w, w->info_h, 0, "")) ||
+        (st = read_buf(ctx, w->ld, nb * sizeof(float), w->ld_h, "log-determinants")))
+        goto done;
+    objective_sum(w, w->ld_h, cnt, out);
 done:
     free(cnt);
     free(alpha);
@@ -751,6 +816,39 @@ static wbcl_status features_in(wbcl_context *ctx, ws *w, const wbcl_tensor *X, c
     return copy_buf(ctx, X->mem, w->Zr, g->m * g->C * g->N * sizeof(float), "features");
 }
 
+/* Fit's deferred checks and objective: the pivot info (2 batches per layer: construction, objective),
+ * log-determinants (one batch per layer) and predicted class counts (K per layer) of layers l0..l1-1 are
+ * read in one go; the first failure in layer order is reported, else hist gets (dR, R, Rc) per layer. */
+typedef struct {
+    cl_mem info, ld, cnt;
+    int *info_h, *cnt_h;
+    float *ld_h;
+    size_t *cnt_z;
+} fit_log;
+
+static wbcl_status collect(wbcl_context *ctx, const char *op, ws *w, fit_log *f, size_t l0, size_t l1, double *hist)
+{
+    const size_t K = w->K, nb = (K + 1) * w->g.P, n = l1 - l0;
+    cl_int e = clEnqueueReadBuffer(ctx->queue, f->info, CL_FALSE, 2 * l0 * 2 * nb * sizeof(int),
+                                   2 * n * 2 * nb * sizeof(int), f->info_h, 0, NULL, NULL);
+    if (e == CL_SUCCESS)
+        e = clEnqueueReadBuffer(ctx->queue, f->ld, CL_FALSE, l0 * nb * sizeof(float), n * nb * sizeof(float), f->ld_h,
+                                0, NULL, NULL);
+    if (e == CL_SUCCESS)
+        e = clEnqueueReadBuffer(ctx->queue, f->cnt, CL_TRUE, l0 * K * sizeof(int), n * K * sizeof(int), f->cnt_h, 0,
+                                NULL, NULL);
+    if (e != CL_SUCCESS) return wbcl__cl_fail(ctx, e, "%s: reading the layers' pivot info and objective", op);
+    wbcl_status st;
+    for (size_t i = 0; i < n; i++) {
+        if ((st = check_info(ctx, op, w, f->info_h + 2 * i * 2 * nb, (int)(l0 + i) + 1, "")) ||
+            (st = check_info(ctx, op, w, f->info_h + (2 * i + 1) * 2 * nb, (int)(l0 + i) + 1, " (objective)")))
+            return st;
+        for (size_t j = 0; j < K; j++) f->cnt_z[j] = (size_t)f->cnt_h[i * K + j];
+        objective_sum(w, f->ld_h + i * nb, f->cnt_z, hist + 3 * (l0 + i));
+    }
+    return WBCL_SUCCESS;
+}
+
 wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wbcl_tensor *lift, const int *labels,
                                int classes, const wbcl_circulant_params *params, wbcl_circulant_progress_fn progress,
                                void *user, wbcl_tensor *Z, wbcl_circulant **out)
@@ -789,11 +887,17 @@ wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wb
     }
     const size_t K = (size_t)classes;
     float *lift_h = NULL, *alpha = malloc((K + 1) * sizeof *alpha), *gamma = malloc(K * sizeof *gamma);
-    int *yh = malloc(g.m * sizeof *yh);
     wbcl_circulant *net = NULL;
     ws w;
+    fit_log f;
     memset(&w, 0, sizeof w);
-    if (!alpha || !gamma || !yh) {
+    memset(&f, 0, sizeof f);
+    const size_t L = (size_t)params->layers, nb = (K + 1) * g.P;
+    f.info_h = malloc(2 * L * 2 * nb * sizeof *f.info_h);
+    f.ld_h = malloc(L * nb * sizeof *f.ld_h);
+    f.cnt_h = malloc(L * K * sizeof *f.cnt_h);
+    f.cnt_z = malloc(K * sizeof *f.cnt_z);
+    if (!alpha || !gamma || !f.info_h || !f.ld_h || !f.cnt_h || !f.cnt_z) {
         st = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
         goto done;
     }
@@ -825,18 +929,35 @@ wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wb
         gamma[j] = (float)((double)counts[j] / (double)g.m);
     }
     alpha[K] = (float)((double)C / ((double)g.m * params->eps2));
-    for (int l = 0; l < params->layers; l++) {
-        if ((st = enq_gram(ctx, &w, labels)) ||
-            (st = enq_shinv(ctx, op, &w, alpha, net->ops[l], l)) ||
-            (st = write_buf(ctx, net->gam[l], K * sizeof(float), gamma, "gamma")) ||
-            (st = apply_layer(ctx, &w, net->ops[l], net->gam[l], params)))
+    /* No read-back inside the loop (unless progress is wanted): pivots, log-determinants and the predicted
+     * groups stay on the device and are checked and summed once at the end (collect), before Z is written. */
+    if ((st = wbcl__buffer(ctx, 2 * L * 2 * nb * sizeof(int), "pivot info", &f.info)) ||
+        (st = wbcl__buffer(ctx, L * nb * sizeof(float), "log-determinants", &f.ld)) ||
+        (st = wbcl__buffer(ctx, L * K * sizeof(int), "class counts", &f.cnt)) ||
+        (st = fill_int(ctx, f.info, -1, 2 * L * 2 * nb, "pivot info")) ||
+        (st = write_buf(ctx, w.alpha, (K + 1) * sizeof(float), alpha, "alpha")) ||
+        (st = set_groups(ctx, &w, labels)))
+        goto done;
+    for (size_t l = 0; l < L; l++) {
+        cl_int e = clEnqueueWriteBuffer(ctx->queue, net->gam[l], CL_FALSE, 0, K * sizeof(float), gamma, 0, NULL, NULL);
+        if (e != CL_SUCCESS) {
+            st = wbcl__cl_fail(ctx, e, "%s: writing gamma", op);
             goto done;
-        memcpy(net->gamma + (size_t)l * K, gamma, K * sizeof *gamma);
-        if ((st = read_memberships(ctx, &w, yh, NULL)) ||
-            (st = objective_of(ctx, op, &w, yh, params->eps2, l, net->hist + 3 * (size_t)l)))
+        }
+        if ((st = enq_gram(ctx, &w, w.mask, w.boff, w.blocks)) ||
+            (st = enq_shinv(ctx, &w, w.alpha, net->ops[l], w.ld, 0, f.info, 2 * l * 2 * nb)) ||
+            (st = apply_layer(ctx, &w, net->ops[l], net->gam[l], params)) ||
+            (st = enq_groups(ctx, &w, f.cnt, l * K, params->eps2)) ||
+            (st = enq_gram(ctx, &w, w.mask2, w.boff2, w.blocks2)) ||
+            (st = enq_shinv(ctx, &w, w.alpha2, NULL, f.ld, l * nb, f.info, (2 * l + 1) * 2 * nb)))
             goto done;
-        if (progress) progress(l + 1, net->hist[3 * l], net->hist[3 * l + 1], net->hist[3 * l + 2], user);
+        memcpy(net->gamma + l * K, gamma, K * sizeof *gamma);
+        if (progress) {
+            if ((st = collect(ctx, op, &w, &f, l, l + 1, net->hist))) goto done;
+            progress((int)l + 1, net->hist[3 * l], net->hist[3 * l + 1], net->hist[3 * l + 2], user);
+        }
     }
+    if (!progress && (st = collect(ctx, op, &w, &f, 0, L, net->hist))) goto done;
     if (Z) {
         if ((st = leave(ctx, &w, w.Zr)) || (st = copy_buf(ctx, w.Zr, Z->mem, g.m * C * g.N * sizeof(float), "Z")))
             goto done;
@@ -845,13 +966,20 @@ wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wb
     *out = net;
     net = NULL;
 done:
+    clFinish(ctx->queue); /* no enqueued transfer may outlive the host arrays (error paths) */
+    release(&f.info);
+    release(&f.ld);
+    release(&f.cnt);
+    free(f.info_h);
+    free(f.ld_h);
+    free(f.cnt_h);
+    free(f.cnt_z);
     ws_free(&w);
     wbcl_circulant_destroy(net);
     free(counts);
     free(lift_h);
     free(alpha);
     free(gamma);
-    free(yh);
     return st;
 }
 
@@ -917,7 +1045,7 @@ wbcl_status wbcl_circulant_objective(wbcl_context *ctx, const wbcl_tensor *Z, co
     double o[3];
     if ((st = ws_alloc(ctx, &w, &g, (size_t)classes, NULL))) return st;
     if (!(st = features_in(ctx, &w, Z, NULL, 0, 0, 0)) && !(st = enter(ctx, op, &w, 0)) &&
-        !(st = objective_of(ctx, op, &w, labels, eps2, -1, o))) {
+        !(st = objective_of(ctx, op, &w, labels, eps2, o))) {
         if (dR) *dR = o[0];
         if (R) *R = o[1];
         if (Rc) *Rc = o[2];
