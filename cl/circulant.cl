@@ -245,151 +245,202 @@ __kernel void circ_shifted_inverse(__global float2 *S, __global const float *alp
         }
 }
 
-/* ---- application: 8 samples per work-item (float8 lanes of Vt) ------------------------------
- * A work-item owns 8 consecutive samples and walks the frequencies: per bin it loads the 8 samples'
- * C-vectors (float8 loads from the lane layout) and applies each C x C matrix with scalar-broadcast
- * FMAs, 8 samples at once, four rows at a time. The matrices are Hermitian, so M^H v = M v is taken row
- * by row (contiguous rows). */
-#define CI_LOAD(vr, vi, Vt, p, b0, mp)                                                   \
-    {                                                                                    \
-        const __global float *pb_ = (Vt) + (size_t)(p) * CI_C * 2 * (mp) + (b0);         \
-        for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
-            vr[k_] = vload8(0, pb_ + (size_t)k_ * 2 * (mp));                             \
-            vi[k_] = vload8(0, pb_ + ((size_t)k_ * 2 + 1) * (mp));                       \
-        }                                                                                \
-    }
+/* ---- application: 16 samples per vector (float16 lanes of Vt, one zmm) ---------------------------
+ * Per frequency bin the application is a small complex GEMM: rows of a C x C matrix times the C-vectors
+ * of 16 samples. A work-item owns a register tile of 4 matrix rows x 16 samples (8 float16 accumulators,
+ * re/im), streams the samples' C-vectors from the lane layout (two contiguous float16 loads per k, L1
+ * resident) and broadcasts the matrix entries (contiguous rows). The matrices are Hermitian, so
+ * M^H v = M v is taken row by row. mp is a multiple of 16 (the host pads). */
+typedef float16 ci_w;
+#define CI_WW 16
 
-/* (cr, ci) = row r of M times (vr, vi), 8 lanes */
-#define CI_ROW(cr, ci, Mp, r, vr, vi)                                         \
-    {                                                                         \
-        cr = (ci_v)(0.0f);                                                    \
-        ci = (ci_v)(0.0f);                                                    \
-        for (uint k_ = 0; k_ < CI_C; k_++) {                                  \
-            const float2 a_ = (Mp)[(r) * CI_C + k_];                          \
-            cr = fma((ci_v)(a_.x), vr[k_], fma((ci_v)(-a_.y), vi[k_], cr));   \
-            ci = fma((ci_v)(a_.x), vi[k_], fma((ci_v)(a_.y), vr[k_], ci));    \
-        }                                                                     \
-    }
-
-/* Rows r..r+3 at once: eight independent FMA chains (one row alone is latency-bound). */
-#define CI_ROWS4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Mp, r, vr, vi)                  \
+/* (cXr, cXi), X = 0..3 = rows r..r+3 of M times the 16 samples at pb (lane layout, row stride 2 mp). */
+#define CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Mp, r, pb, mp)                  \
     {                                                                                    \
-        c0r = c0i = c1r = c1i = c2r = c2i = c3r = c3i = (ci_v)(0.0f);                    \
+        c0r = c0i = c1r = c1i = c2r = c2i = c3r = c3i = (ci_w)(0.0f);                    \
         const __global float2 *m0_ = (Mp) + (r) * CI_C;                                  \
         for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
-            const ci_v xr_ = vr[k_], xi_ = vi[k_];                                       \
+            const ci_w xr_ = vload16(0, (pb) + (size_t)k_ * 2 * (mp)),                   \
+                       xi_ = vload16(0, (pb) + ((size_t)k_ * 2 + 1) * (mp));             \
             const float2 a0_ = m0_[k_], a1_ = m0_[CI_C + k_], a2_ = m0_[2 * CI_C + k_],  \
                          a3_ = m0_[3 * CI_C + k_];                                       \
-            c0r = fma((ci_v)(a0_.x), xr_, fma((ci_v)(-a0_.y), xi_, c0r));                \
-            c0i = fma((ci_v)(a0_.x), xi_, fma((ci_v)(a0_.y), xr_, c0i));                 \
-            c1r = fma((ci_v)(a1_.x), xr_, fma((ci_v)(-a1_.y), xi_, c1r));                \
-            c1i = fma((ci_v)(a1_.x), xi_, fma((ci_v)(a1_.y), xr_, c1i));                 \
-            c2r = fma((ci_v)(a2_.x), xr_, fma((ci_v)(-a2_.y), xi_, c2r));                \
-            c2i = fma((ci_v)(a2_.x), xi_, fma((ci_v)(a2_.y), xr_, c2i));                 \
-            c3r = fma((ci_v)(a3_.x), xr_, fma((ci_v)(-a3_.y), xi_, c3r));                \
-            c3i = fma((ci_v)(a3_.x), xi_, fma((ci_v)(a3_.y), xr_, c3i));                 \
+            c0r = fma((ci_w)(a0_.x), xr_, fma((ci_w)(-a0_.y), xi_, c0r));                \
+            c0i = fma((ci_w)(a0_.x), xi_, fma((ci_w)(a0_.y), xr_, c0i));                 \
+            c1r = fma((ci_w)(a1_.x), xr_, fma((ci_w)(-a1_.y), xi_, c1r));                \
+            c1i = fma((ci_w)(a1_.x), xi_, fma((ci_w)(a1_.y), xr_, c1i));                 \
+            c2r = fma((ci_w)(a2_.x), xr_, fma((ci_w)(-a2_.y), xi_, c2r));                \
+            c2i = fma((ci_w)(a2_.x), xi_, fma((ci_w)(a2_.y), xr_, c2i));                 \
+            c3r = fma((ci_w)(a3_.x), xr_, fma((ci_w)(-a3_.y), xi_, c3r));                \
+            c3i = fma((ci_w)(a3_.x), xi_, fma((ci_w)(a3_.y), xr_, c3i));                 \
         }                                                                                \
     }
 
-/* out[r] = M v for all rows (4 at a time, then the rest one by one). */
-#define CI_MATVEC8(outr, outi, Mp, vr, vi)                                                           \
-    {                                                                                                \
-        uint r_ = 0;                                                                                 \
-        for (; r_ + 4 <= CI_C; r_ += 4)                                                              \
-            CI_ROWS4(outr[r_], outi[r_], outr[r_ + 1], outi[r_ + 1], outr[r_ + 2], outi[r_ + 2],    \
-                     outr[r_ + 3], outi[r_ + 3], Mp, r_, vr, vi)                                     \
-        for (; r_ < CI_C; r_++) CI_ROW(outr[r_], outi[r_], Mp, r_, vr, vi)                           \
+/* (cr, ci) = row r of M times the 16 samples at pb (the rows left over after the tiles of 4) */
+#define CI_TILE1(cr, ci, Mp, r, pb, mp)                                                  \
+    {                                                                                    \
+        cr = ci = (ci_w)(0.0f);                                                          \
+        const __global float2 *m0_ = (Mp) + (r) * CI_C;                                  \
+        for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
+            const ci_w xr_ = vload16(0, (pb) + (size_t)k_ * 2 * (mp)),                   \
+                       xi_ = vload16(0, (pb) + ((size_t)k_ * 2 + 1) * (mp));             \
+            const float2 a_ = m0_[k_];                                                   \
+            cr = fma((ci_w)(a_.x), xr_, fma((ci_w)(-a_.y), xi_, cr));                    \
+            ci = fma((ci_w)(a_.x), xi_, fma((ci_w)(a_.y), xr_, ci));                     \
+        }                                                                                \
     }
 
-/* nrm[b K + j] = max(|c_j|, 1e-8) over the whole spectrum, c_j(p) = C_{j,p}^H v_b(p);
- * work-item (j, block of 8 samples). */
-__kernel void circ_norms(__global const float *Vt, __global const float2 *ops, __global float *nrm, const uint m,
-                         const uint mp, const uint P, const uint W, const uint Wh, const uint K)
+/* nrm[l K + j] = max(|c_j|, 1e-8) over the whole spectrum for lane l, c_j(p) = C_{j,p}^H v_l(p);
+ * work-item (j, block of 16 lanes). */
+__kernel void circ_norms(__global const float *Vt, __global const float2 *ops, __global float *nrm, const uint mp,
+                         const uint P, const uint W, const uint Wh, const uint K)
 {
-    const uint nblk = mp / CI_VW;
+    const uint nblk = mp / CI_WW;
     const uint gid = get_global_id(0);
     if (gid >= K * nblk) return;
-    const uint j = gid / nblk, b0 = (gid % nblk) * CI_VW;
-    ci_v acc = (ci_v)(0.0f);
-    ci_v vr[CI_C], vi[CI_C], cr[CI_C], ci[CI_C];
+    const uint j = gid / nblk, b0 = (gid % nblk) * CI_WW;
+    ci_w acc = (ci_w)(0.0f);
     for (uint p = 0; p < P; p++) {
-        CI_LOAD(vr, vi, Vt, p, b0, mp)
+        const __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
         const __global float2 *Mp = ops + ((size_t)j * P + p) * CI_C * CI_C;
-        CI_MATVEC8(cr, ci, Mp, vr, vi)
-        ci_v s = (ci_v)(0.0f);
-        for (uint r = 0; r < CI_C; r++) s = fma(cr[r], cr[r], fma(ci[r], ci[r], s));
-        acc = fma((ci_v)(ci_weight(p, W, Wh)), s, acc);
+        ci_w s = (ci_w)(0.0f);
+        uint r = 0;
+        for (; r + 4 <= CI_C; r += 4) {
+            ci_w c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i;
+            CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Mp, r, pb, mp)
+            s = fma(c0r, c0r, fma(c0i, c0i, s));
+            s = fma(c1r, c1r, fma(c1i, c1i, s));
+            s = fma(c2r, c2r, fma(c2i, c2i, s));
+            s = fma(c3r, c3r, fma(c3i, c3i, s));
+        }
+        for (; r < CI_C; r++) {
+            ci_w cr, ci;
+            CI_TILE1(cr, ci, Mp, r, pb, mp)
+            s = fma(cr, cr, fma(ci, ci, s));
+        }
+        acc = fma((ci_w)(ci_weight(p, W, Wh)), s, acc);
     }
-    float out[CI_VW];
-    vstore8(sqrt(acc), 0, out);
-    for (uint l = 0; l < CI_VW && b0 + l < mp; l++) nrm[(size_t)(b0 + l) * K + j] = fmax(out[l], 1e-8f);
+    float out[CI_WW];
+    vstore16(sqrt(acc), 0, out);
+    for (uint l = 0; l < CI_WW; l++) nrm[(size_t)(b0 + l) * K + j] = fmax(out[l], 1e-8f);
 }
 
-/* Per block of 8 samples: pi = softmax(-lambda n) per sample (max-subtracted; argmax ties to the lowest
- * class) into pi (m, K) and yhat; then per frequency v <- v + eta (E^H v - sum_j gamma_j pi_j C_j^H v),
- * and finally v <- v / max(|v|, 1e-8) over the whole spectrum. Classes whose gamma_j pi_j is 0 in all 8
- * lanes (exp underflow) contribute exactly 0 and are skipped. */
-__kernel void circ_update(__global float *Vt, __global const float2 *ops, __global const float *gamma,
-                          __global const float *nrm, __global float *pi, __global int *yhat, const float eta,
-                          const float lambda, const uint m, const uint mp, const uint P, const uint W, const uint Wh,
-                          const uint K)
+/* Per lane: pi = softmax(-lambda n) (max-subtracted; argmax ties to the lowest class) into pi (mp, K)
+ * and yhat, and the update's coefficients coef (K, mp) = gamma_j pi_j (0 on padding lanes, valid[b] < 0). */
+__kernel void circ_softmax(__global const float *nrm, __global const float *gamma, __global float *pi,
+                           __global int *yhat, __global float *coef, __global const int *valid, const float lambda,
+                           const uint mp, const uint K)
 {
-    const uint nblk = mp / CI_VW;
+    const uint b = get_global_id(0);
+    if (b >= mp) return;
+    const __global float *n = nrm + (size_t)b * K;
+    __global float *pb = pi + (size_t)b * K;
+    float mx = -lambda * n[0];
+    for (uint j = 1; j < K; j++) mx = fmax(mx, -lambda * n[j]);
+    float den = 0.0f;
+    for (uint j = 0; j < K; j++) {
+        const float e = exp(-lambda * n[j] - mx);
+        pb[j] = e;
+        den += e;
+    }
+    uint best = 0;
+    for (uint j = 0; j < K; j++) {
+        pb[j] /= den;
+        if (pb[j] > pb[best]) best = j;
+    }
+    yhat[b] = (int)best;
+    /* padding lanes (v = 0, uniform pi) get 0: a block's inactive classes stay skippable */
+    const int ok = valid[b] >= 0;
+    for (uint j = 0; j < K; j++) coef[(size_t)j * mp + b] = ok ? gamma[j] * pb[j] : 0.0f;
+}
+
+/* Work-item (block of 16 lanes, chunk of bins [p0, p0 + pchunk)): per bin u = v + eta (E^H v -
+ * sum_j coef_j C_j^H v) from Vt into Vo (a second buffer: the tile's rows need all of v), and the
+ * chunk's weighted |u|^2 per lane into part (nch, mp). Classes whose coefficient is 0 in all 16 lanes
+ * (exp underflow) contribute exactly 0 and are skipped. */
+__kernel void circ_update(__global const float *Vt, __global float *Vo, __global const float2 *ops,
+                          __global const float *coef, __global float *part, const float eta, const uint mp,
+                          const uint P, const uint W, const uint Wh, const uint K, const uint pchunk)
+{
+    const uint nblk = mp / CI_WW;
     const uint gid = get_global_id(0);
-    if (gid >= nblk) return;
-    const uint b0 = gid * CI_VW;
-    for (uint l = 0; l < CI_VW && b0 + l < mp; l++) {
-        const uint b = b0 + l;
-        const __global float *n = nrm + (size_t)b * K;
-        __global float *pb = pi + (size_t)b * K;
-        float mx = -lambda * n[0];
-        for (uint j = 1; j < K; j++) mx = fmax(mx, -lambda * n[j]);
-        float den = 0.0f;
-        for (uint j = 0; j < K; j++) {
-            const float e = exp(-lambda * n[j] - mx);
-            pb[j] = e;
-            den += e;
-        }
-        uint best = 0;
-        for (uint j = 0; j < K; j++) {
-            pb[j] /= den;
-            if (pb[j] > pb[best]) best = j;
-        }
-        yhat[b] = (int)best;
-    }
-    uint pl[CI_VW]; /* lane -> row of pi */
-    for (uint l = 0; l < CI_VW; l++) pl[l] = (b0 + l) * K;
-    ci_v vr[CI_C], vi[CI_C], gr[CI_C], gi[CI_C], cr[CI_C], ci[CI_C];
-    ci_v s2 = (ci_v)(0.0f);
-    for (uint p = 0; p < P; p++) {
-        CI_LOAD(vr, vi, Vt, p, b0, mp)
+    const uint ch = gid / nblk, b0 = (gid % nblk) * CI_WW, p0 = ch * pchunk;
+    if (p0 >= P) return;
+    const uint p1 = min(P, p0 + pchunk);
+    const ci_w e = (ci_w)(eta);
+    ci_w s2 = (ci_w)(0.0f);
+    for (uint p = p0; p < p1; p++) {
+        const size_t off = (size_t)p * CI_C * 2 * mp + b0;
+        const __global float *pb = Vt + off;
+        __global float *ob = Vo + off;
         const __global float2 *Ep = ops + ((size_t)K * P + p) * CI_C * CI_C;
-        CI_MATVEC8(gr, gi, Ep, vr, vi)
-        for (uint j = 0; j < K; j++) {
-            const float gj = gamma[j];
-            const ci_v coef = gj * (ci_v)(pi[pl[0] + j], pi[pl[1] + j], pi[pl[2] + j], pi[pl[3] + j],
-                                          pi[pl[4] + j], pi[pl[5] + j], pi[pl[6] + j], pi[pl[7] + j]);
-            if (all(coef == (ci_v)(0.0f))) continue;
-            const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
-            CI_MATVEC8(cr, ci, Cp, vr, vi)
-            for (uint r = 0; r < CI_C; r++) {
-                gr[r] = fma(-coef, cr[r], gr[r]);
-                gi[r] = fma(-coef, ci[r], gi[r]);
+        ci_w s = (ci_w)(0.0f);
+        uint r = 0;
+        for (; r + 4 <= CI_C; r += 4) {
+            ci_w g0r, g0i, g1r, g1i, g2r, g2i, g3r, g3i;
+            CI_TILE4(g0r, g0i, g1r, g1i, g2r, g2i, g3r, g3i, Ep, r, pb, mp)
+            for (uint j = 0; j < K; j++) {
+                const ci_w cf = vload16(0, coef + (size_t)j * mp + b0);
+                if (all(cf == (ci_w)(0.0f))) continue;
+                const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+                ci_w c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i;
+                CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Cp, r, pb, mp)
+                g0r = fma(-cf, c0r, g0r);
+                g0i = fma(-cf, c0i, g0i);
+                g1r = fma(-cf, c1r, g1r);
+                g1i = fma(-cf, c1i, g1i);
+                g2r = fma(-cf, c2r, g2r);
+                g2i = fma(-cf, c2i, g2i);
+                g3r = fma(-cf, c3r, g3r);
+                g3i = fma(-cf, c3i, g3i);
             }
-        }
-        ci_v s = (ci_v)(0.0f);
-        __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
-        for (uint r = 0; r < CI_C; r++) {
-            const ci_v ur = fma((ci_v)(eta), gr[r], vr[r]), ui = fma((ci_v)(eta), gi[r], vi[r]);
-            s = fma(ur, ur, fma(ui, ui, s));
-            vstore8(ur, 0, pb + (size_t)r * 2 * mp);
-            vstore8(ui, 0, pb + ((size_t)r * 2 + 1) * mp);
-        }
-        s2 = fma((ci_v)(ci_weight(p, W, Wh)), s, s2);
+#define CI_OUT(gr, gi, rr)                                                                       \
+    {                                                                                            \
+        const ci_w ur_ = fma(e, gr, vload16(0, pb + (size_t)(rr) * 2 * mp)),                     \
+                   ui_ = fma(e, gi, vload16(0, pb + ((size_t)(rr) * 2 + 1) * mp));               \
+        s = fma(ur_, ur_, fma(ui_, ui_, s));                                                     \
+        vstore16(ur_, 0, ob + (size_t)(rr) * 2 * mp);                                            \
+        vstore16(ui_, 0, ob + ((size_t)(rr) * 2 + 1) * mp);                                      \
     }
-    const ci_v inv = (ci_v)(1.0f) / fmax(sqrt(s2), (ci_v)(1e-8f));
-    for (uint p = 0; p < P; p++) {
-        __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
-        for (uint i = 0; i < 2 * CI_C; i++) vstore8(inv * vload8(0, pb + (size_t)i * mp), 0, pb + (size_t)i * mp);
+            CI_OUT(g0r, g0i, r)
+            CI_OUT(g1r, g1i, r + 1)
+            CI_OUT(g2r, g2i, r + 2)
+            CI_OUT(g3r, g3i, r + 3)
+        }
+        for (; r < CI_C; r++) {
+            ci_w gr, gi;
+            CI_TILE1(gr, gi, Ep, r, pb, mp)
+            for (uint j = 0; j < K; j++) {
+                const ci_w cf = vload16(0, coef + (size_t)j * mp + b0);
+                if (all(cf == (ci_w)(0.0f))) continue;
+                const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+                ci_w cr, ci;
+                CI_TILE1(cr, ci, Cp, r, pb, mp)
+                gr = fma(-cf, cr, gr);
+                gi = fma(-cf, ci, gi);
+            }
+            CI_OUT(gr, gi, r)
+        }
+#undef CI_OUT
+        s2 = fma((ci_w)(ci_weight(p, W, Wh)), s, s2);
+    }
+    vstore16(s2, 0, part + (size_t)ch * mp + b0);
+}
+
+/* Work-item (block of 16 lanes, chunk of bins): v <- v / max(|v|, 1e-8), |v|^2 = the sum of the nch
+ * chunks' partial sums (in chunk order: every chunk scales by the same factor). */
+__kernel void circ_scale(__global float *Vo, __global const float *part, const uint mp, const uint P,
+                         const uint pchunk, const uint nch)
+{
+    const uint nblk = mp / CI_WW;
+    const uint gid = get_global_id(0);
+    const uint ch = gid / nblk, b0 = (gid % nblk) * CI_WW, p0 = ch * pchunk;
+    if (p0 >= P) return;
+    const uint p1 = min(P, p0 + pchunk);
+    ci_w t = (ci_w)(0.0f);
+    for (uint c = 0; c < nch; c++) t += vload16(0, part + (size_t)c * mp + b0);
+    const ci_w inv = (ci_w)(1.0f) / fmax(sqrt(t), (ci_w)(1e-8f));
+    for (uint p = p0; p < p1; p++) {
+        __global float *pb = Vo + (size_t)p * CI_C * 2 * mp + b0;
+        for (uint i = 0; i < 2 * CI_C; i++) vstore16(inv * vload16(0, pb + (size_t)i * mp), 0, pb + (size_t)i * mp);
     }
 }

@@ -442,13 +442,16 @@ static const size_t dev_cases[][8] = {
     /* m, Cin, C, H, W, kh, kw, K */
     {9, 1, 4, 1, 7, 1, 3, 3}, {8, 2, 5, 1, 12, 1, 4, 2}, {6, 1, 3, 1, 5, 1, 2, 2},
     {7, 1, 4, 5, 6, 2, 3, 2}, {6, 2, 3, 4, 4, 3, 3, 3},
+    /* the application's tiles (4 rows x 16 lanes, bins in chunks): C = 6, 7, 9 (a partial row tile), K = 1,
+     * m = 37 (3 blocks of 16 lanes, 1 bin per chunk), odd lengths */
+    {5, 1, 6, 1, 9, 1, 2, 1}, {37, 1, 7, 1, 11, 1, 3, 3}, {20, 1, 9, 3, 5, 2, 2, 2},
 };
 
 START_TEST(device_vs_reference)
 {
     const size_t *cs = dev_cases[_i];
     size_t m = cs[0], Cin = cs[1], C = cs[2], H = cs[3], W = cs[4], kh = cs[5], kw = cs[6], K = cs[7], N = H * W;
-    int dims = _i < 3 ? 1 : 2, L = 3;
+    int dims = H == 1 ? 1 : 2, L = 3;
     tu_rng r;
     tu_rng_seed(&r, 1000 + (uint64_t)_i);
     double *X = malloc(m * Cin * N * sizeof *X), *Wt = malloc(C * Cin * kh * kw * sizeof *Wt);

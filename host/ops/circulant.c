@@ -217,7 +217,11 @@ typedef struct {
     size_t K;
     cl_mem Zr;     /* real (m, C, N)            */
     cl_mem V;      /* float2 (m, C, P)          */
-    cl_mem Vt;     /* lane layout (P, C, 2, mp) floats, mp = m rounded up to 8 */
+    cl_mem Vt;     /* lane layout (P, C, 2, mp) floats, mp a multiple of 16  */
+    cl_mem Vt2;    /* the same: circ_update's output, swapped with Vt         */
+    cl_mem coef;   /* (K, mp) floats: gamma_j pi_j per lane                   */
+    cl_mem part;   /* (nch, mp) floats: per chunk of bins, |u|^2 per lane     */
+    size_t pchunk, nch; /* circ_update / circ_scale: bins per chunk, chunks  */
     cl_mem mask;   /* (K+1, mp) floats: group membership over lanes (Gram kernel) */
     cl_mem lane;   /* m ints: the lane of each sample                          */
     cl_mem boff;   /* K+2 ints: per group, offsets into blocks                 */
@@ -244,7 +248,7 @@ typedef struct {
 
 static void ws_free(ws *w)
 {
-    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag, &w->valid, &w->mask2, &w->boff2, &w->blocks2, &w->alpha2};
+    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag, &w->Vt2, &w->coef, &w->part, &w->valid, &w->mask2, &w->boff2, &w->blocks2, &w->alpha2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
     free(w->info_h);
     free(w->ld_h);
@@ -258,7 +262,7 @@ static void ws_free(ws *w)
 }
 
 /* Lane layout: with labels, samples grouped by class, each class padded to a multiple of 8 lanes;
- * without, lane = sample, padded at the end. */
+ * without, lane = sample; then padded at the end to a multiple of 16 lanes (the application's vectors). */
 static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, const int *labels)
 {
     memset(w, 0, sizeof *w);
@@ -273,6 +277,7 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
             mp += (n + 7) / 8 * 8;
         }
     }
+    mp = (mp + 15) / 16 * 16;
     w->mp = mp;
     w->lane_h = malloc(g->m * sizeof *w->lane_h);
     w->sample_h = malloc(mp * sizeof *w->sample_h);
@@ -294,11 +299,19 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
     } else {
         for (size_t b = 0; b < g->m; b++) w->lane_h[b] = (int)b, w->sample_h[b] = (int)b;
     }
-    const size_t nb = (K + 1) * g->P, CC = g->C * g->C;
+    const size_t nb = (K + 1) * g->P, CC = g->C * g->C, nblk = mp / 16;
+    /* circ_update / circ_scale: about 32 work-items (blocks of 16 lanes x chunks of bins) */
+    w->nch = (32 + nblk - 1) / nblk;
+    if (w->nch > g->P) w->nch = g->P;
+    w->pchunk = (g->P + w->nch - 1) / w->nch;
+    w->nch = (g->P + w->pchunk - 1) / w->pchunk;
     wbcl_status st;
     if ((st = wbcl__buffer(ctx, g->m * g->C * g->N * sizeof(float), "features", &w->Zr)) ||
         (st = wbcl__buffer(ctx, g->m * g->C * g->P * 2 * sizeof(float), "spectra", &w->V)) ||
         (st = wbcl__buffer(ctx, w->mp * g->C * g->P * 2 * sizeof(float), "spectra (lanes)", &w->Vt)) ||
+        (st = wbcl__buffer(ctx, w->mp * g->C * g->P * 2 * sizeof(float), "spectra (lanes)", &w->Vt2)) ||
+        (st = wbcl__buffer(ctx, K * mp * sizeof(float), "update coefficients", &w->coef)) ||
+        (st = wbcl__buffer(ctx, w->nch * mp * sizeof(float), "partial norms", &w->part)) ||
         (st = wbcl__buffer(ctx, (K + 1) * w->mp * sizeof(float), "group masks", &w->mask)) ||
         (st = wbcl__buffer(ctx, g->m * sizeof(int), "lanes", &w->lane)) ||
         (st = wbcl__buffer(ctx, (K + 2) * sizeof(int), "group block offsets", &w->boff)) ||
@@ -613,41 +626,63 @@ done:
     return st;
 }
 
-/* One layer's application to w->V with operators ops and gamma (device). */
+/* One layer's application to the spectra w->Vt with operators ops and gamma (device): circ_norms ->
+ * circ_softmax -> circ_update (into w->Vt2) -> circ_scale, then Vt and Vt2 trade places. */
 static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam, const wbcl_circulant_params *p)
 {
     const geom *g = &w->g;
-    wbcl_kern *kn, *ku;
+    wbcl_kern *kn, *ks, *ku, *kc;
     wbcl_status st;
-    if ((st = kern(ctx, g->C, "circ_norms", &kn)) || (st = kern(ctx, g->C, "circ_update", &ku))) return st;
-    cl_uint um = (cl_uint)g->m, ump = (cl_uint)w->mp, uP = (cl_uint)g->P, uW = (cl_uint)g->W,
-            uWh = (cl_uint)g->Wh, uK = (cl_uint)w->K;
+    if ((st = kern(ctx, g->C, "circ_norms", &kn)) || (st = kern(ctx, g->C, "circ_softmax", &ks)) ||
+        (st = kern(ctx, g->C, "circ_update", &ku)) || (st = kern(ctx, g->C, "circ_scale", &kc)))
+        return st;
+    const size_t nblk = w->mp / 16;
+    cl_uint ump = (cl_uint)w->mp, uP = (cl_uint)g->P, uW = (cl_uint)g->W, uWh = (cl_uint)g->Wh, uK = (cl_uint)w->K,
+            upc = (cl_uint)w->pchunk, unch = (cl_uint)w->nch;
+    float eta = p->eta, lambda = p->lambda;
     WBCL_ARG(ctx, kn, 0, w->Vt);
     WBCL_ARG(ctx, kn, 1, ops);
     WBCL_ARG(ctx, kn, 2, w->nrm);
-    WBCL_ARG(ctx, kn, 3, um);
-    WBCL_ARG(ctx, kn, 4, ump);
-    WBCL_ARG(ctx, kn, 5, uP);
-    WBCL_ARG(ctx, kn, 6, uW);
-    WBCL_ARG(ctx, kn, 7, uWh);
-    WBCL_ARG(ctx, kn, 8, uK);
-    if ((st = launch_heavy(ctx, kn, w->K * (w->mp / 8)))) return st; /* (j, block of 8 samples) */
-    float eta = p->eta, lambda = p->lambda;
+    WBCL_ARG(ctx, kn, 3, ump);
+    WBCL_ARG(ctx, kn, 4, uP);
+    WBCL_ARG(ctx, kn, 5, uW);
+    WBCL_ARG(ctx, kn, 6, uWh);
+    WBCL_ARG(ctx, kn, 7, uK);
+    if ((st = launch_heavy(ctx, kn, w->K * nblk))) return st; /* (j, block of 16 lanes) */
+    WBCL_ARG(ctx, ks, 0, w->nrm);
+    WBCL_ARG(ctx, ks, 1, gam);
+    WBCL_ARG(ctx, ks, 2, w->pi);
+    WBCL_ARG(ctx, ks, 3, w->yhat);
+    WBCL_ARG(ctx, ks, 4, w->coef);
+    WBCL_ARG(ctx, ks, 5, w->valid);
+    WBCL_ARG(ctx, ks, 6, lambda);
+    WBCL_ARG(ctx, ks, 7, ump);
+    WBCL_ARG(ctx, ks, 8, uK);
+    if ((st = launch1(ctx, ks, w->mp))) return st;
     WBCL_ARG(ctx, ku, 0, w->Vt);
-    WBCL_ARG(ctx, ku, 1, ops);
-    WBCL_ARG(ctx, ku, 2, gam);
-    WBCL_ARG(ctx, ku, 3, w->nrm);
-    WBCL_ARG(ctx, ku, 4, w->pi);
-    WBCL_ARG(ctx, ku, 5, w->yhat);
-    WBCL_ARG(ctx, ku, 6, eta);
-    WBCL_ARG(ctx, ku, 7, lambda);
-    WBCL_ARG(ctx, ku, 8, um);
-    WBCL_ARG(ctx, ku, 9, ump);
-    WBCL_ARG(ctx, ku, 10, uP);
-    WBCL_ARG(ctx, ku, 11, uW);
-    WBCL_ARG(ctx, ku, 12, uWh);
-    WBCL_ARG(ctx, ku, 13, uK);
-    return launch_heavy(ctx, ku, w->mp / 8);
+    WBCL_ARG(ctx, ku, 1, w->Vt2);
+    WBCL_ARG(ctx, ku, 2, ops);
+    WBCL_ARG(ctx, ku, 3, w->coef);
+    WBCL_ARG(ctx, ku, 4, w->part);
+    WBCL_ARG(ctx, ku, 5, eta);
+    WBCL_ARG(ctx, ku, 6, ump);
+    WBCL_ARG(ctx, ku, 7, uP);
+    WBCL_ARG(ctx, ku, 8, uW);
+    WBCL_ARG(ctx, ku, 9, uWh);
+    WBCL_ARG(ctx, ku, 10, uK);
+    WBCL_ARG(ctx, ku, 11, upc);
+    if ((st = launch_heavy(ctx, ku, nblk * w->nch))) return st; /* (chunk of bins, block of 16 lanes) */
+    WBCL_ARG(ctx, kc, 0, w->Vt2);
+    WBCL_ARG(ctx, kc, 1, w->part);
+    WBCL_ARG(ctx, kc, 2, ump);
+    WBCL_ARG(ctx, kc, 3, uP);
+    WBCL_ARG(ctx, kc, 4, upc);
+    WBCL_ARG(ctx, kc, 5, unch);
+    if ((st = launch_heavy(ctx, kc, nblk * w->nch))) return st;
+    cl_mem t = w->Vt;
+    w->Vt = w->Vt2;
+    w->Vt2 = t;
+    return WBCL_SUCCESS;
 }
 
 /* ---- model ------------------------------------------------------------------------------------ */
