@@ -122,18 +122,25 @@ __kernel void circ_from_lanes(__global const float *Vt, __global float2 *V, __gl
     V[gid] = (float2)(Vt[pc * 2 * mp + l], Vt[(pc * 2 + 1) * mp + l]);
 }
 
+/* Per-frequency matrices in batch lanes: S holds the (K+1) P matrices of C x C in blocks of 16 (batch entry
+ * t = j P + p in block t / 16, lane t % 16): element (i, k) of block q at S + ((q C + i) C + k) 2 16, 16 real
+ * parts then 16 imaginary parts (a float16 each). The factorization below works on 16 matrices at once. */
+#define CI_MW 16
+typedef float16 ci_w;
+
 /* S[j,p] lower triangle, row c per work-item (j, p, c): S[j,p][c][d] = sum_b mask[j][b] v_b[c,p] conj(v_b[d,p]),
  * d <= c, mask (K+1, mp) of 0/1 over lanes (group K: every sample; padding lanes 0), summed only over the
  * blocks of 8 lanes listed for the group: blocks[boff[j] .. boff[j+1]) (block index = first lane / 8). */
 __kernel void circ_gram(__global const float *Vt, __global const float *mask, __global const int *boff,
-                        __global const int *blocks, __global float2 *S, const uint mp, const uint P, const uint K)
+                        __global const int *blocks, __global float *S, const uint mp, const uint P, const uint K)
 {
     const size_t gid = get_global_id(0);
     if (gid >= (size_t)(K + 1) * P * CI_C) return;
     const uint c = (uint)(gid % CI_C), p = (uint)((gid / CI_C) % P), j = (uint)(gid / ((size_t)CI_C * P));
     const __global float *base = Vt + (size_t)p * CI_C * 2 * mp, *mk = mask + (size_t)j * mp;
     const __global float *xr = base + (size_t)c * 2 * mp, *xi = xr + mp;
-    __global float2 *s = S + gid * CI_C;
+    const size_t t = (size_t)j * P + p; /* batch entry: block t / 16, lane t % 16 */
+    __global float *s = S + ((t / CI_MW) * CI_C * CI_C + (size_t)c * CI_C) * 2 * CI_MW + t % CI_MW;
     for (uint d = 0; d <= c; d++) {
         const __global float *yr = base + (size_t)d * 2 * mp, *yi = yr + mp;
         ci_v ar = (ci_v)(0.0f), ai = (ci_v)(0.0f);
@@ -144,7 +151,8 @@ __kernel void circ_gram(__global const float *Vt, __global const float *mask, __
             ar = fma(pr, qr, fma(pi_, qi, ar)); /* x conj(y) */
             ai = fma(pi_, qr, fma(-pr, qi, ai));
         }
-        s[d] = (float2)(ci_hsum(ar), ci_hsum(ai));
+        s[(size_t)d * 2 * CI_MW] = ci_hsum(ar);
+        s[(size_t)d * 2 * CI_MW + CI_MW] = ci_hsum(ai);
     }
 }
 
@@ -180,70 +188,117 @@ __kernel void circ_groups(__global const int *yhat, __global const int *valid, _
     alpha[K] = (float)CI_C / ((float)m * eps2);
 }
 
-/* One matrix per work-item, batch entry t = j P + p: A = I + alpha_j S (lower triangle of S read), factor
- * A = L L^H in place (L in S's lower triangle), logdet[t] = log det A; if want_inv,
- * M[t] = alpha_j A^-1 (full, exactly Hermitian) through X = L^-1 in place: A^-1 = X^H X. */
-__kernel void circ_shifted_inverse(__global float2 *S, __global const float *alpha, const uint P, const uint nb,
+/* Sixteen matrices per work-item (the batch lanes of S), batch entries t = 16 q + l < nb, q = the work-item:
+ * A = I + alpha_j S (lower triangle of S read, j = t / P), factor A = L L^H in place (L in S's lower
+ * triangle), logdet[ld_off + t] = log det A; the first bad pivot per matrix into info (from info_off) as
+ * info[2t] = pivot index, info[2t+1] = its float bits, kept if already set and not recorded for alpha = 0
+ * (an empty group, A = I). If want_inv, M[t] = alpha_j A^-1 ((nb, C, C) float2, full, exactly Hermitian)
+ * through X = L^-1 in place: A^-1 = X^H X. Crout by columns with c - a conj(b), |a|^2 and division by the
+ * real pivot, every operation on 16 lanes (float16). Lanes past nb hold zeros (A = I) and are not written. */
+#define CI_RE(i, k) (A + ((size_t)(i) * CI_C + (k)) * 2 * CI_MW)
+#define CI_IM(i, k) (A + ((size_t)(i) * CI_C + (k)) * 2 * CI_MW + CI_MW)
+__kernel void circ_shifted_inverse(__global float *S, __global const float *alpha, const uint P, const uint nb,
                                    __global float *logdet, __global int *info, const uint want_inv,
                                    __global float2 *M, const uint ld_off, const uint info_off)
 {
-    const uint t = get_global_id(0);
-    if (t >= nb) return;
+    const uint q = get_global_id(0);
+    if ((size_t)q * CI_MW >= nb) return;
     logdet += ld_off;
     info += info_off;
-    const float a = alpha[t / P];
-    __global float2 *A = S + (size_t)t * CI_C * CI_C;
+    const uint t0 = q * CI_MW;
+    float al[CI_MW];
+    for (uint l = 0; l < CI_MW; l++) al[l] = t0 + l < nb ? alpha[(t0 + l) / P] : 0.0f;
+    const ci_w a = vload16(0, al);
+    __global float *A = S + (size_t)q * CI_C * CI_C * 2 * CI_MW;
     for (uint i = 0; i < CI_C; i++) {
-        for (uint k = 0; k < i; k++) A[i * CI_C + k] *= a;
-        A[i * CI_C + i] = (float2)(1.0f + a * A[i * CI_C + i].x, 0.0f);
+        for (uint k = 0; k < i; k++) {
+            vstore16(a * vload16(0, CI_RE(i, k)), 0, CI_RE(i, k));
+            vstore16(a * vload16(0, CI_IM(i, k)), 0, CI_IM(i, k));
+        }
+        vstore16(fma(a, vload16(0, CI_RE(i, i)), (ci_w)(1.0f)), 0, CI_RE(i, i));
+        vstore16((ci_w)(0.0f), 0, CI_IM(i, i));
     }
-    int fail = -1;
-    float fval = 0.0f, ld = 0.0f;
+    int16 fail = (int16)(-1);
+    ci_w fval = (ci_w)(0.0f), ld = (ci_w)(0.0f);
     for (uint j = 0; j < CI_C; j++) { /* Crout, column j */
-        float d = A[j * CI_C + j].x;
-        for (uint k = 0; k < j; k++) d -= CABS2(A[j * CI_C + k]);
-        if (fail < 0 && (!(d > 0.0f) || isinf(d))) {
-            fail = (int)j;
-            fval = d;
+        ci_w d = vload16(0, CI_RE(j, j));
+        for (uint k = 0; k < j; k++) {
+            const ci_w xr = vload16(0, CI_RE(j, k)), xi = vload16(0, CI_IM(j, k));
+            d = fma(-xr, xr, fma(-xi, xi, d));
         }
-        const float ljj = sqrt(d);
-        A[j * CI_C + j] = (float2)(ljj, 0.0f);
+        const int16 first = ((isgreater(d, (ci_w)(0.0f)) == (int16)(0)) | isinf(d)) & (fail < (int16)(0));
+        fail = select(fail, (int16)((int)j), first);
+        fval = select(fval, d, first);
+        const ci_w ljj = sqrt(d), inv = (ci_w)(1.0f) / ljj;
+        vstore16(ljj, 0, CI_RE(j, j));
         ld += log(ljj);
-        const float inv = 1.0f / ljj;
-        for (uint i = j + 1; i < CI_C; i++) {
-            float2 s = A[i * CI_C + j];
-            for (uint k = 0; k < j; k++) s -= CMULC(A[i * CI_C + k], A[j * CI_C + k]);
-            A[i * CI_C + j] = s * inv;
+        for (uint i = j + 1; i < CI_C; i++) { /* A[i][j] = (A[i][j] - sum_k A[i][k] conj(A[j][k])) / ljj */
+            ci_w sr = vload16(0, CI_RE(i, j)), si = vload16(0, CI_IM(i, j));
+            for (uint k = 0; k < j; k++) {
+                const ci_w ar = vload16(0, CI_RE(i, k)), ai = vload16(0, CI_IM(i, k)), br = vload16(0, CI_RE(j, k)),
+                           bi = vload16(0, CI_IM(j, k));
+                sr = fma(-ar, br, fma(-ai, bi, sr));
+                si = fma(-ai, br, fma(ar, bi, si));
+            }
+            vstore16(sr * inv, 0, CI_RE(i, j));
+            vstore16(si * inv, 0, CI_IM(i, j));
         }
     }
-    logdet[t] = 2.0f * ld;
-    if (fail >= 0 && a > 0.0f && info[2 * t] < 0) { /* a = 0: an empty group, A = I, not checked */
-        info[2 * t] = fail;
-        info[2 * t + 1] = as_int(fval);
+    {
+        float ldv[CI_MW], fv[CI_MW];
+        int fl[CI_MW];
+        vstore16(2.0f * ld, 0, ldv);
+        vstore16(fval, 0, fv);
+        vstore16(fail, 0, fl);
+        for (uint l = 0; l < CI_MW && t0 + l < nb; l++) {
+            const uint t = t0 + l;
+            logdet[t] = ldv[l];
+            if (fl[l] >= 0 && al[l] > 0.0f && info[2 * t] < 0) {
+                info[2 * t] = fl[l];
+                info[2 * t + 1] = as_int(fv[l]);
+            }
+        }
     }
     if (!want_inv) return;
     /* X = L^-1 row by row, in place: X[i][i] = 1/L[i][i], X[i][j] = -X[i][i] sum_{k=j}^{i-1} L[i][k] X[k][j]
      * (ascending j: L[i][j] is last needed for X[i][j]) */
     for (uint i = 0; i < CI_C; i++) {
-        const float xii = 1.0f / A[i * CI_C + i].x;
+        const ci_w xii = (ci_w)(1.0f) / vload16(0, CI_RE(i, i));
         for (uint j = 0; j < i; j++) {
-            float2 s = (float2)(0.0f, 0.0f);
-            for (uint k = j; k < i; k++) s += CMUL(A[i * CI_C + k], A[k * CI_C + j]);
-            A[i * CI_C + j] = -xii * s;
+            ci_w sr = (ci_w)(0.0f), si = (ci_w)(0.0f);
+            for (uint k = j; k < i; k++) {
+                const ci_w ar = vload16(0, CI_RE(i, k)), ai = vload16(0, CI_IM(i, k)), br = vload16(0, CI_RE(k, j)),
+                           bi = vload16(0, CI_IM(k, j));
+                sr = fma(ar, br, fma(-ai, bi, sr));
+                si = fma(ar, bi, fma(ai, br, si));
+            }
+            vstore16(-xii * sr, 0, CI_RE(i, j));
+            vstore16(-xii * si, 0, CI_IM(i, j));
         }
-        A[i * CI_C + i] = (float2)(xii, 0.0f);
+        vstore16(xii, 0, CI_RE(i, i));
     }
     /* M[r][c] = a sum_{k >= max(r,c)} conj(X[k][r]) X[k][c]; the lower entry is computed, the upper its conj */
-    __global float2 *Mt = M + (size_t)t * CI_C * CI_C;
     for (uint r = 0; r < CI_C; r++)
         for (uint c = 0; c <= r; c++) {
-            float2 s = (float2)(0.0f, 0.0f);
-            for (uint k = r; k < CI_C; k++) s += CMULC(A[k * CI_C + c], A[k * CI_C + r]);
-            s *= a;
-            Mt[r * CI_C + c] = c == r ? (float2)(s.x, 0.0f) : s;
-            Mt[c * CI_C + r] = (float2)(s.x, -s.y);
+            ci_w sr = (ci_w)(0.0f), si = (ci_w)(0.0f);
+            for (uint k = r; k < CI_C; k++) { /* X[k][c] conj(X[k][r]) */
+                const ci_w ar = vload16(0, CI_RE(k, c)), ai = vload16(0, CI_IM(k, c)), br = vload16(0, CI_RE(k, r)),
+                           bi = vload16(0, CI_IM(k, r));
+                sr = fma(ar, br, fma(ai, bi, sr));
+                si = fma(ai, br, fma(-ar, bi, si));
+            }
+            float mr[CI_MW], mi[CI_MW];
+            vstore16(a * sr, 0, mr);
+            vstore16(c == r ? (ci_w)(0.0f) : a * si, 0, mi);
+            for (uint l = 0; l < CI_MW && t0 + l < nb; l++) {
+                __global float2 *Mt = M + (size_t)(t0 + l) * CI_C * CI_C;
+                Mt[r * CI_C + c] = (float2)(mr[l], mi[l]);
+                Mt[c * CI_C + r] = (float2)(mr[l], -mi[l]);
+            }
         }
 }
+#undef CI_RE
+#undef CI_IM
 
 /* ---- application: 16 samples per vector (float16 lanes of Vt, one zmm) ---------------------------
  * Per frequency bin the application is a small complex GEMM: rows of a C x C matrix times the C-vectors
@@ -251,7 +306,6 @@ __kernel void circ_shifted_inverse(__global float2 *S, __global const float *alp
  * re/im), streams the samples' C-vectors from the lane layout (two contiguous float16 loads per k, L1
  * resident) and broadcasts the matrix entries (contiguous rows). The matrices are Hermitian, so
  * M^H v = M v is taken row by row. mp is a multiple of 16 (the host pads). */
-typedef float16 ci_w;
 #define CI_WW 16
 
 /* (cXr, cXi), X = 0..3 = rows r..r+3 of M times the 16 samples at pb (lane layout, row stride 2 mp). */

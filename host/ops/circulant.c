@@ -226,7 +226,7 @@ typedef struct {
     cl_mem lane;   /* m ints: the lane of each sample                          */
     cl_mem boff;   /* K+2 ints: per group, offsets into blocks                 */
     cl_mem blocks; /* (K+1) mp/8 ints: the blocks of 8 lanes holding a group   */
-    cl_mem S;      /* float2 (K+1, P, C, C)     */
+    cl_mem S;      /* (K+1) P matrices C x C in blocks of 16 lanes (cl/circulant.cl) */
     cl_mem ld;     /* (K+1) P floats            */
     cl_mem info;   /* 2 (K+1) P ints            */
     cl_mem alpha;  /* K+1 floats                */
@@ -316,7 +316,7 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
         (st = wbcl__buffer(ctx, g->m * sizeof(int), "lanes", &w->lane)) ||
         (st = wbcl__buffer(ctx, (K + 2) * sizeof(int), "group block offsets", &w->boff)) ||
         (st = wbcl__buffer(ctx, (K + 1) * (mp / 8) * sizeof(int), "group blocks", &w->blocks)) ||
-        (st = wbcl__buffer(ctx, nb * CC * 2 * sizeof(float), "per-frequency matrices", &w->S)) ||
+        (st = wbcl__buffer(ctx, (nb + 15) / 16 * 16 * CC * 2 * sizeof(float), "per-frequency matrices", &w->S)) ||
         (st = wbcl__buffer(ctx, nb * sizeof(float), "log-determinants", &w->ld)) ||
         (st = wbcl__buffer(ctx, 2 * nb * sizeof(int), "pivot info", &w->info)) ||
         (st = wbcl__buffer(ctx, (K + 1) * sizeof(float), "alpha", &w->alpha)) ||
@@ -340,7 +340,8 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
         ws_free(w);
         return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
     }
-    if ((st = write_buf(ctx, w->lane, g->m * sizeof(int), w->lane_h, "lanes")) ||
+    if ((st = fill_int(ctx, w->S, 0, (nb + 15) / 16 * 16 * CC * 2, "per-frequency matrices")) || /* lanes past nb */
+        (st = write_buf(ctx, w->lane, g->m * sizeof(int), w->lane_h, "lanes")) ||
         (st = write_buf(ctx, w->valid, mp * sizeof(int), w->sample_h, "lane samples"))) {
         ws_free(w);
         return st;
@@ -545,7 +546,7 @@ static wbcl_status enq_shinv(wbcl_context *ctx, ws *w, cl_mem alpha, cl_mem M, c
     WBCL_ARG(ctx, k, 7, out);
     WBCL_ARG(ctx, k, 8, uld);
     WBCL_ARG(ctx, k, 9, uinfo);
-    return launch1(ctx, k, nb);
+    return launch_heavy(ctx, k, (nb + 15) / 16); /* 16 matrices per work-item */
 }
 
 /* Pivot info of one batch of (K+1) P matrices (host copy) -> NUMERIC naming the layer (1-based; 0: none),
