@@ -86,9 +86,10 @@ __kernel void circ_real_normalize(__global float *Z, const uint m, const uint n)
 /* ---- sample lanes ------------------------------------------------------------------------------
  * The per-frequency kernels read the spectra in a lane layout Vt (P, C, 2, mp): for every bin p and
  * channel c a plane of the mp real parts, then one of the mp imaginary parts. Sample b sits in lane
- * lane_of[b]; the host groups the training samples by class, each class padded to a multiple of 8
- * lanes, so a class's Gram matrix reads only its own blocks of 8 lanes. Padding lanes are zero (and
- * stay zero through the layers). Eight lanes are one float8 load. */
+ * lane_of[b]; the host sorts the training samples by class, so a class's Gram matrix reads only the
+ * blocks of 8 lanes it touches (the mask zeroes the other classes' lanes there), and pads at the end
+ * to a multiple of 16 lanes (the application's float16 vectors). Padding lanes are zero (and stay zero
+ * through the layers). Eight lanes are one float8 load (Gram). */
 typedef float8 ci_v;
 #define CI_VW 8
 

@@ -5,7 +5,7 @@
  * Entering: lifting (circ_lift) or a copy, clFFT forward, per-sample
  * normalization (circ_spec_normalize, with the non-finite check), then the
  * lane layout (circ_to_lanes; in fit the samples are grouped class by class,
- * each class padded to 8 lanes). Per layer of fit: circ_gram (true labels)
+ * padded at the end to 16 lanes). Per layer of fit: circ_gram (true labels)
  * -> circ_shifted_inverse (E_p, C_{j,p}) -> circ_norms -> circ_update ->
  * objective on the output grouped by yhat (circ_groups, circ_gram,
  * circ_shifted_inverse without inverse; the log-determinants are summed in
@@ -261,23 +261,15 @@ static void ws_free(ws *w)
     memset(w, 0, sizeof *w);
 }
 
-/* Lane layout: with labels, samples grouped by class, each class padded to a multiple of 8 lanes;
- * without, lane = sample; then padded at the end to a multiple of 16 lanes (the application's vectors). */
+/* Lane layout: with labels, samples sorted by class (a class's Gram matrix reads only the blocks of 8
+ * lanes it touches: about n_j / 8 + 1 of them); without, lane = sample; padded at the end to a multiple of
+ * 16 lanes (the application's vectors). No per-class padding: the application's work is per lane. */
 static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, const int *labels)
 {
     memset(w, 0, sizeof *w);
     w->g = *g;
     w->K = K;
-    size_t mp = (g->m + 7) / 8 * 8;
-    if (labels) {
-        mp = 0;
-        for (size_t j = 0; j < K; j++) {
-            size_t n = 0;
-            for (size_t b = 0; b < g->m; b++) n += labels[b] == (int)j;
-            mp += (n + 7) / 8 * 8;
-        }
-    }
-    mp = (mp + 15) / 16 * 16;
+    const size_t mp = (g->m + 15) / 16 * 16;
     w->mp = mp;
     w->lane_h = malloc(g->m * sizeof *w->lane_h);
     w->sample_h = malloc(mp * sizeof *w->sample_h);
@@ -289,13 +281,10 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
     }
     for (size_t l = 0; l < mp; l++) w->sample_h[l] = -1;
     if (labels) {
-        size_t l0 = 0;
-        for (size_t j = 0; j < K; j++) {
-            size_t l = l0;
+        size_t l = 0;
+        for (size_t j = 0; j < K; j++)
             for (size_t b = 0; b < g->m; b++)
                 if (labels[b] == (int)j) w->lane_h[b] = (int)l, w->sample_h[l++] = (int)b;
-            l0 += (l - l0 + 7) / 8 * 8;
-        }
     } else {
         for (size_t b = 0; b < g->m; b++) w->lane_h[b] = (int)b, w->sample_h[b] = (int)b;
     }
