@@ -142,18 +142,41 @@ __kernel void circ_gram(__global const float *Vt, __global const float *mask, __
     const __global float *xr = base + (size_t)c * 2 * mp, *xi = xr + mp;
     const size_t t = (size_t)j * P + p; /* batch entry: block t / 16, lane t % 16 */
     __global float *s = S + ((t / CI_MW) * CI_C * CI_C + (size_t)c * CI_C) * 2 * CI_MW + t % CI_MW;
-    for (uint d = 0; d <= c; d++) {
-        const __global float *yr = base + (size_t)d * 2 * mp, *yi = yr + mp;
-        ci_v ar = (ci_v)(0.0f), ai = (ci_v)(0.0f);
+    /* four columns d at a time: the masked row c (pr, pi) is loaded once per block for the four */
+    for (uint d0 = 0; d0 <= c; d0 += 4) {
+        const uint d1 = min(d0 + 1, c), d2 = min(d0 + 2, c), d3 = min(d0 + 3, c);
+        const __global float *y0 = base + (size_t)d0 * 2 * mp, *y1 = base + (size_t)d1 * 2 * mp,
+                             *y2 = base + (size_t)d2 * 2 * mp, *y3 = base + (size_t)d3 * 2 * mp;
+        ci_v a0r = (ci_v)(0.0f), a0i = a0r, a1r = a0r, a1i = a0r, a2r = a0r, a2i = a0r, a3r = a0r, a3i = a0r;
         for (int q = boff[j]; q < boff[j + 1]; q++) {
             const uint b = (uint)blocks[q] * CI_VW;
-            const ci_v w = vload8(0, mk + b), pr = w * vload8(0, xr + b), pi_ = w * vload8(0, xi + b),
-                       qr = vload8(0, yr + b), qi = vload8(0, yi + b);
-            ar = fma(pr, qr, fma(pi_, qi, ar)); /* x conj(y) */
-            ai = fma(pi_, qr, fma(-pr, qi, ai));
+            const ci_v w = vload8(0, mk + b), pr = w * vload8(0, xr + b), pi_ = w * vload8(0, xi + b);
+            ci_v qr, qi;
+#define CI_GACC(ar, ai, y)                                                                       \
+    qr = vload8(0, (y) + b);                                                                     \
+    qi = vload8(0, (y) + mp + b);                                                                \
+    ar = fma(pr, qr, fma(pi_, qi, ar)); /* x conj(y) */                                          \
+    ai = fma(pi_, qr, fma(-pr, qi, ai));
+            CI_GACC(a0r, a0i, y0)
+            CI_GACC(a1r, a1i, y1)
+            CI_GACC(a2r, a2i, y2)
+            CI_GACC(a3r, a3i, y3)
+#undef CI_GACC
         }
-        s[(size_t)d * 2 * CI_MW] = ci_hsum(ar);
-        s[(size_t)d * 2 * CI_MW + CI_MW] = ci_hsum(ai);
+        s[(size_t)d0 * 2 * CI_MW] = ci_hsum(a0r);
+        s[(size_t)d0 * 2 * CI_MW + CI_MW] = ci_hsum(a0i);
+        if (d0 + 1 <= c) {
+            s[(size_t)(d0 + 1) * 2 * CI_MW] = ci_hsum(a1r);
+            s[(size_t)(d0 + 1) * 2 * CI_MW + CI_MW] = ci_hsum(a1i);
+        }
+        if (d0 + 2 <= c) {
+            s[(size_t)(d0 + 2) * 2 * CI_MW] = ci_hsum(a2r);
+            s[(size_t)(d0 + 2) * 2 * CI_MW + CI_MW] = ci_hsum(a2i);
+        }
+        if (d0 + 3 <= c) {
+            s[(size_t)(d0 + 3) * 2 * CI_MW] = ci_hsum(a3r);
+            s[(size_t)(d0 + 3) * 2 * CI_MW + CI_MW] = ci_hsum(a3i);
+        }
     }
 }
 
