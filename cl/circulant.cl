@@ -367,50 +367,57 @@ __kernel void circ_shifted_inverse(__global float *S, __global const float *alph
         }                                                                                \
     }
 
-/* nrm[l K + j] = max(|c_j|, 1e-8) over the whole spectrum for lane l, c_j(p) = C_{j,p}^H v_l(p);
- * work-item (j, block of 16 lanes). */
-__kernel void circ_norms(__global const float *Vt, __global const float2 *ops, __global float *nrm, const uint mp,
-                         const uint P, const uint W, const uint Wh, const uint K)
+/* Partial norms: part[(ch K + j) mp + l] = sum over the bins p of chunk ch of w_p |C_{j,p}^H v_l(p)|^2;
+ * work-item (j, chunk of bins), looping over all blocks of 16 lanes so that the chunk's matrices, read
+ * once from memory, are reused from cache by every block (streaming them once per block made the 2-D
+ * case memory-bound). circ_softmax adds the chunks. */
+__kernel void circ_norms(__global const float *Vt, __global const float2 *ops, __global float *part, const uint mp,
+                         const uint P, const uint W, const uint Wh, const uint K, const uint pchunk)
 {
-    const uint nblk = mp / CI_WW;
-    const uint gid = get_global_id(0);
-    if (gid >= K * nblk) return;
-    const uint j = gid / nblk, b0 = (gid % nblk) * CI_WW;
-    ci_w acc = (ci_w)(0.0f);
-    for (uint p = 0; p < P; p++) {
-        const __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
-        const __global float2 *Mp = ops + ((size_t)j * P + p) * CI_C * CI_C;
-        ci_w s = (ci_w)(0.0f);
-        uint r = 0;
-        for (; r + 4 <= CI_C; r += 4) {
-            ci_w c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i;
-            CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Mp, r, pb, mp)
-            s = fma(c0r, c0r, fma(c0i, c0i, s));
-            s = fma(c1r, c1r, fma(c1i, c1i, s));
-            s = fma(c2r, c2r, fma(c2i, c2i, s));
-            s = fma(c3r, c3r, fma(c3i, c3i, s));
+    const uint gid = get_global_id(0), j = gid % K, ch = gid / K, p0 = ch * pchunk;
+    if (j >= K || p0 >= P) return;
+    const uint p1 = min(P, p0 + pchunk);
+    for (uint b0 = 0; b0 < mp; b0 += CI_WW) {
+        ci_w acc = (ci_w)(0.0f);
+        for (uint p = p0; p < p1; p++) {
+            const __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
+            const __global float2 *Mp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+            ci_w s = (ci_w)(0.0f);
+            uint r = 0;
+            for (; r + 4 <= CI_C; r += 4) {
+                ci_w c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i;
+                CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Mp, r, pb, mp)
+                s = fma(c0r, c0r, fma(c0i, c0i, s));
+                s = fma(c1r, c1r, fma(c1i, c1i, s));
+                s = fma(c2r, c2r, fma(c2i, c2i, s));
+                s = fma(c3r, c3r, fma(c3i, c3i, s));
+            }
+            for (; r < CI_C; r++) {
+                ci_w cr, ci;
+                CI_TILE1(cr, ci, Mp, r, pb, mp)
+                s = fma(cr, cr, fma(ci, ci, s));
+            }
+            acc = fma((ci_w)(ci_weight(p, W, Wh)), s, acc);
         }
-        for (; r < CI_C; r++) {
-            ci_w cr, ci;
-            CI_TILE1(cr, ci, Mp, r, pb, mp)
-            s = fma(cr, cr, fma(ci, ci, s));
-        }
-        acc = fma((ci_w)(ci_weight(p, W, Wh)), s, acc);
+        vstore16(acc, 0, part + ((size_t)ch * K + j) * mp + b0);
     }
-    float out[CI_WW];
-    vstore16(sqrt(acc), 0, out);
-    for (uint l = 0; l < CI_WW; l++) nrm[(size_t)(b0 + l) * K + j] = fmax(out[l], 1e-8f);
 }
 
-/* Per lane: pi = softmax(-lambda n) (max-subtracted; argmax ties to the lowest class) into pi (mp, K)
+/* Per lane: n_j = max(|c_j|, 1e-8) from the nch chunks of circ_norms (added in chunk order) into
+ * nrm (mp, K), pi = softmax(-lambda n) (max-subtracted; argmax ties to the lowest class) into pi (mp, K)
  * and yhat, and the update's coefficients coef (K, mp) = gamma_j pi_j (0 on padding lanes, valid[b] < 0). */
-__kernel void circ_softmax(__global const float *nrm, __global const float *gamma, __global float *pi,
-                           __global int *yhat, __global float *coef, __global const int *valid, const float lambda,
-                           const uint mp, const uint K)
+__kernel void circ_softmax(__global const float *part, __global float *nrm, __global const float *gamma,
+                           __global float *pi, __global int *yhat, __global float *coef, __global const int *valid,
+                           const float lambda, const uint mp, const uint K, const uint nch)
 {
     const uint b = get_global_id(0);
     if (b >= mp) return;
-    const __global float *n = nrm + (size_t)b * K;
+    __global float *n = nrm + (size_t)b * K;
+    for (uint j = 0; j < K; j++) {
+        float t = 0.0f;
+        for (uint c = 0; c < nch; c++) t += part[((size_t)c * K + j) * mp + b];
+        n[j] = fmax(sqrt(t), 1e-8f);
+    }
     __global float *pb = pi + (size_t)b * K;
     float mx = -lambda * n[0];
     for (uint j = 1; j < K; j++) mx = fmax(mx, -lambda * n[j]);
@@ -431,46 +438,46 @@ __kernel void circ_softmax(__global const float *nrm, __global const float *gamm
     for (uint j = 0; j < K; j++) coef[(size_t)j * mp + b] = ok ? gamma[j] * pb[j] : 0.0f;
 }
 
-/* Work-item (block of 16 lanes, chunk of bins [p0, p0 + pchunk)): per bin u = v + eta (E^H v -
- * sum_j coef_j C_j^H v) from Vt into Vo (a second buffer: the tile's rows need all of v), and the
- * chunk's weighted |u|^2 per lane into part (nch, mp). Classes whose coefficient is 0 in all 16 lanes
- * (exp underflow) contribute exactly 0 and are skipped. */
+/* Work-item (chunk of bins [p0, p0 + pchunk), all blocks of 16 lanes: a bin's matrices are read from
+ * memory once and reused from cache by every block): per bin u = v + eta (E^H v - sum_j coef_j C_j^H v)
+ * from Vt into Vo (a second buffer: the tile's rows need all of v), and the chunk's weighted |u|^2 per
+ * lane into part (nch, mp). Classes whose coefficient is 0 in all 16 lanes of a block (exp underflow)
+ * contribute exactly 0 and are skipped. */
 __kernel void circ_update(__global const float *Vt, __global float *Vo, __global const float2 *ops,
                           __global const float *coef, __global float *part, const float eta, const uint mp,
                           const uint P, const uint W, const uint Wh, const uint K, const uint pchunk)
 {
-    const uint nblk = mp / CI_WW;
-    const uint gid = get_global_id(0);
-    const uint ch = gid / nblk, b0 = (gid % nblk) * CI_WW, p0 = ch * pchunk;
+    const uint ch = get_global_id(0), p0 = ch * pchunk;
     if (p0 >= P) return;
     const uint p1 = min(P, p0 + pchunk);
     const ci_w e = (ci_w)(eta);
-    ci_w s2 = (ci_w)(0.0f);
-    for (uint p = p0; p < p1; p++) {
-        const size_t off = (size_t)p * CI_C * 2 * mp + b0;
-        const __global float *pb = Vt + off;
-        __global float *ob = Vo + off;
-        const __global float2 *Ep = ops + ((size_t)K * P + p) * CI_C * CI_C;
-        ci_w s = (ci_w)(0.0f);
-        uint r = 0;
-        for (; r + 4 <= CI_C; r += 4) {
-            ci_w g0r, g0i, g1r, g1i, g2r, g2i, g3r, g3i;
-            CI_TILE4(g0r, g0i, g1r, g1i, g2r, g2i, g3r, g3i, Ep, r, pb, mp)
-            for (uint j = 0; j < K; j++) {
-                const ci_w cf = vload16(0, coef + (size_t)j * mp + b0);
-                if (all(cf == (ci_w)(0.0f))) continue;
-                const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
-                ci_w c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i;
-                CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Cp, r, pb, mp)
-                g0r = fma(-cf, c0r, g0r);
-                g0i = fma(-cf, c0i, g0i);
-                g1r = fma(-cf, c1r, g1r);
-                g1i = fma(-cf, c1i, g1i);
-                g2r = fma(-cf, c2r, g2r);
-                g2i = fma(-cf, c2i, g2i);
-                g3r = fma(-cf, c3r, g3r);
-                g3i = fma(-cf, c3i, g3i);
-            }
+    for (uint b0 = 0; b0 < mp; b0 += CI_WW) vstore16((ci_w)(0.0f), 0, part + (size_t)ch * mp + b0);
+    for (uint p = p0; p < p1; p++)
+        for (uint b0 = 0; b0 < mp; b0 += CI_WW) {
+            const size_t off = (size_t)p * CI_C * 2 * mp + b0;
+            const __global float *pb = Vt + off;
+            __global float *ob = Vo + off;
+            const __global float2 *Ep = ops + ((size_t)K * P + p) * CI_C * CI_C;
+            ci_w s = (ci_w)(0.0f);
+            uint r = 0;
+            for (; r + 4 <= CI_C; r += 4) {
+                ci_w g0r, g0i, g1r, g1i, g2r, g2i, g3r, g3i;
+                CI_TILE4(g0r, g0i, g1r, g1i, g2r, g2i, g3r, g3i, Ep, r, pb, mp)
+                for (uint j = 0; j < K; j++) {
+                    const ci_w cf = vload16(0, coef + (size_t)j * mp + b0);
+                    if (all(cf == (ci_w)(0.0f))) continue;
+                    const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+                    ci_w c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i;
+                    CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Cp, r, pb, mp)
+                    g0r = fma(-cf, c0r, g0r);
+                    g0i = fma(-cf, c0i, g0i);
+                    g1r = fma(-cf, c1r, g1r);
+                    g1i = fma(-cf, c1i, g1i);
+                    g2r = fma(-cf, c2r, g2r);
+                    g2i = fma(-cf, c2i, g2i);
+                    g3r = fma(-cf, c3r, g3r);
+                    g3i = fma(-cf, c3i, g3i);
+                }
 #define CI_OUT(gr, gi, rr)                                                                       \
     {                                                                                            \
         const ci_w ur_ = fma(e, gr, vload16(0, pb + (size_t)(rr) * 2 * mp)),                     \
@@ -479,29 +486,29 @@ __kernel void circ_update(__global const float *Vt, __global float *Vo, __global
         vstore16(ur_, 0, ob + (size_t)(rr) * 2 * mp);                                            \
         vstore16(ui_, 0, ob + ((size_t)(rr) * 2 + 1) * mp);                                      \
     }
-            CI_OUT(g0r, g0i, r)
-            CI_OUT(g1r, g1i, r + 1)
-            CI_OUT(g2r, g2i, r + 2)
-            CI_OUT(g3r, g3i, r + 3)
-        }
-        for (; r < CI_C; r++) {
-            ci_w gr, gi;
-            CI_TILE1(gr, gi, Ep, r, pb, mp)
-            for (uint j = 0; j < K; j++) {
-                const ci_w cf = vload16(0, coef + (size_t)j * mp + b0);
-                if (all(cf == (ci_w)(0.0f))) continue;
-                const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
-                ci_w cr, ci;
-                CI_TILE1(cr, ci, Cp, r, pb, mp)
-                gr = fma(-cf, cr, gr);
-                gi = fma(-cf, ci, gi);
+                CI_OUT(g0r, g0i, r)
+                CI_OUT(g1r, g1i, r + 1)
+                CI_OUT(g2r, g2i, r + 2)
+                CI_OUT(g3r, g3i, r + 3)
             }
-            CI_OUT(gr, gi, r)
-        }
+            for (; r < CI_C; r++) {
+                ci_w gr, gi;
+                CI_TILE1(gr, gi, Ep, r, pb, mp)
+                for (uint j = 0; j < K; j++) {
+                    const ci_w cf = vload16(0, coef + (size_t)j * mp + b0);
+                    if (all(cf == (ci_w)(0.0f))) continue;
+                    const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+                    ci_w cr, ci;
+                    CI_TILE1(cr, ci, Cp, r, pb, mp)
+                    gr = fma(-cf, cr, gr);
+                    gi = fma(-cf, ci, gi);
+                }
+                CI_OUT(gr, gi, r)
+            }
 #undef CI_OUT
-        s2 = fma((ci_w)(ci_weight(p, W, Wh)), s, s2);
-    }
-    vstore16(s2, 0, part + (size_t)ch * mp + b0);
+            __global float *pp = part + (size_t)ch * mp + b0;
+            vstore16(fma((ci_w)(ci_weight(p, W, Wh)), s, vload16(0, pp)), 0, pp);
+        }
 }
 
 /* Work-item (block of 16 lanes, chunk of bins): v <- v / max(|v|, 1e-8), |v|^2 = the sum of the nch
@@ -514,7 +521,7 @@ __kernel void circ_scale(__global float *Vo, __global const float *part, const u
     const uint ch = gid / nblk, b0 = (gid % nblk) * CI_WW, p0 = ch * pchunk;
     if (p0 >= P) return;
     const uint p1 = min(P, p0 + pchunk);
-    ci_w t = (ci_w)(0.0f);
+    ci_w t = (ci_w)(0.0f); /* circ_scale keeps work-items (chunk, block): it has no matrices to share */
     for (uint c = 0; c < nch; c++) t += vload16(0, part + (size_t)c * mp + b0);
     const ci_w inv = (ci_w)(1.0f) / fmax(sqrt(t), (ci_w)(1e-8f));
     for (uint p = p0; p < p1; p++) {

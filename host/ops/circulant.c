@@ -222,6 +222,8 @@ typedef struct {
     cl_mem coef;   /* (K, mp) floats: gamma_j pi_j per lane                   */
     cl_mem part;   /* (nch, mp) floats: per chunk of bins, |u|^2 per lane     */
     size_t pchunk, nch; /* circ_update / circ_scale: bins per chunk, chunks  */
+    cl_mem npart;  /* (nchn, K, mp) floats: circ_norms' partial sums per chunk of bins */
+    size_t pchn, nchn;  /* circ_norms: bins per chunk, chunks                */
     cl_mem mask;   /* (K+1, mp) floats: group membership over lanes (Gram kernel) */
     cl_mem lane;   /* m ints: the lane of each sample                          */
     cl_mem boff;   /* K+2 ints: per group, offsets into blocks                 */
@@ -248,7 +250,7 @@ typedef struct {
 
 static void ws_free(ws *w)
 {
-    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag, &w->Vt2, &w->coef, &w->part, &w->valid, &w->mask2, &w->boff2, &w->blocks2, &w->alpha2};
+    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag, &w->Vt2, &w->coef, &w->part, &w->npart, &w->valid, &w->mask2, &w->boff2, &w->blocks2, &w->alpha2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
     free(w->info_h);
     free(w->ld_h);
@@ -288,12 +290,15 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
     } else {
         for (size_t b = 0; b < g->m; b++) w->lane_h[b] = (int)b, w->sample_h[b] = (int)b;
     }
-    const size_t nb = (K + 1) * g->P, CC = g->C * g->C, nblk = mp / 16;
-    /* circ_update / circ_scale: about 32 work-items (blocks of 16 lanes x chunks of bins) */
-    w->nch = (32 + nblk - 1) / nblk;
-    if (w->nch > g->P) w->nch = g->P;
+    const size_t nb = (K + 1) * g->P, CC = g->C * g->C;
+    /* chunks of bins: circ_update about 32 work-items (one per chunk), circ_norms about 48 (class x chunk) */
+    w->nch = g->P < 32 ? g->P : 32;
     w->pchunk = (g->P + w->nch - 1) / w->nch;
     w->nch = (g->P + w->pchunk - 1) / w->pchunk;
+    w->nchn = (48 + K - 1) / K;
+    if (w->nchn > g->P) w->nchn = g->P;
+    w->pchn = (g->P + w->nchn - 1) / w->nchn;
+    w->nchn = (g->P + w->pchn - 1) / w->pchn;
     wbcl_status st;
     if ((st = wbcl__buffer(ctx, g->m * g->C * g->N * sizeof(float), "features", &w->Zr)) ||
         (st = wbcl__buffer(ctx, g->m * g->C * g->P * 2 * sizeof(float), "spectra", &w->V)) ||
@@ -301,6 +306,7 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
         (st = wbcl__buffer(ctx, w->mp * g->C * g->P * 2 * sizeof(float), "spectra (lanes)", &w->Vt2)) ||
         (st = wbcl__buffer(ctx, K * mp * sizeof(float), "update coefficients", &w->coef)) ||
         (st = wbcl__buffer(ctx, w->nch * mp * sizeof(float), "partial norms", &w->part)) ||
+        (st = wbcl__buffer(ctx, w->nchn * K * mp * sizeof(float), "partial class norms", &w->npart)) ||
         (st = wbcl__buffer(ctx, (K + 1) * w->mp * sizeof(float), "group masks", &w->mask)) ||
         (st = wbcl__buffer(ctx, g->m * sizeof(int), "lanes", &w->lane)) ||
         (st = wbcl__buffer(ctx, (K + 2) * sizeof(int), "group block offsets", &w->boff)) ||
@@ -630,24 +636,28 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
     cl_uint ump = (cl_uint)w->mp, uP = (cl_uint)g->P, uW = (cl_uint)g->W, uWh = (cl_uint)g->Wh, uK = (cl_uint)w->K,
             upc = (cl_uint)w->pchunk, unch = (cl_uint)w->nch;
     float eta = p->eta, lambda = p->lambda;
+    cl_uint upn = (cl_uint)w->pchn, unchn = (cl_uint)w->nchn;
     WBCL_ARG(ctx, kn, 0, w->Vt);
     WBCL_ARG(ctx, kn, 1, ops);
-    WBCL_ARG(ctx, kn, 2, w->nrm);
+    WBCL_ARG(ctx, kn, 2, w->npart);
     WBCL_ARG(ctx, kn, 3, ump);
     WBCL_ARG(ctx, kn, 4, uP);
     WBCL_ARG(ctx, kn, 5, uW);
     WBCL_ARG(ctx, kn, 6, uWh);
     WBCL_ARG(ctx, kn, 7, uK);
-    if ((st = launch_heavy(ctx, kn, w->K * nblk))) return st; /* (j, block of 16 lanes) */
-    WBCL_ARG(ctx, ks, 0, w->nrm);
-    WBCL_ARG(ctx, ks, 1, gam);
-    WBCL_ARG(ctx, ks, 2, w->pi);
-    WBCL_ARG(ctx, ks, 3, w->yhat);
-    WBCL_ARG(ctx, ks, 4, w->coef);
-    WBCL_ARG(ctx, ks, 5, w->valid);
-    WBCL_ARG(ctx, ks, 6, lambda);
-    WBCL_ARG(ctx, ks, 7, ump);
-    WBCL_ARG(ctx, ks, 8, uK);
+    WBCL_ARG(ctx, kn, 8, upn);
+    if ((st = launch_heavy(ctx, kn, w->K * w->nchn))) return st; /* (chunk of bins, class) */
+    WBCL_ARG(ctx, ks, 0, w->npart);
+    WBCL_ARG(ctx, ks, 1, w->nrm);
+    WBCL_ARG(ctx, ks, 2, gam);
+    WBCL_ARG(ctx, ks, 3, w->pi);
+    WBCL_ARG(ctx, ks, 4, w->yhat);
+    WBCL_ARG(ctx, ks, 5, w->coef);
+    WBCL_ARG(ctx, ks, 6, w->valid);
+    WBCL_ARG(ctx, ks, 7, lambda);
+    WBCL_ARG(ctx, ks, 8, ump);
+    WBCL_ARG(ctx, ks, 9, uK);
+    WBCL_ARG(ctx, ks, 10, unchn);
     if ((st = launch1(ctx, ks, w->mp))) return st;
     WBCL_ARG(ctx, ku, 0, w->Vt);
     WBCL_ARG(ctx, ku, 1, w->Vt2);
@@ -661,7 +671,7 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
     WBCL_ARG(ctx, ku, 9, uWh);
     WBCL_ARG(ctx, ku, 10, uK);
     WBCL_ARG(ctx, ku, 11, upc);
-    if ((st = launch_heavy(ctx, ku, nblk * w->nch))) return st; /* (chunk of bins, block of 16 lanes) */
+    if ((st = launch_heavy(ctx, ku, w->nch))) return st; /* one chunk of bins (all lanes) per work-item */
     WBCL_ARG(ctx, kc, 0, w->Vt2);
     WBCL_ARG(ctx, kc, 1, w->part);
     WBCL_ARG(ctx, kc, 2, ump);
