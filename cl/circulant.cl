@@ -133,8 +133,10 @@ typedef float16 ci_w;
  * d <= c, mask (K+1, mp) of 0/1 over lanes (group K: every sample; padding lanes 0), summed only over the
  * blocks of 8 lanes listed for the group: blocks[boff[j] .. boff[j+1]) (block index = first lane / 8). */
 __kernel void circ_gram(__global const float *Vt, __global const float *mask, __global const int *boff,
-                        __global const int *blocks, __global float *S, const uint mp, const uint P, const uint K)
+                        __global const int *blocks, __global float *S, const uint mp, const uint P, const uint K,
+                        __global const int *skip, const uint skip_off)
 {
+    if (skip[skip_off]) return; /* the fit's objective when the predicted groups are the true ones */
     const size_t gid = get_global_id(0);
     if (gid >= (size_t)(K + 1) * P * CI_C) return;
     const uint c = (uint)(gid % CI_C), p = (uint)((gid / CI_C) % P), j = (uint)(gid / ((size_t)CI_C * P));
@@ -183,13 +185,22 @@ __kernel void circ_gram(__global const float *Vt, __global const float *mask, __
 /* Groups by predicted class on the device (fit's logged objective, no read-back): from the lane-indexed
  * yhat and lane validity valid[l] (sample index or -1 for padding) the Gram kernel's mask (K+1, mp),
  * boff (K+2) and blocks (the blocks of 8 lanes holding a member, per group), the class counts cnt[j]
- * (j < K, at cnt_off) and alpha_j = C / (cnt_j eps2) (0 for an empty class), alpha_K = C / (m eps2). One work-item. */
+ * (j < K, at cnt_off) and alpha_j = C / (cnt_j eps2) (0 for an empty class), alpha_K = C / (m eps2);
+ * same[same_off] = 1 when every sample's prediction is its true label (label[l], lane-indexed), else 0;
+ * then alpha = alpha_true (the construction's).
+ * One work-item. */
 __kernel void circ_groups(__global const int *yhat, __global const int *valid, __global float *mask,
                           __global int *boff, __global int *blocks, __global int *cnt, __global float *alpha,
-                          const uint m, const uint mp, const uint K, const float eps2, const uint cnt_off)
+                          const uint m, const uint mp, const uint K, const float eps2, const uint cnt_off,
+                          __global const int *label, __global int *same, const uint same_off,
+                          __global const float *alpha_true)
 {
     if (get_global_id(0) != 0) return;
     cnt += cnt_off;
+    int eq = 1;
+    for (uint l = 0; l < mp; l++)
+        if (valid[l] >= 0 && yhat[l] != label[l]) eq = 0;
+    same[same_off] = eq;
     for (uint j = 0; j < K; j++) cnt[j] = 0;
     for (uint l = 0; l < mp; l++) {
         const int ok = valid[l] >= 0;
@@ -210,6 +221,8 @@ __kernel void circ_groups(__global const int *yhat, __global const int *valid, _
     boff[K + 1] = (int)nq;
     for (uint j = 0; j < K; j++) alpha[j] = cnt[j] ? (float)CI_C / ((float)cnt[j] * eps2) : 0.0f;
     alpha[K] = (float)CI_C / ((float)m * eps2);
+    if (eq) /* the true groups: the construction's alphas (host-rounded), so both give the same matrices */
+        for (uint j = 0; j <= K; j++) alpha[j] = alpha_true[j];
 }
 
 /* Sixteen matrices per work-item (the batch lanes of S), batch entries t = 16 q + l < nb, q = the work-item:
@@ -223,8 +236,10 @@ __kernel void circ_groups(__global const int *yhat, __global const int *valid, _
 #define CI_IM(i, k) (A + ((size_t)(i) * CI_C + (k)) * 2 * CI_MW + CI_MW)
 __kernel void circ_shifted_inverse(__global float *S, __global const float *alpha, const uint P, const uint nb,
                                    __global float *logdet, __global int *info, const uint want_inv,
-                                   __global float2 *M, const uint ld_off, const uint info_off)
+                                   __global float2 *M, const uint ld_off, const uint info_off,
+                                   __global const int *skip, const uint skip_off)
 {
+    if (skip[skip_off]) return; /* as circ_gram */
     const uint q = get_global_id(0);
     if ((size_t)q * CI_MW >= nb) return;
     logdet += ld_off;

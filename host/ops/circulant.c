@@ -238,6 +238,8 @@ typedef struct {
     cl_mem flag;   /* 1 int                     */
     cl_mem valid;  /* mp ints: sample in lane l, -1: padding                   */
     cl_mem mask2, boff2, blocks2, alpha2; /* groups by predicted class (fit's objective, built on the device) */
+    cl_mem label;  /* mp ints: true label per lane (fit; -1 elsewhere)         */
+    cl_mem zero;   /* 1 int = 0: "do not skip" for circ_gram / circ_shifted_inverse */
     int *info_h;
     float *ld_h;
     int *yhat_h;
@@ -250,7 +252,7 @@ typedef struct {
 
 static void ws_free(ws *w)
 {
-    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag, &w->Vt2, &w->coef, &w->part, &w->npart, &w->valid, &w->mask2, &w->boff2, &w->blocks2, &w->alpha2};
+    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag, &w->Vt2, &w->coef, &w->part, &w->npart, &w->valid, &w->mask2, &w->boff2, &w->blocks2, &w->alpha2, &w->label, &w->zero};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
     free(w->info_h);
     free(w->ld_h);
@@ -323,7 +325,9 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
         (st = wbcl__buffer(ctx, (K + 1) * w->mp * sizeof(float), "group masks", &w->mask2)) ||
         (st = wbcl__buffer(ctx, (K + 2) * sizeof(int), "group block offsets", &w->boff2)) ||
         (st = wbcl__buffer(ctx, (K + 1) * (mp / 8) * sizeof(int), "group blocks", &w->blocks2)) ||
-        (st = wbcl__buffer(ctx, (K + 1) * sizeof(float), "alpha", &w->alpha2))) {
+        (st = wbcl__buffer(ctx, (K + 1) * sizeof(float), "alpha", &w->alpha2)) ||
+        (st = wbcl__buffer(ctx, mp * sizeof(int), "lane labels", &w->label)) ||
+        (st = wbcl__buffer(ctx, sizeof(int), "zero", &w->zero))) {
         ws_free(w);
         return st;
     }
@@ -335,7 +339,20 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
         ws_free(w);
         return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
     }
+    int *lab = malloc(mp * sizeof *lab);
+    if (!lab) {
+        ws_free(w);
+        return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
+    }
+    for (size_t l = 0; l < mp; l++) lab[l] = labels && w->sample_h[l] >= 0 ? labels[w->sample_h[l]] : -1;
+    st = write_buf(ctx, w->label, mp * sizeof(int), lab, "lane labels");
+    free(lab);
+    if (st) {
+        ws_free(w);
+        return st;
+    }
     if ((st = fill_int(ctx, w->S, 0, (nb + 15) / 16 * 16 * CC * 2, "per-frequency matrices")) || /* lanes past nb */
+        (st = fill_int(ctx, w->zero, 0, 1, "zero")) ||
         (st = write_buf(ctx, w->lane, g->m * sizeof(int), w->lane_h, "lanes")) ||
         (st = write_buf(ctx, w->valid, mp * sizeof(int), w->sample_h, "lane samples"))) {
         ws_free(w);
@@ -448,7 +465,8 @@ static wbcl_status leave(wbcl_context *ctx, ws *w, cl_mem dst)
 }
 
 /* Per-group Gram matrices S of the spectra for the groups (mask, boff, blocks) (group K: every sample). */
-static wbcl_status enq_gram(wbcl_context *ctx, ws *w, cl_mem mask, cl_mem boff, cl_mem blocks)
+static wbcl_status enq_gram(wbcl_context *ctx, ws *w, cl_mem mask, cl_mem boff, cl_mem blocks, cl_mem skip,
+                            size_t skip_off)
 {
     const geom *g = &w->g;
     wbcl_kern *k;
@@ -463,6 +481,9 @@ static wbcl_status enq_gram(wbcl_context *ctx, ws *w, cl_mem mask, cl_mem boff, 
     WBCL_ARG(ctx, k, 5, ump);
     WBCL_ARG(ctx, k, 6, uP);
     WBCL_ARG(ctx, k, 7, uK);
+    cl_uint uso = (cl_uint)skip_off;
+    WBCL_ARG(ctx, k, 8, skip);
+    WBCL_ARG(ctx, k, 9, uso);
     return launch1(ctx, k, (w->K + 1) * g->P * g->C);
 }
 
@@ -497,7 +518,8 @@ static wbcl_status set_groups(wbcl_context *ctx, ws *w, const int *labels)
 
 /* Groups by the lane-indexed predictions w->yhat into w->mask2, boff2, blocks2, the class counts into
  * cnt at element offset cnt_off (K ints) and the objective's alpha into w->alpha2, on the device. */
-static wbcl_status enq_groups(wbcl_context *ctx, ws *w, cl_mem cnt, size_t cnt_off, float eps2)
+static wbcl_status enq_groups(wbcl_context *ctx, ws *w, cl_mem cnt, size_t cnt_off, float eps2, cl_mem same,
+                              size_t same_off)
 {
     wbcl_kern *k;
     wbcl_status st = kern(ctx, w->g.C, "circ_groups", &k);
@@ -515,6 +537,11 @@ static wbcl_status enq_groups(wbcl_context *ctx, ws *w, cl_mem cnt, size_t cnt_o
     WBCL_ARG(ctx, k, 9, uK);
     WBCL_ARG(ctx, k, 10, eps2);
     WBCL_ARG(ctx, k, 11, uoff);
+    cl_uint uso = (cl_uint)same_off;
+    WBCL_ARG(ctx, k, 12, w->label);
+    WBCL_ARG(ctx, k, 13, same);
+    WBCL_ARG(ctx, k, 14, uso);
+    WBCL_ARG(ctx, k, 15, w->alpha);
     return launch1(ctx, k, 1);
 }
 
@@ -522,7 +549,7 @@ static wbcl_status enq_groups(wbcl_context *ctx, ws *w, cl_mem cnt, size_t cnt_o
  * the first bad pivot per matrix into info (2 ints per matrix, from element offset info_off; filled with
  * -1 beforehand by the caller). alpha: K+1 floats on the device; no read-back here. */
 static wbcl_status enq_shinv(wbcl_context *ctx, ws *w, cl_mem alpha, cl_mem M, cl_mem ld, size_t ld_off, cl_mem info,
-                             size_t info_off)
+                             size_t info_off, cl_mem skip, size_t skip_off)
 {
     const geom *g = &w->g;
     const size_t nb = (w->K + 1) * g->P;
@@ -541,6 +568,9 @@ static wbcl_status enq_shinv(wbcl_context *ctx, ws *w, cl_mem alpha, cl_mem M, c
     WBCL_ARG(ctx, k, 7, out);
     WBCL_ARG(ctx, k, 8, uld);
     WBCL_ARG(ctx, k, 9, uinfo);
+    cl_uint uso = (cl_uint)skip_off;
+    WBCL_ARG(ctx, k, 10, skip);
+    WBCL_ARG(ctx, k, 11, uso);
     return launch_heavy(ctx, k, (nb + 15) / 16); /* 16 matrices per work-item */
 }
 
@@ -609,8 +639,8 @@ static wbcl_status objective_of(wbcl_context *ctx, const char *op, ws *w, const 
     alpha[K] = (float)((double)g->C / ((double)g->m * eps2));
     if ((st = write_buf(ctx, w->alpha, (K + 1) * sizeof(float), alpha, "alpha")) ||
         (st = fill_int(ctx, w->info, -1, 2 * nb, "pivot info")) || (st = set_groups(ctx, w, labels)) ||
-        (st = enq_gram(ctx, w, w->mask, w->boff, w->blocks)) ||
-        (st = enq_shinv(ctx, w, w->alpha, NULL, w->ld, 0, w->info, 0)) ||
+        (st = enq_gram(ctx, w, w->mask, w->boff, w->blocks, w->zero, 0)) ||
+        (st = enq_shinv(ctx, w, w->alpha, NULL, w->ld, 0, w->info, 0, w->zero, 0)) ||
         (st = read_buf(ctx, w->info, 2 * nb * sizeof(int), w->info_h, "pivot info")) ||
         (st = check_info(ctx, op, w, w->info_h, 0, "")) ||
         (st = read_buf(ctx, w->ld, nb * sizeof(float), w->ld_h, "log-determinants")))
@@ -855,10 +885,12 @@ static wbcl_status features_in(wbcl_context *ctx, ws *w, const wbcl_tensor *X, c
  * log-determinants (one batch per layer) and predicted class counts (K per layer) of layers l0..l1-1 are
  * read in one go; the first failure in layer order is reported, else hist gets (dR, R, Rc) per layer. */
 typedef struct {
-    cl_mem info, ld, cnt;
-    int *info_h, *cnt_h;
-    float *ld_h;
+    cl_mem info, ld, cnt, same, ldc;
+    int *info_h, *cnt_h, *same_h;
+    float *ld_h, *ldc_h;
     size_t *cnt_z;
+    size_t L;
+    int reuse; /* objective of layer l skipped when its groups are the true ones: layer l+1's construction */
 } fit_log;
 
 static wbcl_status collect(wbcl_context *ctx, const char *op, ws *w, fit_log *f, size_t l0, size_t l1, double *hist)
@@ -869,6 +901,11 @@ static wbcl_status collect(wbcl_context *ctx, const char *op, ws *w, fit_log *f,
     if (e == CL_SUCCESS)
         e = clEnqueueReadBuffer(ctx->queue, f->ld, CL_FALSE, l0 * nb * sizeof(float), n * nb * sizeof(float), f->ld_h,
                                 0, NULL, NULL);
+    if (e == CL_SUCCESS && f->reuse)
+        e = clEnqueueReadBuffer(ctx->queue, f->ldc, CL_FALSE, 0, f->L * nb * sizeof(float), f->ldc_h, 0, NULL, NULL);
+    if (e == CL_SUCCESS)
+        e = clEnqueueReadBuffer(ctx->queue, f->same, CL_FALSE, l0 * sizeof(int), n * sizeof(int), f->same_h, 0, NULL,
+                                NULL);
     if (e == CL_SUCCESS)
         e = clEnqueueReadBuffer(ctx->queue, f->cnt, CL_TRUE, l0 * K * sizeof(int), n * K * sizeof(int), f->cnt_h, 0,
                                 NULL, NULL);
@@ -879,7 +916,9 @@ static wbcl_status collect(wbcl_context *ctx, const char *op, ws *w, fit_log *f,
             (st = check_info(ctx, op, w, f->info_h + (2 * i + 1) * 2 * nb, (int)(l0 + i) + 1, " (objective)")))
             return st;
         for (size_t j = 0; j < K; j++) f->cnt_z[j] = (size_t)f->cnt_h[i * K + j];
-        objective_sum(w, f->ld_h + i * nb, f->cnt_z, hist + 3 * (l0 + i));
+        const size_t l = l0 + i;
+        const int reused = f->reuse && f->same_h[i] && l + 1 < f->L;
+        objective_sum(w, reused ? f->ldc_h + (l + 1) * nb : f->ld_h + i * nb, f->cnt_z, hist + 3 * l);
     }
     return WBCL_SUCCESS;
 }
@@ -932,7 +971,11 @@ wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wb
     f.ld_h = malloc(L * nb * sizeof *f.ld_h);
     f.cnt_h = malloc(L * K * sizeof *f.cnt_h);
     f.cnt_z = malloc(K * sizeof *f.cnt_z);
-    if (!alpha || !gamma || !f.info_h || !f.ld_h || !f.cnt_h || !f.cnt_z) {
+    f.same_h = malloc(L * sizeof *f.same_h);
+    f.ldc_h = malloc(L * nb * sizeof *f.ldc_h);
+    f.L = L;
+    f.reuse = progress == NULL;
+    if (!alpha || !gamma || !f.info_h || !f.ld_h || !f.cnt_h || !f.cnt_z || !f.same_h || !f.ldc_h) {
         st = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
         goto done;
     }
@@ -969,6 +1012,8 @@ wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wb
     if ((st = wbcl__buffer(ctx, 2 * L * 2 * nb * sizeof(int), "pivot info", &f.info)) ||
         (st = wbcl__buffer(ctx, L * nb * sizeof(float), "log-determinants", &f.ld)) ||
         (st = wbcl__buffer(ctx, L * K * sizeof(int), "class counts", &f.cnt)) ||
+        (st = wbcl__buffer(ctx, L * sizeof(int), "group flags", &f.same)) ||
+        (st = wbcl__buffer(ctx, L * nb * sizeof(float), "log-determinants", &f.ldc)) ||
         (st = fill_int(ctx, f.info, -1, 2 * L * 2 * nb, "pivot info")) ||
         (st = write_buf(ctx, w.alpha, (K + 1) * sizeof(float), alpha, "alpha")) ||
         (st = set_groups(ctx, &w, labels)))
@@ -979,12 +1024,17 @@ wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wb
             st = wbcl__cl_fail(ctx, e, "%s: writing gamma", op);
             goto done;
         }
-        if ((st = enq_gram(ctx, &w, w.mask, w.boff, w.blocks)) ||
-            (st = enq_shinv(ctx, &w, w.alpha, net->ops[l], w.ld, 0, f.info, 2 * l * 2 * nb)) ||
+        /* the objective of layer l (on its output, grouped by prediction) is skipped on the device when the
+         * predictions are the true labels and layer l+1 follows: its construction factors the same matrices
+         * (collect takes those log-determinants) */
+        const int skippable = f.reuse && l + 1 < L;
+        if ((st = enq_gram(ctx, &w, w.mask, w.boff, w.blocks, w.zero, 0)) ||
+            (st = enq_shinv(ctx, &w, w.alpha, net->ops[l], f.ldc, l * nb, f.info, 2 * l * 2 * nb, w.zero, 0)) ||
             (st = apply_layer(ctx, &w, net->ops[l], net->gam[l], params)) ||
-            (st = enq_groups(ctx, &w, f.cnt, l * K, params->eps2)) ||
-            (st = enq_gram(ctx, &w, w.mask2, w.boff2, w.blocks2)) ||
-            (st = enq_shinv(ctx, &w, w.alpha2, NULL, f.ld, l * nb, f.info, (2 * l + 1) * 2 * nb)))
+            (st = enq_groups(ctx, &w, f.cnt, l * K, params->eps2, f.same, l)) ||
+            (st = enq_gram(ctx, &w, w.mask2, w.boff2, w.blocks2, skippable ? f.same : w.zero, skippable ? l : 0)) ||
+            (st = enq_shinv(ctx, &w, w.alpha2, NULL, f.ld, l * nb, f.info, (2 * l + 1) * 2 * nb,
+                            skippable ? f.same : w.zero, skippable ? l : 0)))
             goto done;
         memcpy(net->gamma + l * K, gamma, K * sizeof *gamma);
         if (progress) {
@@ -1005,6 +1055,10 @@ done:
     release(&f.info);
     release(&f.ld);
     release(&f.cnt);
+    release(&f.same);
+    release(&f.ldc);
+    free(f.same_h);
+    free(f.ldc_h);
     free(f.info_h);
     free(f.ld_h);
     free(f.cnt_h);
