@@ -4,12 +4,13 @@
  * Complex numbers are float2 (re, im). Spectra V are (m, C, P) as clFFT writes them, P = H (W/2+1)
  * stored bins of the real FFT (bin p = ph*Wh + pw); the per-frequency kernels use a copy in the lane
  * layout Vt (P, C, re/im, mp) described below (circ_to_lanes / circ_from_lanes). A full-spectrum sum weights bin p by ci_weight (1 for pw = 0 and
- * pw = W/2, else 2: the bin and its conjugate twin). Per-frequency matrices are (batch, C, C)
- * row-major; a layer's operators are (K+1, P, C, C): entries 0..K-1 = C_{j,p}, entry K = E_p.
+ * pw = W/2, else 2: the bin and its conjugate twin). A layer's operators are (K+1, P, C, C) row-major:
+ * entries 0..K-1 = C_{j,p}, entry K = E_p; the Gram matrices / factorization work in batch lanes (CI_MW).
  *
- * CPU-shaped throughout (PERF-NOTES.md): every work-item owns whole rows, vectors or matrices (the
- * application: 8 samples in float8 lanes), no local memory, no barriers, no atomics on data; sums in a
- * fixed order (deterministic results). They also run on GPUs (tested on PoCL only here).
+ * CPU-shaped throughout (PERF-NOTES.md): every work-item owns a register tile (the application: 4 matrix
+ * rows x 16 samples in float16 lanes; the Gram: 1 x 4 entries x 8 lanes; the Cholesky: 16 matrices in
+ * float16 lanes), no local memory, no barriers, no atomics on data; sums in a fixed order (deterministic
+ * results). They also run on GPUs (tested on PoCL only here).
  * The Cholesky follows the real kernel of cl/linalg.cl (Crout by columns, the first bad pivot
  * recorded once per batch entry as info[2b] = pivot index, info[2b+1] = its float bits) with the
  * complex operations c - a conj(b), |a|^2 and division by the real pivot. OpenCL C 1.2. */
