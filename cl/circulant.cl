@@ -130,7 +130,7 @@ __kernel void circ_from_lanes(__global const float *Vt, __global float2 *V, __gl
 #define CI_MW 16
 typedef float16 ci_w;
 
-/* S[j,p] lower triangle, row c per work-item (j, p, c): S[j,p][c][d] = sum_b mask[j][b] v_b[c,p] conj(v_b[d,p]),
+/* S[j,p] lower triangle, row c per work-item (p, j, c): S[j,p][c][d] = sum_b mask[j][b] v_b[c,p] conj(v_b[d,p]),
  * d <= c, mask (K+1, mp) of 0/1 over lanes (group K: every sample; padding lanes 0), summed only over the
  * blocks of 8 lanes listed for the group: blocks[boff[j] .. boff[j+1]) (block index = first lane / 8). */
 __kernel void circ_gram(__global const float *Vt, __global const float *mask, __global const int *boff,
@@ -140,7 +140,9 @@ __kernel void circ_gram(__global const float *Vt, __global const float *mask, __
     if (skip[skip_off]) return; /* the fit's objective when the predicted groups are the true ones */
     const size_t gid = get_global_id(0);
     if (gid >= (size_t)(K + 1) * P * CI_C) return;
-    const uint c = (uint)(gid % CI_C), p = (uint)((gid / CI_C) % P), j = (uint)(gid / ((size_t)CI_C * P));
+    /* c fastest, then the group j, then the bin p: the K+1 groups of a bin run back to back and share its
+     * spectra in cache (with j outermost the whole Vt was streamed from memory K+1 times) */
+    const uint c = (uint)(gid % CI_C), j = (uint)((gid / CI_C) % (K + 1)), p = (uint)(gid / ((size_t)CI_C * (K + 1)));
     const __global float *base = Vt + (size_t)p * CI_C * 2 * mp, *mk = mask + (size_t)j * mp;
     const __global float *xr = base + (size_t)c * 2 * mp, *xi = xr + mp;
     const size_t t = (size_t)j * P + p; /* batch entry: block t / 16, lane t % 16 */
