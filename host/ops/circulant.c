@@ -517,7 +517,8 @@ static wbcl_status set_groups(wbcl_context *ctx, ws *w, const int *labels)
 }
 
 /* Groups by the lane-indexed predictions w->yhat into w->mask2, boff2, blocks2, the class counts into
- * cnt at element offset cnt_off (K ints) and the objective's alpha into w->alpha2, on the device. */
+ * cnt at element offset cnt_off (K ints) and the objective's alpha into w->alpha2, on the device; same at
+ * same_off = 1 when every prediction is the true label (w->label), and then alpha2 = w->alpha. */
 static wbcl_status enq_groups(wbcl_context *ctx, ws *w, cl_mem cnt, size_t cnt_off, float eps2, cl_mem same,
                               size_t same_off)
 {
