@@ -4,12 +4,13 @@
  * Complex numbers are float2 (re, im). Spectra V are (m, C, P) as clFFT writes them, P = H (W/2+1)
  * stored bins of the real FFT (bin p = ph*Wh + pw); the per-frequency kernels use a copy in the lane
  * layout Vt (P, C, re/im, mp) described below (circ_to_lanes / circ_from_lanes). A full-spectrum sum weights bin p by ci_weight (1 for pw = 0 and
- * pw = W/2, else 2: the bin and its conjugate twin). Per-frequency matrices are (batch, C, C)
- * row-major; a layer's operators are (K+1, P, C, C): entries 0..K-1 = C_{j,p}, entry K = E_p.
+ * pw = W/2, else 2: the bin and its conjugate twin). A layer's operators are (K+1, P, C, C) row-major:
+ * entries 0..K-1 = C_{j,p}, entry K = E_p; the Gram matrices / factorization work in batch lanes (CI_MW).
  *
- * CPU-shaped throughout (PERF-NOTES.md): every work-item owns whole rows, vectors or matrices (the
- * application: 8 samples in float8 lanes), no local memory, no barriers, no atomics on data; sums in a
- * fixed order (deterministic results). They also run on GPUs (tested on PoCL only here).
+ * CPU-shaped throughout (PERF-NOTES.md): every work-item owns a register tile (the application: 4 matrix
+ * rows x 16 samples in float16 lanes; the Gram: 1 x 4 entries x 8 lanes; the Cholesky: 16 matrices in
+ * float16 lanes), no local memory, no barriers, no atomics on data; sums in a fixed order (deterministic
+ * results). They also run on GPUs (tested on PoCL only here).
  * The Cholesky follows the real kernel of cl/linalg.cl (Crout by columns, the first bad pivot
  * recorded once per batch entry as info[2b] = pivot index, info[2b+1] = its float bits) with the
  * complex operations c - a conj(b), |a|^2 and division by the real pivot. OpenCL C 1.2. */
@@ -86,9 +87,10 @@ __kernel void circ_real_normalize(__global float *Z, const uint m, const uint n)
 /* ---- sample lanes ------------------------------------------------------------------------------
  * The per-frequency kernels read the spectra in a lane layout Vt (P, C, 2, mp): for every bin p and
  * channel c a plane of the mp real parts, then one of the mp imaginary parts. Sample b sits in lane
- * lane_of[b]; the host groups the training samples by class, each class padded to a multiple of 8
- * lanes, so a class's Gram matrix reads only its own blocks of 8 lanes. Padding lanes are zero (and
- * stay zero through the layers). Eight lanes are one float8 load. */
+ * lane_of[b]; the host sorts the training samples by class, so a class's Gram matrix reads only the
+ * blocks of 8 lanes it touches (the mask zeroes the other classes' lanes there), and pads at the end
+ * to a multiple of 16 lanes (the application's float16 vectors). Padding lanes are zero (and stay zero
+ * through the layers). Eight lanes are one float8 load (Gram). */
 typedef float8 ci_v;
 #define CI_VW 8
 
@@ -122,240 +124,426 @@ __kernel void circ_from_lanes(__global const float *Vt, __global float2 *V, __gl
     V[gid] = (float2)(Vt[pc * 2 * mp + l], Vt[(pc * 2 + 1) * mp + l]);
 }
 
-/* S[j,p] lower triangle, row c per work-item (j, p, c): S[j,p][c][d] = sum_b mask[j][b] v_b[c,p] conj(v_b[d,p]),
+/* Per-frequency matrices in batch lanes: S holds the (K+1) P matrices of C x C in blocks of 16 (batch entry
+ * t = j P + p in block t / 16, lane t % 16): element (i, k) of block q at S + ((q C + i) C + k) 2 16, 16 real
+ * parts then 16 imaginary parts (a float16 each). The factorization below works on 16 matrices at once. */
+#define CI_MW 16
+typedef float16 ci_w;
+
+/* S[j,p] lower triangle, row c per work-item (p, j, c): S[j,p][c][d] = sum_b mask[j][b] v_b[c,p] conj(v_b[d,p]),
  * d <= c, mask (K+1, mp) of 0/1 over lanes (group K: every sample; padding lanes 0), summed only over the
  * blocks of 8 lanes listed for the group: blocks[boff[j] .. boff[j+1]) (block index = first lane / 8). */
 __kernel void circ_gram(__global const float *Vt, __global const float *mask, __global const int *boff,
-                        __global const int *blocks, __global float2 *S, const uint mp, const uint P, const uint K)
+                        __global const int *blocks, __global float *S, const uint mp, const uint P, const uint K,
+                        __global const int *skip, const uint skip_off)
 {
+    if (skip[skip_off]) return; /* the fit's objective when the predicted groups are the true ones */
     const size_t gid = get_global_id(0);
     if (gid >= (size_t)(K + 1) * P * CI_C) return;
-    const uint c = (uint)(gid % CI_C), p = (uint)((gid / CI_C) % P), j = (uint)(gid / ((size_t)CI_C * P));
+    /* c fastest, then the group j, then the bin p: the K+1 groups of a bin run back to back and share its
+     * spectra in cache (with j outermost the whole Vt was streamed from memory K+1 times) */
+    const uint c = (uint)(gid % CI_C), j = (uint)((gid / CI_C) % (K + 1)), p = (uint)(gid / ((size_t)CI_C * (K + 1)));
     const __global float *base = Vt + (size_t)p * CI_C * 2 * mp, *mk = mask + (size_t)j * mp;
     const __global float *xr = base + (size_t)c * 2 * mp, *xi = xr + mp;
-    __global float2 *s = S + gid * CI_C;
-    for (uint d = 0; d <= c; d++) {
-        const __global float *yr = base + (size_t)d * 2 * mp, *yi = yr + mp;
-        ci_v ar = (ci_v)(0.0f), ai = (ci_v)(0.0f);
+    const size_t t = (size_t)j * P + p; /* batch entry: block t / 16, lane t % 16 */
+    __global float *s = S + ((t / CI_MW) * CI_C * CI_C + (size_t)c * CI_C) * 2 * CI_MW + t % CI_MW;
+    /* four columns d at a time: the masked row c (pr, pi) is loaded once per block for the four */
+    for (uint d0 = 0; d0 <= c; d0 += 4) {
+        const uint d1 = min(d0 + 1, c), d2 = min(d0 + 2, c), d3 = min(d0 + 3, c);
+        const __global float *y0 = base + (size_t)d0 * 2 * mp, *y1 = base + (size_t)d1 * 2 * mp,
+                             *y2 = base + (size_t)d2 * 2 * mp, *y3 = base + (size_t)d3 * 2 * mp;
+        ci_v a0r = (ci_v)(0.0f), a0i = a0r, a1r = a0r, a1i = a0r, a2r = a0r, a2i = a0r, a3r = a0r, a3i = a0r;
         for (int q = boff[j]; q < boff[j + 1]; q++) {
             const uint b = (uint)blocks[q] * CI_VW;
-            const ci_v w = vload8(0, mk + b), pr = w * vload8(0, xr + b), pi_ = w * vload8(0, xi + b),
-                       qr = vload8(0, yr + b), qi = vload8(0, yi + b);
-            ar = fma(pr, qr, fma(pi_, qi, ar)); /* x conj(y) */
-            ai = fma(pi_, qr, fma(-pr, qi, ai));
+            const ci_v w = vload8(0, mk + b), pr = w * vload8(0, xr + b), pi_ = w * vload8(0, xi + b);
+            ci_v qr, qi;
+#define CI_GACC(ar, ai, y)                                                                       \
+    qr = vload8(0, (y) + b);                                                                     \
+    qi = vload8(0, (y) + mp + b);                                                                \
+    ar = fma(pr, qr, fma(pi_, qi, ar)); /* x conj(y) */                                          \
+    ai = fma(pi_, qr, fma(-pr, qi, ai));
+            CI_GACC(a0r, a0i, y0)
+            CI_GACC(a1r, a1i, y1)
+            CI_GACC(a2r, a2i, y2)
+            CI_GACC(a3r, a3i, y3)
+#undef CI_GACC
         }
-        s[d] = (float2)(ci_hsum(ar), ci_hsum(ai));
+        s[(size_t)d0 * 2 * CI_MW] = ci_hsum(a0r);
+        s[(size_t)d0 * 2 * CI_MW + CI_MW] = ci_hsum(a0i);
+        if (d0 + 1 <= c) {
+            s[(size_t)(d0 + 1) * 2 * CI_MW] = ci_hsum(a1r);
+            s[(size_t)(d0 + 1) * 2 * CI_MW + CI_MW] = ci_hsum(a1i);
+        }
+        if (d0 + 2 <= c) {
+            s[(size_t)(d0 + 2) * 2 * CI_MW] = ci_hsum(a2r);
+            s[(size_t)(d0 + 2) * 2 * CI_MW + CI_MW] = ci_hsum(a2i);
+        }
+        if (d0 + 3 <= c) {
+            s[(size_t)(d0 + 3) * 2 * CI_MW] = ci_hsum(a3r);
+            s[(size_t)(d0 + 3) * 2 * CI_MW + CI_MW] = ci_hsum(a3i);
+        }
     }
 }
 
-/* One matrix per work-item, batch entry t = j P + p: A = I + alpha_j S (lower triangle of S read), factor
- * A = L L^H in place (L in S's lower triangle), logdet[t] = log det A; if want_inv,
- * M[t] = alpha_j A^-1 (full, exactly Hermitian) through X = L^-1 in place: A^-1 = X^H X. */
-__kernel void circ_shifted_inverse(__global float2 *S, __global const float *alpha, const uint P, const uint nb,
-                                   __global float *logdet, __global int *info, const uint want_inv,
-                                   __global float2 *M)
+/* Groups by predicted class on the device (fit's logged objective, no read-back): from the lane-indexed
+ * yhat and lane validity valid[l] (sample index or -1 for padding) the Gram kernel's mask (K+1, mp),
+ * boff (K+2) and blocks (the blocks of 8 lanes holding a member, per group), the class counts cnt[j]
+ * (j < K, at cnt_off) and alpha_j = C / (cnt_j eps2) (0 for an empty class), alpha_K = C / (m eps2);
+ * same[same_off] = 1 when every sample's prediction is its true label (label[l], lane-indexed), else 0;
+ * then alpha = alpha_true (the construction's).
+ * One work-item. */
+__kernel void circ_groups(__global const int *yhat, __global const int *valid, __global float *mask,
+                          __global int *boff, __global int *blocks, __global int *cnt, __global float *alpha,
+                          const uint m, const uint mp, const uint K, const float eps2, const uint cnt_off,
+                          __global const int *label, __global int *same, const uint same_off,
+                          __global const float *alpha_true)
 {
-    const uint t = get_global_id(0);
-    if (t >= nb) return;
-    const float a = alpha[t / P];
-    __global float2 *A = S + (size_t)t * CI_C * CI_C;
+    if (get_global_id(0) != 0) return;
+    cnt += cnt_off;
+    int eq = 1;
+    for (uint l = 0; l < mp; l++)
+        if (valid[l] >= 0 && yhat[l] != label[l]) eq = 0;
+    same[same_off] = eq;
+    for (uint j = 0; j < K; j++) cnt[j] = 0;
+    for (uint l = 0; l < mp; l++) {
+        const int ok = valid[l] >= 0;
+        const uint y = ok ? (uint)yhat[l] : K;
+        for (uint j = 0; j < K; j++) mask[(size_t)j * mp + l] = (ok && y == j) ? 1.0f : 0.0f;
+        mask[(size_t)K * mp + l] = ok ? 1.0f : 0.0f;
+        if (ok && y < K) cnt[y]++;
+    }
+    uint nq = 0;
+    for (uint j = 0; j <= K; j++) {
+        boff[j] = (int)nq;
+        for (uint q = 0; q < mp / CI_VW; q++) {
+            float any = 0.0f;
+            for (uint l = q * CI_VW; l < (q + 1) * CI_VW; l++) any += mask[(size_t)j * mp + l];
+            if (any > 0.0f) blocks[nq++] = (int)q;
+        }
+    }
+    boff[K + 1] = (int)nq;
+    for (uint j = 0; j < K; j++) alpha[j] = cnt[j] ? (float)CI_C / ((float)cnt[j] * eps2) : 0.0f;
+    alpha[K] = (float)CI_C / ((float)m * eps2);
+    if (eq) /* the true groups: the construction's alphas (host-rounded), so both give the same matrices */
+        for (uint j = 0; j <= K; j++) alpha[j] = alpha_true[j];
+}
+
+/* Sixteen matrices per work-item (the batch lanes of S), batch entries t = 16 q + l < nb, q = the work-item:
+ * A = I + alpha_j S (lower triangle of S read, j = t / P), factor A = L L^H in place (L in S's lower
+ * triangle), logdet[ld_off + t] = log det A; the first bad pivot per matrix into info (from info_off) as
+ * info[2t] = pivot index, info[2t+1] = its float bits, kept if already set and not recorded for alpha = 0
+ * (an empty group, A = I). If want_inv, M[t] = alpha_j A^-1 ((nb, C, C) float2, full, exactly Hermitian)
+ * through X = L^-1 in place: A^-1 = X^H X. Crout by columns with c - a conj(b), |a|^2 and division by the
+ * real pivot, every operation on 16 lanes (float16). Lanes past nb hold zeros (A = I) and are not written. */
+#define CI_RE(i, k) (A + ((size_t)(i) * CI_C + (k)) * 2 * CI_MW)
+#define CI_IM(i, k) (A + ((size_t)(i) * CI_C + (k)) * 2 * CI_MW + CI_MW)
+__kernel void circ_shifted_inverse(__global float *S, __global const float *alpha, const uint P, const uint nb,
+                                   __global float *logdet, __global int *info, const uint want_inv,
+                                   __global float2 *M, const uint ld_off, const uint info_off,
+                                   __global const int *skip, const uint skip_off)
+{
+    if (skip[skip_off]) return; /* as circ_gram */
+    const uint q = get_global_id(0);
+    if ((size_t)q * CI_MW >= nb) return;
+    logdet += ld_off;
+    info += info_off;
+    const uint t0 = q * CI_MW;
+    float al[CI_MW];
+    for (uint l = 0; l < CI_MW; l++) al[l] = t0 + l < nb ? alpha[(t0 + l) / P] : 0.0f;
+    const ci_w a = vload16(0, al);
+    __global float *A = S + (size_t)q * CI_C * CI_C * 2 * CI_MW;
     for (uint i = 0; i < CI_C; i++) {
-        for (uint k = 0; k < i; k++) A[i * CI_C + k] *= a;
-        A[i * CI_C + i] = (float2)(1.0f + a * A[i * CI_C + i].x, 0.0f);
+        for (uint k = 0; k < i; k++) {
+            vstore16(a * vload16(0, CI_RE(i, k)), 0, CI_RE(i, k));
+            vstore16(a * vload16(0, CI_IM(i, k)), 0, CI_IM(i, k));
+        }
+        vstore16(fma(a, vload16(0, CI_RE(i, i)), (ci_w)(1.0f)), 0, CI_RE(i, i));
+        vstore16((ci_w)(0.0f), 0, CI_IM(i, i));
     }
-    int fail = -1;
-    float fval = 0.0f, ld = 0.0f;
+    int16 fail = (int16)(-1);
+    ci_w fval = (ci_w)(0.0f), ld = (ci_w)(0.0f);
     for (uint j = 0; j < CI_C; j++) { /* Crout, column j */
-        float d = A[j * CI_C + j].x;
-        for (uint k = 0; k < j; k++) d -= CABS2(A[j * CI_C + k]);
-        if (fail < 0 && (!(d > 0.0f) || isinf(d))) {
-            fail = (int)j;
-            fval = d;
+        ci_w d = vload16(0, CI_RE(j, j));
+        for (uint k = 0; k < j; k++) {
+            const ci_w xr = vload16(0, CI_RE(j, k)), xi = vload16(0, CI_IM(j, k));
+            d = fma(-xr, xr, fma(-xi, xi, d));
         }
-        const float ljj = sqrt(d);
-        A[j * CI_C + j] = (float2)(ljj, 0.0f);
+        const int16 first = ((isgreater(d, (ci_w)(0.0f)) == (int16)(0)) | isinf(d)) & (fail < (int16)(0));
+        fail = select(fail, (int16)((int)j), first);
+        fval = select(fval, d, first);
+        const ci_w ljj = sqrt(d), inv = (ci_w)(1.0f) / ljj;
+        vstore16(ljj, 0, CI_RE(j, j));
         ld += log(ljj);
-        const float inv = 1.0f / ljj;
-        for (uint i = j + 1; i < CI_C; i++) {
-            float2 s = A[i * CI_C + j];
-            for (uint k = 0; k < j; k++) s -= CMULC(A[i * CI_C + k], A[j * CI_C + k]);
-            A[i * CI_C + j] = s * inv;
+        for (uint i = j + 1; i < CI_C; i++) { /* A[i][j] = (A[i][j] - sum_k A[i][k] conj(A[j][k])) / ljj */
+            ci_w sr = vload16(0, CI_RE(i, j)), si = vload16(0, CI_IM(i, j));
+            for (uint k = 0; k < j; k++) {
+                const ci_w ar = vload16(0, CI_RE(i, k)), ai = vload16(0, CI_IM(i, k)), br = vload16(0, CI_RE(j, k)),
+                           bi = vload16(0, CI_IM(j, k));
+                sr = fma(-ar, br, fma(-ai, bi, sr));
+                si = fma(-ai, br, fma(ar, bi, si));
+            }
+            vstore16(sr * inv, 0, CI_RE(i, j));
+            vstore16(si * inv, 0, CI_IM(i, j));
         }
     }
-    logdet[t] = 2.0f * ld;
-    if (fail >= 0 && info[2 * t] < 0) {
-        info[2 * t] = fail;
-        info[2 * t + 1] = as_int(fval);
+    {
+        float ldv[CI_MW], fv[CI_MW];
+        int fl[CI_MW];
+        vstore16(2.0f * ld, 0, ldv);
+        vstore16(fval, 0, fv);
+        vstore16(fail, 0, fl);
+        for (uint l = 0; l < CI_MW && t0 + l < nb; l++) {
+            const uint t = t0 + l;
+            logdet[t] = ldv[l];
+            if (fl[l] >= 0 && al[l] > 0.0f && info[2 * t] < 0) {
+                info[2 * t] = fl[l];
+                info[2 * t + 1] = as_int(fv[l]);
+            }
+        }
     }
     if (!want_inv) return;
     /* X = L^-1 row by row, in place: X[i][i] = 1/L[i][i], X[i][j] = -X[i][i] sum_{k=j}^{i-1} L[i][k] X[k][j]
      * (ascending j: L[i][j] is last needed for X[i][j]) */
     for (uint i = 0; i < CI_C; i++) {
-        const float xii = 1.0f / A[i * CI_C + i].x;
+        const ci_w xii = (ci_w)(1.0f) / vload16(0, CI_RE(i, i));
         for (uint j = 0; j < i; j++) {
-            float2 s = (float2)(0.0f, 0.0f);
-            for (uint k = j; k < i; k++) s += CMUL(A[i * CI_C + k], A[k * CI_C + j]);
-            A[i * CI_C + j] = -xii * s;
+            ci_w sr = (ci_w)(0.0f), si = (ci_w)(0.0f);
+            for (uint k = j; k < i; k++) {
+                const ci_w ar = vload16(0, CI_RE(i, k)), ai = vload16(0, CI_IM(i, k)), br = vload16(0, CI_RE(k, j)),
+                           bi = vload16(0, CI_IM(k, j));
+                sr = fma(ar, br, fma(-ai, bi, sr));
+                si = fma(ar, bi, fma(ai, br, si));
+            }
+            vstore16(-xii * sr, 0, CI_RE(i, j));
+            vstore16(-xii * si, 0, CI_IM(i, j));
         }
-        A[i * CI_C + i] = (float2)(xii, 0.0f);
+        vstore16(xii, 0, CI_RE(i, i));
     }
     /* M[r][c] = a sum_{k >= max(r,c)} conj(X[k][r]) X[k][c]; the lower entry is computed, the upper its conj */
-    __global float2 *Mt = M + (size_t)t * CI_C * CI_C;
     for (uint r = 0; r < CI_C; r++)
         for (uint c = 0; c <= r; c++) {
-            float2 s = (float2)(0.0f, 0.0f);
-            for (uint k = r; k < CI_C; k++) s += CMULC(A[k * CI_C + c], A[k * CI_C + r]);
-            s *= a;
-            Mt[r * CI_C + c] = c == r ? (float2)(s.x, 0.0f) : s;
-            Mt[c * CI_C + r] = (float2)(s.x, -s.y);
-        }
-}
-
-/* ---- application: 8 samples per work-item (float8 lanes of Vt) ------------------------------
- * A work-item owns 8 consecutive samples and walks the frequencies: per bin it loads the 8 samples'
- * C-vectors (float8 loads from the lane layout) and applies each C x C matrix with scalar-broadcast
- * FMAs, 8 samples at once, four rows at a time. The matrices are Hermitian, so M^H v = M v is taken row
- * by row (contiguous rows). */
-#define CI_LOAD(vr, vi, Vt, p, b0, mp)                                                   \
-    {                                                                                    \
-        const __global float *pb_ = (Vt) + (size_t)(p) * CI_C * 2 * (mp) + (b0);         \
-        for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
-            vr[k_] = vload8(0, pb_ + (size_t)k_ * 2 * (mp));                             \
-            vi[k_] = vload8(0, pb_ + ((size_t)k_ * 2 + 1) * (mp));                       \
-        }                                                                                \
-    }
-
-/* (cr, ci) = row r of M times (vr, vi), 8 lanes */
-#define CI_ROW(cr, ci, Mp, r, vr, vi)                                         \
-    {                                                                         \
-        cr = (ci_v)(0.0f);                                                    \
-        ci = (ci_v)(0.0f);                                                    \
-        for (uint k_ = 0; k_ < CI_C; k_++) {                                  \
-            const float2 a_ = (Mp)[(r) * CI_C + k_];                          \
-            cr = fma((ci_v)(a_.x), vr[k_], fma((ci_v)(-a_.y), vi[k_], cr));   \
-            ci = fma((ci_v)(a_.x), vi[k_], fma((ci_v)(a_.y), vr[k_], ci));    \
-        }                                                                     \
-    }
-
-/* Rows r..r+3 at once: eight independent FMA chains (one row alone is latency-bound). */
-#define CI_ROWS4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Mp, r, vr, vi)                  \
-    {                                                                                    \
-        c0r = c0i = c1r = c1i = c2r = c2i = c3r = c3i = (ci_v)(0.0f);                    \
-        const __global float2 *m0_ = (Mp) + (r) * CI_C;                                  \
-        for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
-            const ci_v xr_ = vr[k_], xi_ = vi[k_];                                       \
-            const float2 a0_ = m0_[k_], a1_ = m0_[CI_C + k_], a2_ = m0_[2 * CI_C + k_],  \
-                         a3_ = m0_[3 * CI_C + k_];                                       \
-            c0r = fma((ci_v)(a0_.x), xr_, fma((ci_v)(-a0_.y), xi_, c0r));                \
-            c0i = fma((ci_v)(a0_.x), xi_, fma((ci_v)(a0_.y), xr_, c0i));                 \
-            c1r = fma((ci_v)(a1_.x), xr_, fma((ci_v)(-a1_.y), xi_, c1r));                \
-            c1i = fma((ci_v)(a1_.x), xi_, fma((ci_v)(a1_.y), xr_, c1i));                 \
-            c2r = fma((ci_v)(a2_.x), xr_, fma((ci_v)(-a2_.y), xi_, c2r));                \
-            c2i = fma((ci_v)(a2_.x), xi_, fma((ci_v)(a2_.y), xr_, c2i));                 \
-            c3r = fma((ci_v)(a3_.x), xr_, fma((ci_v)(-a3_.y), xi_, c3r));                \
-            c3i = fma((ci_v)(a3_.x), xi_, fma((ci_v)(a3_.y), xr_, c3i));                 \
-        }                                                                                \
-    }
-
-/* out[r] = M v for all rows (4 at a time, then the rest one by one). */
-#define CI_MATVEC8(outr, outi, Mp, vr, vi)                                                           \
-    {                                                                                                \
-        uint r_ = 0;                                                                                 \
-        for (; r_ + 4 <= CI_C; r_ += 4)                                                              \
-            CI_ROWS4(outr[r_], outi[r_], outr[r_ + 1], outi[r_ + 1], outr[r_ + 2], outi[r_ + 2],    \
-                     outr[r_ + 3], outi[r_ + 3], Mp, r_, vr, vi)                                     \
-        for (; r_ < CI_C; r_++) CI_ROW(outr[r_], outi[r_], Mp, r_, vr, vi)                           \
-    }
-
-/* nrm[b K + j] = max(|c_j|, 1e-8) over the whole spectrum, c_j(p) = C_{j,p}^H v_b(p);
- * work-item (j, block of 8 samples). */
-__kernel void circ_norms(__global const float *Vt, __global const float2 *ops, __global float *nrm, const uint m,
-                         const uint mp, const uint P, const uint W, const uint Wh, const uint K)
-{
-    const uint nblk = mp / CI_VW;
-    const uint gid = get_global_id(0);
-    if (gid >= K * nblk) return;
-    const uint j = gid / nblk, b0 = (gid % nblk) * CI_VW;
-    ci_v acc = (ci_v)(0.0f);
-    ci_v vr[CI_C], vi[CI_C], cr[CI_C], ci[CI_C];
-    for (uint p = 0; p < P; p++) {
-        CI_LOAD(vr, vi, Vt, p, b0, mp)
-        const __global float2 *Mp = ops + ((size_t)j * P + p) * CI_C * CI_C;
-        CI_MATVEC8(cr, ci, Mp, vr, vi)
-        ci_v s = (ci_v)(0.0f);
-        for (uint r = 0; r < CI_C; r++) s = fma(cr[r], cr[r], fma(ci[r], ci[r], s));
-        acc = fma((ci_v)(ci_weight(p, W, Wh)), s, acc);
-    }
-    float out[CI_VW];
-    vstore8(sqrt(acc), 0, out);
-    for (uint l = 0; l < CI_VW && b0 + l < mp; l++) nrm[(size_t)(b0 + l) * K + j] = fmax(out[l], 1e-8f);
-}
-
-/* Per block of 8 samples: pi = softmax(-lambda n) per sample (max-subtracted; argmax ties to the lowest
- * class) into pi (m, K) and yhat; then per frequency v <- v + eta (E^H v - sum_j gamma_j pi_j C_j^H v),
- * and finally v <- v / max(|v|, 1e-8) over the whole spectrum. Classes whose gamma_j pi_j is 0 in all 8
- * lanes (exp underflow) contribute exactly 0 and are skipped. */
-__kernel void circ_update(__global float *Vt, __global const float2 *ops, __global const float *gamma,
-                          __global const float *nrm, __global float *pi, __global int *yhat, const float eta,
-                          const float lambda, const uint m, const uint mp, const uint P, const uint W, const uint Wh,
-                          const uint K)
-{
-    const uint nblk = mp / CI_VW;
-    const uint gid = get_global_id(0);
-    if (gid >= nblk) return;
-    const uint b0 = gid * CI_VW;
-    for (uint l = 0; l < CI_VW && b0 + l < mp; l++) {
-        const uint b = b0 + l;
-        const __global float *n = nrm + (size_t)b * K;
-        __global float *pb = pi + (size_t)b * K;
-        float mx = -lambda * n[0];
-        for (uint j = 1; j < K; j++) mx = fmax(mx, -lambda * n[j]);
-        float den = 0.0f;
-        for (uint j = 0; j < K; j++) {
-            const float e = exp(-lambda * n[j] - mx);
-            pb[j] = e;
-            den += e;
-        }
-        uint best = 0;
-        for (uint j = 0; j < K; j++) {
-            pb[j] /= den;
-            if (pb[j] > pb[best]) best = j;
-        }
-        yhat[b] = (int)best;
-    }
-    uint pl[CI_VW]; /* lane -> row of pi */
-    for (uint l = 0; l < CI_VW; l++) pl[l] = (b0 + l) * K;
-    ci_v vr[CI_C], vi[CI_C], gr[CI_C], gi[CI_C], cr[CI_C], ci[CI_C];
-    ci_v s2 = (ci_v)(0.0f);
-    for (uint p = 0; p < P; p++) {
-        CI_LOAD(vr, vi, Vt, p, b0, mp)
-        const __global float2 *Ep = ops + ((size_t)K * P + p) * CI_C * CI_C;
-        CI_MATVEC8(gr, gi, Ep, vr, vi)
-        for (uint j = 0; j < K; j++) {
-            const float gj = gamma[j];
-            const ci_v coef = gj * (ci_v)(pi[pl[0] + j], pi[pl[1] + j], pi[pl[2] + j], pi[pl[3] + j],
-                                          pi[pl[4] + j], pi[pl[5] + j], pi[pl[6] + j], pi[pl[7] + j]);
-            if (all(coef == (ci_v)(0.0f))) continue;
-            const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
-            CI_MATVEC8(cr, ci, Cp, vr, vi)
-            for (uint r = 0; r < CI_C; r++) {
-                gr[r] = fma(-coef, cr[r], gr[r]);
-                gi[r] = fma(-coef, ci[r], gi[r]);
+            ci_w sr = (ci_w)(0.0f), si = (ci_w)(0.0f);
+            for (uint k = r; k < CI_C; k++) { /* X[k][c] conj(X[k][r]) */
+                const ci_w ar = vload16(0, CI_RE(k, c)), ai = vload16(0, CI_IM(k, c)), br = vload16(0, CI_RE(k, r)),
+                           bi = vload16(0, CI_IM(k, r));
+                sr = fma(ar, br, fma(ai, bi, sr));
+                si = fma(ai, br, fma(-ar, bi, si));
+            }
+            float mr[CI_MW], mi[CI_MW];
+            vstore16(a * sr, 0, mr);
+            vstore16(c == r ? (ci_w)(0.0f) : a * si, 0, mi);
+            for (uint l = 0; l < CI_MW && t0 + l < nb; l++) {
+                __global float2 *Mt = M + (size_t)(t0 + l) * CI_C * CI_C;
+                Mt[r * CI_C + c] = (float2)(mr[l], mi[l]);
+                Mt[c * CI_C + r] = (float2)(mr[l], -mi[l]);
             }
         }
-        ci_v s = (ci_v)(0.0f);
-        __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
-        for (uint r = 0; r < CI_C; r++) {
-            const ci_v ur = fma((ci_v)(eta), gr[r], vr[r]), ui = fma((ci_v)(eta), gi[r], vi[r]);
-            s = fma(ur, ur, fma(ui, ui, s));
-            vstore8(ur, 0, pb + (size_t)r * 2 * mp);
-            vstore8(ui, 0, pb + ((size_t)r * 2 + 1) * mp);
-        }
-        s2 = fma((ci_v)(ci_weight(p, W, Wh)), s, s2);
+}
+#undef CI_RE
+#undef CI_IM
+
+/* ---- application: 16 samples per vector (float16 lanes of Vt, one zmm) ---------------------------
+ * Per frequency bin the application is a small complex GEMM: rows of a C x C matrix times the C-vectors
+ * of 16 samples. A work-item owns a register tile of 4 matrix rows x 16 samples (8 float16 accumulators,
+ * re/im), streams the samples' C-vectors from the lane layout (two contiguous float16 loads per k, L1
+ * resident) and broadcasts the matrix entries (contiguous rows). The matrices are Hermitian, so
+ * M^H v = M v is taken row by row. mp is a multiple of 16 (the host pads). */
+#define CI_WW 16
+
+/* (cXr, cXi), X = 0..3 = rows r..r+3 of M times the 16 samples at pb (lane layout, row stride 2 mp). */
+#define CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Mp, r, pb, mp)                  \
+    {                                                                                    \
+        c0r = c0i = c1r = c1i = c2r = c2i = c3r = c3i = (ci_w)(0.0f);                    \
+        const __global float2 *m0_ = (Mp) + (r) * CI_C;                                  \
+        for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
+            const ci_w xr_ = vload16(0, (pb) + (size_t)k_ * 2 * (mp)),                   \
+                       xi_ = vload16(0, (pb) + ((size_t)k_ * 2 + 1) * (mp));             \
+            const float2 a0_ = m0_[k_], a1_ = m0_[CI_C + k_], a2_ = m0_[2 * CI_C + k_],  \
+                         a3_ = m0_[3 * CI_C + k_];                                       \
+            c0r = fma((ci_w)(a0_.x), xr_, fma((ci_w)(-a0_.y), xi_, c0r));                \
+            c0i = fma((ci_w)(a0_.x), xi_, fma((ci_w)(a0_.y), xr_, c0i));                 \
+            c1r = fma((ci_w)(a1_.x), xr_, fma((ci_w)(-a1_.y), xi_, c1r));                \
+            c1i = fma((ci_w)(a1_.x), xi_, fma((ci_w)(a1_.y), xr_, c1i));                 \
+            c2r = fma((ci_w)(a2_.x), xr_, fma((ci_w)(-a2_.y), xi_, c2r));                \
+            c2i = fma((ci_w)(a2_.x), xi_, fma((ci_w)(a2_.y), xr_, c2i));                 \
+            c3r = fma((ci_w)(a3_.x), xr_, fma((ci_w)(-a3_.y), xi_, c3r));                \
+            c3i = fma((ci_w)(a3_.x), xi_, fma((ci_w)(a3_.y), xr_, c3i));                 \
+        }                                                                                \
     }
-    const ci_v inv = (ci_v)(1.0f) / fmax(sqrt(s2), (ci_v)(1e-8f));
-    for (uint p = 0; p < P; p++) {
-        __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
-        for (uint i = 0; i < 2 * CI_C; i++) vstore8(inv * vload8(0, pb + (size_t)i * mp), 0, pb + (size_t)i * mp);
+
+/* (cr, ci) = row r of M times the 16 samples at pb (the rows left over after the tiles of 4) */
+#define CI_TILE1(cr, ci, Mp, r, pb, mp)                                                  \
+    {                                                                                    \
+        cr = ci = (ci_w)(0.0f);                                                          \
+        const __global float2 *m0_ = (Mp) + (r) * CI_C;                                  \
+        for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
+            const ci_w xr_ = vload16(0, (pb) + (size_t)k_ * 2 * (mp)),                   \
+                       xi_ = vload16(0, (pb) + ((size_t)k_ * 2 + 1) * (mp));             \
+            const float2 a_ = m0_[k_];                                                   \
+            cr = fma((ci_w)(a_.x), xr_, fma((ci_w)(-a_.y), xi_, cr));                    \
+            ci = fma((ci_w)(a_.x), xi_, fma((ci_w)(a_.y), xr_, ci));                     \
+        }                                                                                \
+    }
+
+/* Partial norms: part[(ch K + j) mp + l] = sum over the bins p of chunk ch of w_p |C_{j,p}^H v_l(p)|^2;
+ * work-item (j, chunk of bins), looping over all blocks of 16 lanes so that the chunk's matrices, read
+ * once from memory, are reused from cache by every block (streaming them once per block made the 2-D
+ * case memory-bound). circ_softmax adds the chunks. */
+__kernel void circ_norms(__global const float *Vt, __global const float2 *ops, __global float *part, const uint mp,
+                         const uint P, const uint W, const uint Wh, const uint K, const uint pchunk)
+{
+    const uint gid = get_global_id(0), j = gid % K, ch = gid / K, p0 = ch * pchunk;
+    if (j >= K || p0 >= P) return;
+    const uint p1 = min(P, p0 + pchunk);
+    for (uint b0 = 0; b0 < mp; b0 += CI_WW) {
+        ci_w acc = (ci_w)(0.0f);
+        for (uint p = p0; p < p1; p++) {
+            const __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
+            const __global float2 *Mp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+            ci_w s = (ci_w)(0.0f);
+            uint r = 0;
+            for (; r + 4 <= CI_C; r += 4) {
+                ci_w c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i;
+                CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Mp, r, pb, mp)
+                s = fma(c0r, c0r, fma(c0i, c0i, s));
+                s = fma(c1r, c1r, fma(c1i, c1i, s));
+                s = fma(c2r, c2r, fma(c2i, c2i, s));
+                s = fma(c3r, c3r, fma(c3i, c3i, s));
+            }
+            for (; r < CI_C; r++) {
+                ci_w cr, ci;
+                CI_TILE1(cr, ci, Mp, r, pb, mp)
+                s = fma(cr, cr, fma(ci, ci, s));
+            }
+            acc = fma((ci_w)(ci_weight(p, W, Wh)), s, acc);
+        }
+        vstore16(acc, 0, part + ((size_t)ch * K + j) * mp + b0);
+    }
+}
+
+/* Per lane: n_j = max(|c_j|, 1e-8) from the nch chunks of circ_norms (added in chunk order) into
+ * nrm (mp, K), pi = softmax(-lambda n) (max-subtracted; argmax ties to the lowest class) into pi (mp, K)
+ * and yhat, and the update's coefficients coef (K, mp) = gamma_j pi_j (0 on padding lanes, valid[b] < 0). */
+__kernel void circ_softmax(__global const float *part, __global float *nrm, __global const float *gamma,
+                           __global float *pi, __global int *yhat, __global float *coef, __global const int *valid,
+                           const float lambda, const uint mp, const uint K, const uint nch)
+{
+    const uint b = get_global_id(0);
+    if (b >= mp) return;
+    __global float *n = nrm + (size_t)b * K;
+    for (uint j = 0; j < K; j++) {
+        float t = 0.0f;
+        for (uint c = 0; c < nch; c++) t += part[((size_t)c * K + j) * mp + b];
+        n[j] = fmax(sqrt(t), 1e-8f);
+    }
+    __global float *pb = pi + (size_t)b * K;
+    float mx = -lambda * n[0];
+    for (uint j = 1; j < K; j++) mx = fmax(mx, -lambda * n[j]);
+    float den = 0.0f;
+    for (uint j = 0; j < K; j++) {
+        const float e = exp(-lambda * n[j] - mx);
+        pb[j] = e;
+        den += e;
+    }
+    uint best = 0;
+    for (uint j = 0; j < K; j++) {
+        pb[j] /= den;
+        if (pb[j] > pb[best]) best = j;
+    }
+    yhat[b] = (int)best;
+    /* padding lanes (v = 0, uniform pi) get 0: a block's inactive classes stay skippable */
+    const int ok = valid[b] >= 0;
+    for (uint j = 0; j < K; j++) coef[(size_t)j * mp + b] = ok ? gamma[j] * pb[j] : 0.0f;
+}
+
+/* Work-item (chunk of bins [p0, p0 + pchunk), all blocks of 16 lanes: a bin's matrices are read from
+ * memory once and reused from cache by every block): per bin u = v + eta (E^H v - sum_j coef_j C_j^H v)
+ * from Vt into Vo (a second buffer: the tile's rows need all of v), and the chunk's weighted |u|^2 per
+ * lane into part (nch, mp). Classes whose coefficient is 0 in all 16 lanes of a block (exp underflow)
+ * contribute exactly 0 and are skipped. */
+__kernel void circ_update(__global const float *Vt, __global float *Vo, __global const float2 *ops,
+                          __global const float *coef, __global float *part, const float eta, const uint mp,
+                          const uint P, const uint W, const uint Wh, const uint K, const uint pchunk)
+{
+    const uint ch = get_global_id(0), p0 = ch * pchunk;
+    if (p0 >= P) return;
+    const uint p1 = min(P, p0 + pchunk);
+    const ci_w e = (ci_w)(eta);
+    for (uint b0 = 0; b0 < mp; b0 += CI_WW) vstore16((ci_w)(0.0f), 0, part + (size_t)ch * mp + b0);
+    for (uint p = p0; p < p1; p++)
+        for (uint b0 = 0; b0 < mp; b0 += CI_WW) {
+            const size_t off = (size_t)p * CI_C * 2 * mp + b0;
+            const __global float *pb = Vt + off;
+            __global float *ob = Vo + off;
+            const __global float2 *Ep = ops + ((size_t)K * P + p) * CI_C * CI_C;
+            ci_w s = (ci_w)(0.0f);
+            uint r = 0;
+            for (; r + 4 <= CI_C; r += 4) {
+                ci_w g0r, g0i, g1r, g1i, g2r, g2i, g3r, g3i;
+                CI_TILE4(g0r, g0i, g1r, g1i, g2r, g2i, g3r, g3i, Ep, r, pb, mp)
+                for (uint j = 0; j < K; j++) {
+                    const ci_w cf = vload16(0, coef + (size_t)j * mp + b0);
+                    if (all(cf == (ci_w)(0.0f))) continue;
+                    const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+                    ci_w c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i;
+                    CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Cp, r, pb, mp)
+                    g0r = fma(-cf, c0r, g0r);
+                    g0i = fma(-cf, c0i, g0i);
+                    g1r = fma(-cf, c1r, g1r);
+                    g1i = fma(-cf, c1i, g1i);
+                    g2r = fma(-cf, c2r, g2r);
+                    g2i = fma(-cf, c2i, g2i);
+                    g3r = fma(-cf, c3r, g3r);
+                    g3i = fma(-cf, c3i, g3i);
+                }
+#define CI_OUT(gr, gi, rr)                                                                       \
+    {                                                                                            \
+        const ci_w ur_ = fma(e, gr, vload16(0, pb + (size_t)(rr) * 2 * mp)),                     \
+                   ui_ = fma(e, gi, vload16(0, pb + ((size_t)(rr) * 2 + 1) * mp));               \
+        s = fma(ur_, ur_, fma(ui_, ui_, s));                                                     \
+        vstore16(ur_, 0, ob + (size_t)(rr) * 2 * mp);                                            \
+        vstore16(ui_, 0, ob + ((size_t)(rr) * 2 + 1) * mp);                                      \
+    }
+                CI_OUT(g0r, g0i, r)
+                CI_OUT(g1r, g1i, r + 1)
+                CI_OUT(g2r, g2i, r + 2)
+                CI_OUT(g3r, g3i, r + 3)
+            }
+            for (; r < CI_C; r++) {
+                ci_w gr, gi;
+                CI_TILE1(gr, gi, Ep, r, pb, mp)
+                for (uint j = 0; j < K; j++) {
+                    const ci_w cf = vload16(0, coef + (size_t)j * mp + b0);
+                    if (all(cf == (ci_w)(0.0f))) continue;
+                    const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+                    ci_w cr, ci;
+                    CI_TILE1(cr, ci, Cp, r, pb, mp)
+                    gr = fma(-cf, cr, gr);
+                    gi = fma(-cf, ci, gi);
+                }
+                CI_OUT(gr, gi, r)
+            }
+#undef CI_OUT
+            __global float *pp = part + (size_t)ch * mp + b0;
+            vstore16(fma((ci_w)(ci_weight(p, W, Wh)), s, vload16(0, pp)), 0, pp);
+        }
+}
+
+/* Work-item (block of 16 lanes, chunk of bins): v <- v / max(|v|, 1e-8), |v|^2 = the sum of the nch
+ * chunks' partial sums (in chunk order: every chunk scales by the same factor). */
+__kernel void circ_scale(__global float *Vo, __global const float *part, const uint mp, const uint P,
+                         const uint pchunk, const uint nch)
+{
+    const uint nblk = mp / CI_WW;
+    const uint gid = get_global_id(0);
+    const uint ch = gid / nblk, b0 = (gid % nblk) * CI_WW, p0 = ch * pchunk;
+    if (p0 >= P) return;
+    const uint p1 = min(P, p0 + pchunk);
+    ci_w t = (ci_w)(0.0f); /* circ_scale keeps work-items (chunk, block): it has no matrices to share */
+    for (uint c = 0; c < nch; c++) t += vload16(0, part + (size_t)c * mp + b0);
+    const ci_w inv = (ci_w)(1.0f) / fmax(sqrt(t), (ci_w)(1e-8f));
+    for (uint p = p0; p < p1; p++) {
+        __global float *pb = Vo + (size_t)p * CI_C * 2 * mp + b0;
+        for (uint i = 0; i < 2 * CI_C; i++) vstore16(inv * vload16(0, pb + (size_t)i * mp), 0, pb + (size_t)i * mp);
     }
 }

@@ -345,6 +345,22 @@ static wbcl_circulant *dfit(wbcl_context *ctx, const wbcl_tensor *X, const wbcl_
     return net;
 }
 
+typedef struct {
+    int calls;
+    double h[3 * 8];
+} prog_log;
+
+static void prog_cb(int layer, double dR, double R, double Rc, void *user)
+{
+    prog_log *pl = user;
+    ck_assert_int_eq(layer, pl->calls + 1);
+    ck_assert_int_lt(pl->calls, 8);
+    pl->h[3 * pl->calls] = dR;
+    pl->h[3 * pl->calls + 1] = R;
+    pl->h[3 * pl->calls + 2] = Rc;
+    pl->calls++;
+}
+
 /* Golden 1-D case on the device (fp32): lifted values and the objective to 1e-5 relative, E^1_p for the
  * stored bins p = 0..4 and the final features to 1e-5 of their largest entry. The float32 error of these
  * well-conditioned 3 x 3 problems (cond(I + a S_p) <= 1 + a |S_p| ~ 10) is a few 1e-7; 1e-5 is the SPEC's
@@ -373,6 +389,15 @@ START_TEST(device_golden_1d)
     for (int i = 0; i < 6; i++)
         ck_assert_msg(fabs(h[i] - g.hist[i]) <= 1e-5 * fabs(g.hist[i]), "objective %d: %.9g vs %.9g", i, h[i],
                       g.hist[i]);
+    /* with a progress callback the objective is read layer by layer (otherwise once at the end): same values */
+    prog_log pl = {0, {0}};
+    wbcl_circulant *net2 = NULL;
+    wbcl_tensor *Zp = empty_t(ctx, 3, sz);
+    ck_assert_int_eq(wbcl_circulant_fit(ctx, X, Wt, g.y, 2, &p, prog_cb, &pl, Zp, &net2), WBCL_SUCCESS);
+    ck_assert_int_eq(pl.calls, 2);
+    for (int i = 0; i < 6; i++) ck_assert_msg(pl.h[i] == h[i], "progress objective %d: %.9g vs %.9g", i, pl.h[i], h[i]);
+    wbcl_circulant_destroy(net2);
+    wbcl_tensor_destroy(Zp);
     float E[5 * 9 * 2];
     double Ere[45], Eim[45];
     float Er[45], Ei[45];
@@ -417,13 +442,16 @@ static const size_t dev_cases[][8] = {
     /* m, Cin, C, H, W, kh, kw, K */
     {9, 1, 4, 1, 7, 1, 3, 3}, {8, 2, 5, 1, 12, 1, 4, 2}, {6, 1, 3, 1, 5, 1, 2, 2},
     {7, 1, 4, 5, 6, 2, 3, 2}, {6, 2, 3, 4, 4, 3, 3, 3},
+    /* the application's tiles (4 rows x 16 lanes, bins in chunks): C = 6, 7, 9 (a partial row tile), K = 1,
+     * m = 37 (3 blocks of 16 lanes, 1 bin per chunk), odd lengths */
+    {5, 1, 6, 1, 9, 1, 2, 1}, {37, 1, 7, 1, 11, 1, 3, 3}, {20, 1, 9, 3, 5, 2, 2, 2},
 };
 
 START_TEST(device_vs_reference)
 {
     const size_t *cs = dev_cases[_i];
     size_t m = cs[0], Cin = cs[1], C = cs[2], H = cs[3], W = cs[4], kh = cs[5], kw = cs[6], K = cs[7], N = H * W;
-    int dims = _i < 3 ? 1 : 2, L = 3;
+    int dims = H == 1 ? 1 : 2, L = 3;
     tu_rng r;
     tu_rng_seed(&r, 1000 + (uint64_t)_i);
     double *X = malloc(m * Cin * N * sizeof *X), *Wt = malloc(C * Cin * kh * kw * sizeof *Wt);
@@ -828,6 +856,16 @@ START_TEST(device_bad_input)
     tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xd, Wd, y, 2, &bad, NULL, NULL, Zd, &net), WBCL_ERROR_NUMERIC,
                      "is not positive definite");
     ck_assert_ptr_null(net);
+    /* the pivots are checked once at the end of the fit: still the first failing layer, and Z is left
+     * untouched (no NaN features) */
+    float *Zbefore = download(ctx, Zd);
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xd, Wd, y, 2, &bad, NULL, NULL, Zd, &net), WBCL_ERROR_NUMERIC,
+                     "wbcl_circulant_fit: layer 1: I + a");
+    ck_assert_ptr_null(net);
+    float *Zafter = download(ctx, Zd);
+    for (int i = 0; i < 96; i++) ck_assert_msg(memcmp(&Zbefore[i], &Zafter[i], sizeof(float)) == 0, "Z[%d] changed", i);
+    tu_guarded_free(Zbefore);
+    tu_guarded_free(Zafter);
     /* apply: wrong shapes */
     net = dfit(ctx, Xd, Wd, y, 2, &p, Zd);
     tu_assert_status(ctx, wbcl_circulant_apply(ctx, net, Zd, Zd, NULL, NULL), WBCL_ERROR_SHAPE, "the model takes");

@@ -5,12 +5,15 @@
  * Entering: lifting (circ_lift) or a copy, clFFT forward, per-sample
  * normalization (circ_spec_normalize, with the non-finite check), then the
  * lane layout (circ_to_lanes; in fit the samples are grouped class by class,
- * each class padded to 8 lanes). Per layer of fit: circ_gram (true labels)
- * -> circ_shifted_inverse (E_p, C_{j,p}; the pivot info is read back) ->
- * circ_norms -> circ_update -> objective on the output grouped by yhat
- * (circ_gram, circ_shifted_inverse without inverse; yhat and the
- * log-determinants are read back and summed in double on the host).
- * Leaving: circ_from_lanes, clFFT inverse, circ_real_normalize. */
+ * padded at the end to 16 lanes). Per layer of fit: circ_gram (true labels)
+ * -> circ_shifted_inverse (E_p, C_{j,p}) -> circ_norms -> circ_update ->
+ * objective on the output grouped by yhat (circ_groups, circ_gram,
+ * circ_shifted_inverse without inverse; the log-determinants are summed in
+ * double on the host).
+ * Leaving: circ_from_lanes, clFFT inverse, circ_real_normalize.
+ * The fit reads nothing back inside its layer loop (unless a progress callback wants each layer's
+ * objective): the predicted groups are built on the device (circ_groups), pivot info, log-determinants
+ * and class counts of all layers are read and checked once at the end, before Z is written. */
 #include "internal.h"
 
 #include <math.h>
@@ -214,12 +217,18 @@ typedef struct {
     size_t K;
     cl_mem Zr;     /* real (m, C, N)            */
     cl_mem V;      /* float2 (m, C, P)          */
-    cl_mem Vt;     /* lane layout (P, C, 2, mp) floats, mp = m rounded up to 8 */
+    cl_mem Vt;     /* lane layout (P, C, 2, mp) floats, mp a multiple of 16  */
+    cl_mem Vt2;    /* the same: circ_update's output, swapped with Vt         */
+    cl_mem coef;   /* (K, mp) floats: gamma_j pi_j per lane                   */
+    cl_mem part;   /* (nch, mp) floats: per chunk of bins, |u|^2 per lane     */
+    size_t pchunk, nch; /* circ_update / circ_scale: bins per chunk, chunks  */
+    cl_mem npart;  /* (nchn, K, mp) floats: circ_norms' partial sums per chunk of bins */
+    size_t pchn, nchn;  /* circ_norms: bins per chunk, chunks                */
     cl_mem mask;   /* (K+1, mp) floats: group membership over lanes (Gram kernel) */
     cl_mem lane;   /* m ints: the lane of each sample                          */
     cl_mem boff;   /* K+2 ints: per group, offsets into blocks                 */
     cl_mem blocks; /* (K+1) mp/8 ints: the blocks of 8 lanes holding a group   */
-    cl_mem S;      /* float2 (K+1, P, C, C)     */
+    cl_mem S;      /* (K+1) P matrices C x C in blocks of 16 lanes (cl/circulant.cl) */
     cl_mem ld;     /* (K+1) P floats            */
     cl_mem info;   /* 2 (K+1) P ints            */
     cl_mem alpha;  /* K+1 floats                */
@@ -227,6 +236,10 @@ typedef struct {
     cl_mem nrm;    /* m K floats                */
     cl_mem pi;     /* m K floats                */
     cl_mem flag;   /* 1 int                     */
+    cl_mem valid;  /* mp ints: sample in lane l, -1: padding                   */
+    cl_mem mask2, boff2, blocks2, alpha2; /* groups by predicted class (fit's objective, built on the device) */
+    cl_mem label;  /* mp ints: true label per lane (fit; -1 elsewhere)         */
+    cl_mem zero;   /* 1 int = 0: "do not skip" for circ_gram / circ_shifted_inverse */
     int *info_h;
     float *ld_h;
     int *yhat_h;
@@ -239,7 +252,7 @@ typedef struct {
 
 static void ws_free(ws *w)
 {
-    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag};
+    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag, &w->Vt2, &w->coef, &w->part, &w->npart, &w->valid, &w->mask2, &w->boff2, &w->blocks2, &w->alpha2, &w->label, &w->zero};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
     free(w->info_h);
     free(w->ld_h);
@@ -252,22 +265,15 @@ static void ws_free(ws *w)
     memset(w, 0, sizeof *w);
 }
 
-/* Lane layout: with labels, samples grouped by class, each class padded to a multiple of 8 lanes;
- * without, lane = sample, padded at the end. */
+/* Lane layout: with labels, samples sorted by class (a class's Gram matrix reads only the blocks of 8
+ * lanes it touches: about n_j / 8 + 1 of them); without, lane = sample; padded at the end to a multiple of
+ * 16 lanes (the application's vectors). No per-class padding: the application's work is per lane. */
 static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, const int *labels)
 {
     memset(w, 0, sizeof *w);
     w->g = *g;
     w->K = K;
-    size_t mp = (g->m + 7) / 8 * 8;
-    if (labels) {
-        mp = 0;
-        for (size_t j = 0; j < K; j++) {
-            size_t n = 0;
-            for (size_t b = 0; b < g->m; b++) n += labels[b] == (int)j;
-            mp += (n + 7) / 8 * 8;
-        }
-    }
+    const size_t mp = (g->m + 15) / 16 * 16;
     w->mp = mp;
     w->lane_h = malloc(g->m * sizeof *w->lane_h);
     w->sample_h = malloc(mp * sizeof *w->sample_h);
@@ -279,33 +285,49 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
     }
     for (size_t l = 0; l < mp; l++) w->sample_h[l] = -1;
     if (labels) {
-        size_t l0 = 0;
-        for (size_t j = 0; j < K; j++) {
-            size_t l = l0;
+        size_t l = 0;
+        for (size_t j = 0; j < K; j++)
             for (size_t b = 0; b < g->m; b++)
                 if (labels[b] == (int)j) w->lane_h[b] = (int)l, w->sample_h[l++] = (int)b;
-            l0 += (l - l0 + 7) / 8 * 8;
-        }
     } else {
         for (size_t b = 0; b < g->m; b++) w->lane_h[b] = (int)b, w->sample_h[b] = (int)b;
     }
     const size_t nb = (K + 1) * g->P, CC = g->C * g->C;
+    /* chunks of bins: circ_update about 32 work-items (one per chunk), circ_norms about 48 (class x chunk) */
+    w->nch = g->P < 32 ? g->P : 32;
+    w->pchunk = (g->P + w->nch - 1) / w->nch;
+    w->nch = (g->P + w->pchunk - 1) / w->pchunk;
+    w->nchn = (48 + K - 1) / K;
+    if (w->nchn > g->P) w->nchn = g->P;
+    w->pchn = (g->P + w->nchn - 1) / w->nchn;
+    w->nchn = (g->P + w->pchn - 1) / w->pchn;
     wbcl_status st;
     if ((st = wbcl__buffer(ctx, g->m * g->C * g->N * sizeof(float), "features", &w->Zr)) ||
         (st = wbcl__buffer(ctx, g->m * g->C * g->P * 2 * sizeof(float), "spectra", &w->V)) ||
         (st = wbcl__buffer(ctx, w->mp * g->C * g->P * 2 * sizeof(float), "spectra (lanes)", &w->Vt)) ||
+        (st = wbcl__buffer(ctx, w->mp * g->C * g->P * 2 * sizeof(float), "spectra (lanes)", &w->Vt2)) ||
+        (st = wbcl__buffer(ctx, K * mp * sizeof(float), "update coefficients", &w->coef)) ||
+        (st = wbcl__buffer(ctx, w->nch * mp * sizeof(float), "partial norms", &w->part)) ||
+        (st = wbcl__buffer(ctx, w->nchn * K * mp * sizeof(float), "partial class norms", &w->npart)) ||
         (st = wbcl__buffer(ctx, (K + 1) * w->mp * sizeof(float), "group masks", &w->mask)) ||
         (st = wbcl__buffer(ctx, g->m * sizeof(int), "lanes", &w->lane)) ||
         (st = wbcl__buffer(ctx, (K + 2) * sizeof(int), "group block offsets", &w->boff)) ||
         (st = wbcl__buffer(ctx, (K + 1) * (mp / 8) * sizeof(int), "group blocks", &w->blocks)) ||
-        (st = wbcl__buffer(ctx, nb * CC * 2 * sizeof(float), "per-frequency matrices", &w->S)) ||
+        (st = wbcl__buffer(ctx, (nb + 15) / 16 * 16 * CC * 2 * sizeof(float), "per-frequency matrices", &w->S)) ||
         (st = wbcl__buffer(ctx, nb * sizeof(float), "log-determinants", &w->ld)) ||
         (st = wbcl__buffer(ctx, 2 * nb * sizeof(int), "pivot info", &w->info)) ||
         (st = wbcl__buffer(ctx, (K + 1) * sizeof(float), "alpha", &w->alpha)) ||
         (st = wbcl__buffer(ctx, mp * sizeof(int), "yhat", &w->yhat)) ||
         (st = wbcl__buffer(ctx, mp * K * sizeof(float), "norms", &w->nrm)) ||
         (st = wbcl__buffer(ctx, mp * K * sizeof(float), "memberships", &w->pi)) ||
-        (st = wbcl__buffer(ctx, sizeof(int), "flag", &w->flag))) {
+        (st = wbcl__buffer(ctx, sizeof(int), "flag", &w->flag)) ||
+        (st = wbcl__buffer(ctx, mp * sizeof(int), "lane samples", &w->valid)) ||
+        (st = wbcl__buffer(ctx, (K + 1) * w->mp * sizeof(float), "group masks", &w->mask2)) ||
+        (st = wbcl__buffer(ctx, (K + 2) * sizeof(int), "group block offsets", &w->boff2)) ||
+        (st = wbcl__buffer(ctx, (K + 1) * (mp / 8) * sizeof(int), "group blocks", &w->blocks2)) ||
+        (st = wbcl__buffer(ctx, (K + 1) * sizeof(float), "alpha", &w->alpha2)) ||
+        (st = wbcl__buffer(ctx, mp * sizeof(int), "lane labels", &w->label)) ||
+        (st = wbcl__buffer(ctx, sizeof(int), "zero", &w->zero))) {
         ws_free(w);
         return st;
     }
@@ -317,7 +339,22 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
         ws_free(w);
         return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
     }
-    if ((st = write_buf(ctx, w->lane, g->m * sizeof(int), w->lane_h, "lanes"))) {
+    int *lab = malloc(mp * sizeof *lab);
+    if (!lab) {
+        ws_free(w);
+        return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
+    }
+    for (size_t l = 0; l < mp; l++) lab[l] = labels && w->sample_h[l] >= 0 ? labels[w->sample_h[l]] : -1;
+    st = write_buf(ctx, w->label, mp * sizeof(int), lab, "lane labels");
+    free(lab);
+    if (st) {
+        ws_free(w);
+        return st;
+    }
+    if ((st = fill_int(ctx, w->S, 0, (nb + 15) / 16 * 16 * CC * 2, "per-frequency matrices")) || /* lanes past nb */
+        (st = fill_int(ctx, w->zero, 0, 1, "zero")) ||
+        (st = write_buf(ctx, w->lane, g->m * sizeof(int), w->lane_h, "lanes")) ||
+        (st = write_buf(ctx, w->valid, mp * sizeof(int), w->sample_h, "lane samples"))) {
         ws_free(w);
         return st;
     }
@@ -427,8 +464,31 @@ static wbcl_status leave(wbcl_context *ctx, ws *w, cl_mem dst)
     return launch1(ctx, k, g->m);
 }
 
-/* Per-group Gram matrices of the spectra; groups from host labels (group K: every sample). */
-static wbcl_status enq_gram(wbcl_context *ctx, ws *w, const int *labels)
+/* Per-group Gram matrices S of the spectra for the groups (mask, boff, blocks) (group K: every sample). */
+static wbcl_status enq_gram(wbcl_context *ctx, ws *w, cl_mem mask, cl_mem boff, cl_mem blocks, cl_mem skip,
+                            size_t skip_off)
+{
+    const geom *g = &w->g;
+    wbcl_kern *k;
+    wbcl_status st;
+    if ((st = kern(ctx, g->C, "circ_gram", &k))) return st;
+    cl_uint ump = (cl_uint)w->mp, uP = (cl_uint)g->P, uK = (cl_uint)w->K;
+    WBCL_ARG(ctx, k, 0, w->Vt);
+    WBCL_ARG(ctx, k, 1, mask);
+    WBCL_ARG(ctx, k, 2, boff);
+    WBCL_ARG(ctx, k, 3, blocks);
+    WBCL_ARG(ctx, k, 4, w->S);
+    WBCL_ARG(ctx, k, 5, ump);
+    WBCL_ARG(ctx, k, 6, uP);
+    WBCL_ARG(ctx, k, 7, uK);
+    cl_uint uso = (cl_uint)skip_off;
+    WBCL_ARG(ctx, k, 8, skip);
+    WBCL_ARG(ctx, k, 9, uso);
+    return launch1(ctx, k, (w->K + 1) * g->P * g->C);
+}
+
+/* Groups from host labels into w->mask, w->boff, w->blocks. */
+static wbcl_status set_groups(wbcl_context *ctx, ws *w, const int *labels)
 {
     const geom *g = &w->g;
     const size_t K = w->K, mp = w->mp;
@@ -453,71 +513,121 @@ static wbcl_status enq_gram(wbcl_context *ctx, ws *w, const int *labels)
         (st = write_buf(ctx, w->boff, (K + 2) * sizeof(int), w->boff_h, "group block offsets")) ||
         (st = write_buf(ctx, w->blocks, (nq ? nq : 1) * sizeof(int), w->blocks_h, "group blocks")))
         return st;
-    wbcl_kern *k;
-    if ((st = kern(ctx, g->C, "circ_gram", &k))) return st;
-    cl_uint ump = (cl_uint)mp, uP = (cl_uint)g->P, uK = (cl_uint)K;
-    WBCL_ARG(ctx, k, 0, w->Vt);
-    WBCL_ARG(ctx, k, 1, w->mask);
-    WBCL_ARG(ctx, k, 2, w->boff);
-    WBCL_ARG(ctx, k, 3, w->blocks);
-    WBCL_ARG(ctx, k, 4, w->S);
-    WBCL_ARG(ctx, k, 5, ump);
-    WBCL_ARG(ctx, k, 6, uP);
-    WBCL_ARG(ctx, k, 7, uK);
-    return launch1(ctx, k, (w->K + 1) * g->P * g->C);
+    return WBCL_SUCCESS;
 }
 
-/* S -> (M = alpha (I + alpha S)^-1 when M != NULL) and log-determinants (read back into ld_h);
- * a failed pivot is NUMERIC naming `what` (layer) and the operator and frequency. */
-static wbcl_status enq_shinv(wbcl_context *ctx, const char *op, ws *w, const float *alpha, cl_mem M, int layer)
+/* Groups by the lane-indexed predictions w->yhat into w->mask2, boff2, blocks2, the class counts into
+ * cnt at element offset cnt_off (K ints) and the objective's alpha into w->alpha2, on the device; same at
+ * same_off = 1 when every prediction is the true label (w->label), and then alpha2 = w->alpha. */
+static wbcl_status enq_groups(wbcl_context *ctx, ws *w, cl_mem cnt, size_t cnt_off, float eps2, cl_mem same,
+                              size_t same_off)
+{
+    wbcl_kern *k;
+    wbcl_status st = kern(ctx, w->g.C, "circ_groups", &k);
+    if (st) return st;
+    cl_uint um = (cl_uint)w->g.m, ump = (cl_uint)w->mp, uK = (cl_uint)w->K, uoff = (cl_uint)cnt_off;
+    WBCL_ARG(ctx, k, 0, w->yhat);
+    WBCL_ARG(ctx, k, 1, w->valid);
+    WBCL_ARG(ctx, k, 2, w->mask2);
+    WBCL_ARG(ctx, k, 3, w->boff2);
+    WBCL_ARG(ctx, k, 4, w->blocks2);
+    WBCL_ARG(ctx, k, 5, cnt);
+    WBCL_ARG(ctx, k, 6, w->alpha2);
+    WBCL_ARG(ctx, k, 7, um);
+    WBCL_ARG(ctx, k, 8, ump);
+    WBCL_ARG(ctx, k, 9, uK);
+    WBCL_ARG(ctx, k, 10, eps2);
+    WBCL_ARG(ctx, k, 11, uoff);
+    cl_uint uso = (cl_uint)same_off;
+    WBCL_ARG(ctx, k, 12, w->label);
+    WBCL_ARG(ctx, k, 13, same);
+    WBCL_ARG(ctx, k, 14, uso);
+    WBCL_ARG(ctx, k, 15, w->alpha);
+    return launch1(ctx, k, 1);
+}
+
+/* S -> M = alpha (I + alpha S)^-1 (when M != NULL) and log-determinants into ld at element offset ld_off;
+ * the first bad pivot per matrix into info (2 ints per matrix, from element offset info_off; filled with
+ * -1 beforehand by the caller). alpha: K+1 floats on the device; no read-back here. */
+static wbcl_status enq_shinv(wbcl_context *ctx, ws *w, cl_mem alpha, cl_mem M, cl_mem ld, size_t ld_off, cl_mem info,
+                             size_t info_off, cl_mem skip, size_t skip_off)
 {
     const geom *g = &w->g;
     const size_t nb = (w->K + 1) * g->P;
-    wbcl_status st;
-    if ((st = write_buf(ctx, w->alpha, (w->K + 1) * sizeof(float), alpha, "alpha"))) return st;
-    if ((st = fill_int(ctx, w->info, -1, 2 * nb, "pivot info"))) return st;
     wbcl_kern *k;
+    wbcl_status st;
     if ((st = kern(ctx, g->C, "circ_shifted_inverse", &k))) return st;
-    cl_uint uP = (cl_uint)g->P, unb = (cl_uint)nb, want = M != NULL;
+    cl_uint uP = (cl_uint)g->P, unb = (cl_uint)nb, want = M != NULL, uld = (cl_uint)ld_off, uinfo = (cl_uint)info_off;
     cl_mem out = M ? M : w->S; /* not written when want == 0 */
     WBCL_ARG(ctx, k, 0, w->S);
-    WBCL_ARG(ctx, k, 1, w->alpha);
+    WBCL_ARG(ctx, k, 1, alpha);
     WBCL_ARG(ctx, k, 2, uP);
     WBCL_ARG(ctx, k, 3, unb);
-    WBCL_ARG(ctx, k, 4, w->ld);
-    WBCL_ARG(ctx, k, 5, w->info);
+    WBCL_ARG(ctx, k, 4, ld);
+    WBCL_ARG(ctx, k, 5, info);
     WBCL_ARG(ctx, k, 6, want);
     WBCL_ARG(ctx, k, 7, out);
-    if ((st = launch1(ctx, k, nb))) return st;
-    if ((st = read_buf(ctx, w->info, 2 * nb * sizeof(int), w->info_h, "pivot info"))) return st;
+    WBCL_ARG(ctx, k, 8, uld);
+    WBCL_ARG(ctx, k, 9, uinfo);
+    cl_uint uso = (cl_uint)skip_off;
+    WBCL_ARG(ctx, k, 10, skip);
+    WBCL_ARG(ctx, k, 11, uso);
+    return launch_heavy(ctx, k, (nb + 15) / 16); /* 16 matrices per work-item */
+}
+
+/* Pivot info of one batch of (K+1) P matrices (host copy) -> NUMERIC naming the layer (1-based; 0: none),
+ * the operator and the frequency of the first failure. */
+static wbcl_status check_info(wbcl_context *ctx, const char *op, const ws *w, const int *info, int layer,
+                              const char *stage)
+{
+    const geom *g = &w->g;
+    const size_t nb = (w->K + 1) * g->P;
     size_t bad = 0, first = 0;
     for (size_t t = 0; t < nb; t++)
-        if (w->info_h[2 * t] >= 0 && alpha[t / g->P] > 0.0f) {
+        if (info[2 * t] >= 0) {
             if (!bad) first = t;
             bad++;
         }
-    if (bad) {
-        float d;
-        memcpy(&d, &w->info_h[2 * first + 1], sizeof d);
-        size_t j = first / g->P, p = first % g->P;
-        char which[48];
-        if (j == w->K) snprintf(which, sizeof which, "I + a S_p");
-        else snprintf(which, sizeof which, "I + a_%zu S_{%zu,p}", j, j);
-        return wbcl__fail(ctx, WBCL_ERROR_NUMERIC,
-                          "%s: layer %d: %s at frequency bin (%zu, %zu) is not positive definite (pivot %d is %g%s); "
-                          "%zu of %zu matrices failed",
-                          op, layer + 1, which, p / g->Wh, p % g->Wh, w->info_h[2 * first], (double)d,
-                          isfinite(d) ? "" : ": non-finite input or overflow", bad, nb);
-    }
-    return read_buf(ctx, w->ld, nb * sizeof(float), w->ld_h, "log-determinants");
+    if (!bad) return WBCL_SUCCESS;
+    float d;
+    memcpy(&d, &info[2 * first + 1], sizeof d);
+    size_t j = first / g->P, p = first % g->P;
+    char which[48], where[48] = "";
+    if (j == w->K) snprintf(which, sizeof which, "I + a S_p");
+    else snprintf(which, sizeof which, "I + a_%zu S_{%zu,p}", j, j);
+    if (layer > 0) snprintf(where, sizeof where, "layer %d%s: ", layer, stage);
+    return wbcl__fail(ctx, WBCL_ERROR_NUMERIC,
+                      "%s: %s%s at frequency bin (%zu, %zu) is not positive definite (pivot %d is %g%s); "
+                      "%zu of %zu matrices failed",
+                      op, where, which, p / g->Wh, p % g->Wh, info[2 * first], (double)d,
+                      isfinite(d) ? "" : ": non-finite input or overflow", bad, nb);
 }
 
-/* Objective of the spectra (lane layout) grouped by host labels. */
-static wbcl_status objective_of(wbcl_context *ctx, const char *op, ws *w, const int *labels, float eps2, int layer,
-                                double out[3])
+/* (dR, R, Rc) from the log-determinants ld ((K+1) P floats, host) and the group sizes cnt (K). */
+static void objective_sum(const ws *w, const float *ld, const size_t *cnt, double out[3])
 {
     const geom *g = &w->g;
     const size_t K = w->K;
+    double R = 0.0, Rc = 0.0;
+    for (size_t p = 0; p < g->P; p++) {
+        const size_t q = p % g->Wh;
+        const double wt = (q == 0 || 2 * q == g->W) ? 1.0 : 2.0;
+        R += wt * ld[K * g->P + p];
+        for (size_t j = 0; j < K; j++)
+            if (cnt[j]) Rc += wt * ((double)cnt[j] / (double)g->m) * ld[j * g->P + p];
+    }
+    R /= 2.0 * (double)g->N;
+    Rc /= 2.0 * (double)g->N;
+    out[0] = R - Rc;
+    out[1] = R;
+    out[2] = Rc;
+}
+
+/* Objective of the spectra (lane layout) grouped by host labels (blocking). */
+static wbcl_status objective_of(wbcl_context *ctx, const char *op, ws *w, const int *labels, float eps2, double out[3])
+{
+    const geom *g = &w->g;
+    const size_t K = w->K, nb = (K + 1) * g->P;
     size_t *cnt = calloc(K, sizeof *cnt);
     float *alpha = malloc((K + 1) * sizeof *alpha);
     wbcl_status st = WBCL_SUCCESS;
@@ -528,61 +638,82 @@ static wbcl_status objective_of(wbcl_context *ctx, const char *op, ws *w, const 
     for (size_t b = 0; b < g->m; b++) cnt[labels[b]]++;
     for (size_t j = 0; j < K; j++) alpha[j] = cnt[j] ? (float)((double)g->C / ((double)cnt[j] * eps2)) : 0.0f;
     alpha[K] = (float)((double)g->C / ((double)g->m * eps2));
-    if ((st = enq_gram(ctx, w, labels)) || (st = enq_shinv(ctx, op, w, alpha, NULL, layer))) goto done;
-    double R = 0.0, Rc = 0.0;
-    for (size_t p = 0; p < g->P; p++) {
-        const size_t q = p % g->Wh;
-        const double wt = (q == 0 || 2 * q == g->W) ? 1.0 : 2.0;
-        R += wt * w->ld_h[K * g->P + p];
-        for (size_t j = 0; j < K; j++)
-            if (cnt[j]) Rc += wt * ((double)cnt[j] / (double)g->m) * w->ld_h[j * g->P + p];
-    }
-    R /= 2.0 * (double)g->N;
-    Rc /= 2.0 * (double)g->N;
-    out[0] = R - Rc;
-    out[1] = R;
-    out[2] = Rc;
+    if ((st = write_buf(ctx, w->alpha, (K + 1) * sizeof(float), alpha, "alpha")) ||
+        (st = fill_int(ctx, w->info, -1, 2 * nb, "pivot info")) || (st = set_groups(ctx, w, labels)) ||
+        (st = enq_gram(ctx, w, w->mask, w->boff, w->blocks, w->zero, 0)) ||
+        (st = enq_shinv(ctx, w, w->alpha, NULL, w->ld, 0, w->info, 0, w->zero, 0)) ||
+        (st = read_buf(ctx, w->info, 2 * nb * sizeof(int), w->info_h, "pivot info")) ||
+        (st = check_info(ctx, op, w, w->info_h, 0, "")) ||
+        (st = read_buf(ctx, w->ld, nb * sizeof(float), w->ld_h, "log-determinants")))
+        goto done;
+    objective_sum(w, w->ld_h, cnt, out);
 done:
     free(cnt);
     free(alpha);
     return st;
 }
 
-/* One layer's application to w->V with operators ops and gamma (device). */
+/* One layer's application to the spectra w->Vt with operators ops and gamma (device): circ_norms ->
+ * circ_softmax -> circ_update (into w->Vt2) -> circ_scale, then Vt and Vt2 trade places. */
 static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam, const wbcl_circulant_params *p)
 {
     const geom *g = &w->g;
-    wbcl_kern *kn, *ku;
+    wbcl_kern *kn, *ks, *ku, *kc;
     wbcl_status st;
-    if ((st = kern(ctx, g->C, "circ_norms", &kn)) || (st = kern(ctx, g->C, "circ_update", &ku))) return st;
-    cl_uint um = (cl_uint)g->m, ump = (cl_uint)w->mp, uP = (cl_uint)g->P, uW = (cl_uint)g->W,
-            uWh = (cl_uint)g->Wh, uK = (cl_uint)w->K;
+    if ((st = kern(ctx, g->C, "circ_norms", &kn)) || (st = kern(ctx, g->C, "circ_softmax", &ks)) ||
+        (st = kern(ctx, g->C, "circ_update", &ku)) || (st = kern(ctx, g->C, "circ_scale", &kc)))
+        return st;
+    const size_t nblk = w->mp / 16;
+    cl_uint ump = (cl_uint)w->mp, uP = (cl_uint)g->P, uW = (cl_uint)g->W, uWh = (cl_uint)g->Wh, uK = (cl_uint)w->K,
+            upc = (cl_uint)w->pchunk, unch = (cl_uint)w->nch;
+    float eta = p->eta, lambda = p->lambda;
+    cl_uint upn = (cl_uint)w->pchn, unchn = (cl_uint)w->nchn;
     WBCL_ARG(ctx, kn, 0, w->Vt);
     WBCL_ARG(ctx, kn, 1, ops);
-    WBCL_ARG(ctx, kn, 2, w->nrm);
-    WBCL_ARG(ctx, kn, 3, um);
-    WBCL_ARG(ctx, kn, 4, ump);
-    WBCL_ARG(ctx, kn, 5, uP);
-    WBCL_ARG(ctx, kn, 6, uW);
-    WBCL_ARG(ctx, kn, 7, uWh);
-    WBCL_ARG(ctx, kn, 8, uK);
-    if ((st = launch_heavy(ctx, kn, w->K * (w->mp / 8)))) return st; /* (j, block of 8 samples) */
-    float eta = p->eta, lambda = p->lambda;
+    WBCL_ARG(ctx, kn, 2, w->npart);
+    WBCL_ARG(ctx, kn, 3, ump);
+    WBCL_ARG(ctx, kn, 4, uP);
+    WBCL_ARG(ctx, kn, 5, uW);
+    WBCL_ARG(ctx, kn, 6, uWh);
+    WBCL_ARG(ctx, kn, 7, uK);
+    WBCL_ARG(ctx, kn, 8, upn);
+    if ((st = launch_heavy(ctx, kn, w->K * w->nchn))) return st; /* (chunk of bins, class) */
+    WBCL_ARG(ctx, ks, 0, w->npart);
+    WBCL_ARG(ctx, ks, 1, w->nrm);
+    WBCL_ARG(ctx, ks, 2, gam);
+    WBCL_ARG(ctx, ks, 3, w->pi);
+    WBCL_ARG(ctx, ks, 4, w->yhat);
+    WBCL_ARG(ctx, ks, 5, w->coef);
+    WBCL_ARG(ctx, ks, 6, w->valid);
+    WBCL_ARG(ctx, ks, 7, lambda);
+    WBCL_ARG(ctx, ks, 8, ump);
+    WBCL_ARG(ctx, ks, 9, uK);
+    WBCL_ARG(ctx, ks, 10, unchn);
+    if ((st = launch1(ctx, ks, w->mp))) return st;
     WBCL_ARG(ctx, ku, 0, w->Vt);
-    WBCL_ARG(ctx, ku, 1, ops);
-    WBCL_ARG(ctx, ku, 2, gam);
-    WBCL_ARG(ctx, ku, 3, w->nrm);
-    WBCL_ARG(ctx, ku, 4, w->pi);
-    WBCL_ARG(ctx, ku, 5, w->yhat);
-    WBCL_ARG(ctx, ku, 6, eta);
-    WBCL_ARG(ctx, ku, 7, lambda);
-    WBCL_ARG(ctx, ku, 8, um);
-    WBCL_ARG(ctx, ku, 9, ump);
-    WBCL_ARG(ctx, ku, 10, uP);
-    WBCL_ARG(ctx, ku, 11, uW);
-    WBCL_ARG(ctx, ku, 12, uWh);
-    WBCL_ARG(ctx, ku, 13, uK);
-    return launch_heavy(ctx, ku, w->mp / 8);
+    WBCL_ARG(ctx, ku, 1, w->Vt2);
+    WBCL_ARG(ctx, ku, 2, ops);
+    WBCL_ARG(ctx, ku, 3, w->coef);
+    WBCL_ARG(ctx, ku, 4, w->part);
+    WBCL_ARG(ctx, ku, 5, eta);
+    WBCL_ARG(ctx, ku, 6, ump);
+    WBCL_ARG(ctx, ku, 7, uP);
+    WBCL_ARG(ctx, ku, 8, uW);
+    WBCL_ARG(ctx, ku, 9, uWh);
+    WBCL_ARG(ctx, ku, 10, uK);
+    WBCL_ARG(ctx, ku, 11, upc);
+    if ((st = launch_heavy(ctx, ku, w->nch))) return st; /* one chunk of bins (all lanes) per work-item */
+    WBCL_ARG(ctx, kc, 0, w->Vt2);
+    WBCL_ARG(ctx, kc, 1, w->part);
+    WBCL_ARG(ctx, kc, 2, ump);
+    WBCL_ARG(ctx, kc, 3, uP);
+    WBCL_ARG(ctx, kc, 4, upc);
+    WBCL_ARG(ctx, kc, 5, unch);
+    if ((st = launch_heavy(ctx, kc, nblk * w->nch))) return st;
+    cl_mem t = w->Vt;
+    w->Vt = w->Vt2;
+    w->Vt2 = t;
+    return WBCL_SUCCESS;
 }
 
 /* ---- model ------------------------------------------------------------------------------------ */
@@ -751,6 +882,48 @@ static wbcl_status features_in(wbcl_context *ctx, ws *w, const wbcl_tensor *X, c
     return copy_buf(ctx, X->mem, w->Zr, g->m * g->C * g->N * sizeof(float), "features");
 }
 
+/* Fit's deferred checks and objective: the pivot info (2 batches per layer: construction, objective),
+ * log-determinants (one batch per layer) and predicted class counts (K per layer) of layers l0..l1-1 are
+ * read in one go; the first failure in layer order is reported, else hist gets (dR, R, Rc) per layer. */
+typedef struct {
+    cl_mem info, ld, cnt, same, ldc;
+    int *info_h, *cnt_h, *same_h;
+    float *ld_h, *ldc_h;
+    size_t *cnt_z;
+    size_t L;
+    int reuse; /* objective of layer l skipped when its groups are the true ones: layer l+1's construction */
+} fit_log;
+
+static wbcl_status collect(wbcl_context *ctx, const char *op, ws *w, fit_log *f, size_t l0, size_t l1, double *hist)
+{
+    const size_t K = w->K, nb = (K + 1) * w->g.P, n = l1 - l0;
+    cl_int e = clEnqueueReadBuffer(ctx->queue, f->info, CL_FALSE, 2 * l0 * 2 * nb * sizeof(int),
+                                   2 * n * 2 * nb * sizeof(int), f->info_h, 0, NULL, NULL);
+    if (e == CL_SUCCESS)
+        e = clEnqueueReadBuffer(ctx->queue, f->ld, CL_FALSE, l0 * nb * sizeof(float), n * nb * sizeof(float), f->ld_h,
+                                0, NULL, NULL);
+    if (e == CL_SUCCESS && f->reuse)
+        e = clEnqueueReadBuffer(ctx->queue, f->ldc, CL_FALSE, 0, f->L * nb * sizeof(float), f->ldc_h, 0, NULL, NULL);
+    if (e == CL_SUCCESS)
+        e = clEnqueueReadBuffer(ctx->queue, f->same, CL_FALSE, l0 * sizeof(int), n * sizeof(int), f->same_h, 0, NULL,
+                                NULL);
+    if (e == CL_SUCCESS)
+        e = clEnqueueReadBuffer(ctx->queue, f->cnt, CL_TRUE, l0 * K * sizeof(int), n * K * sizeof(int), f->cnt_h, 0,
+                                NULL, NULL);
+    if (e != CL_SUCCESS) return wbcl__cl_fail(ctx, e, "%s: reading the layers' pivot info and objective", op);
+    wbcl_status st;
+    for (size_t i = 0; i < n; i++) {
+        if ((st = check_info(ctx, op, w, f->info_h + 2 * i * 2 * nb, (int)(l0 + i) + 1, "")) ||
+            (st = check_info(ctx, op, w, f->info_h + (2 * i + 1) * 2 * nb, (int)(l0 + i) + 1, " (objective)")))
+            return st;
+        for (size_t j = 0; j < K; j++) f->cnt_z[j] = (size_t)f->cnt_h[i * K + j];
+        const size_t l = l0 + i;
+        const int reused = f->reuse && f->same_h[i] && l + 1 < f->L;
+        objective_sum(w, reused ? f->ldc_h + (l + 1) * nb : f->ld_h + i * nb, f->cnt_z, hist + 3 * l);
+    }
+    return WBCL_SUCCESS;
+}
+
 wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wbcl_tensor *lift, const int *labels,
                                int classes, const wbcl_circulant_params *params, wbcl_circulant_progress_fn progress,
                                void *user, wbcl_tensor *Z, wbcl_circulant **out)
@@ -789,11 +962,21 @@ wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wb
     }
     const size_t K = (size_t)classes;
     float *lift_h = NULL, *alpha = malloc((K + 1) * sizeof *alpha), *gamma = malloc(K * sizeof *gamma);
-    int *yh = malloc(g.m * sizeof *yh);
     wbcl_circulant *net = NULL;
     ws w;
+    fit_log f;
     memset(&w, 0, sizeof w);
-    if (!alpha || !gamma || !yh) {
+    memset(&f, 0, sizeof f);
+    const size_t L = (size_t)params->layers, nb = (K + 1) * g.P;
+    f.info_h = malloc(2 * L * 2 * nb * sizeof *f.info_h);
+    f.ld_h = malloc(L * nb * sizeof *f.ld_h);
+    f.cnt_h = malloc(L * K * sizeof *f.cnt_h);
+    f.cnt_z = malloc(K * sizeof *f.cnt_z);
+    f.same_h = malloc(L * sizeof *f.same_h);
+    f.ldc_h = malloc(L * nb * sizeof *f.ldc_h);
+    f.L = L;
+    f.reuse = progress == NULL;
+    if (!alpha || !gamma || !f.info_h || !f.ld_h || !f.cnt_h || !f.cnt_z || !f.same_h || !f.ldc_h) {
         st = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
         goto done;
     }
@@ -825,18 +1008,42 @@ wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wb
         gamma[j] = (float)((double)counts[j] / (double)g.m);
     }
     alpha[K] = (float)((double)C / ((double)g.m * params->eps2));
-    for (int l = 0; l < params->layers; l++) {
-        if ((st = enq_gram(ctx, &w, labels)) ||
-            (st = enq_shinv(ctx, op, &w, alpha, net->ops[l], l)) ||
-            (st = write_buf(ctx, net->gam[l], K * sizeof(float), gamma, "gamma")) ||
-            (st = apply_layer(ctx, &w, net->ops[l], net->gam[l], params)))
+    /* No read-back inside the loop (unless progress is wanted): pivots, log-determinants and the predicted
+     * groups stay on the device and are checked and summed once at the end (collect), before Z is written. */
+    if ((st = wbcl__buffer(ctx, 2 * L * 2 * nb * sizeof(int), "pivot info", &f.info)) ||
+        (st = wbcl__buffer(ctx, L * nb * sizeof(float), "log-determinants", &f.ld)) ||
+        (st = wbcl__buffer(ctx, L * K * sizeof(int), "class counts", &f.cnt)) ||
+        (st = wbcl__buffer(ctx, L * sizeof(int), "group flags", &f.same)) ||
+        (st = wbcl__buffer(ctx, L * nb * sizeof(float), "log-determinants", &f.ldc)) ||
+        (st = fill_int(ctx, f.info, -1, 2 * L * 2 * nb, "pivot info")) ||
+        (st = write_buf(ctx, w.alpha, (K + 1) * sizeof(float), alpha, "alpha")) ||
+        (st = set_groups(ctx, &w, labels)))
+        goto done;
+    for (size_t l = 0; l < L; l++) {
+        cl_int e = clEnqueueWriteBuffer(ctx->queue, net->gam[l], CL_FALSE, 0, K * sizeof(float), gamma, 0, NULL, NULL);
+        if (e != CL_SUCCESS) {
+            st = wbcl__cl_fail(ctx, e, "%s: writing gamma", op);
             goto done;
-        memcpy(net->gamma + (size_t)l * K, gamma, K * sizeof *gamma);
-        if ((st = read_memberships(ctx, &w, yh, NULL)) ||
-            (st = objective_of(ctx, op, &w, yh, params->eps2, l, net->hist + 3 * (size_t)l)))
+        }
+        /* the objective of layer l (on its output, grouped by prediction) is skipped on the device when the
+         * predictions are the true labels and layer l+1 follows: its construction factors the same matrices
+         * (collect takes those log-determinants) */
+        const int skippable = f.reuse && l + 1 < L;
+        if ((st = enq_gram(ctx, &w, w.mask, w.boff, w.blocks, w.zero, 0)) ||
+            (st = enq_shinv(ctx, &w, w.alpha, net->ops[l], f.ldc, l * nb, f.info, 2 * l * 2 * nb, w.zero, 0)) ||
+            (st = apply_layer(ctx, &w, net->ops[l], net->gam[l], params)) ||
+            (st = enq_groups(ctx, &w, f.cnt, l * K, params->eps2, f.same, l)) ||
+            (st = enq_gram(ctx, &w, w.mask2, w.boff2, w.blocks2, skippable ? f.same : w.zero, skippable ? l : 0)) ||
+            (st = enq_shinv(ctx, &w, w.alpha2, NULL, f.ld, l * nb, f.info, (2 * l + 1) * 2 * nb,
+                            skippable ? f.same : w.zero, skippable ? l : 0)))
             goto done;
-        if (progress) progress(l + 1, net->hist[3 * l], net->hist[3 * l + 1], net->hist[3 * l + 2], user);
+        memcpy(net->gamma + l * K, gamma, K * sizeof *gamma);
+        if (progress) {
+            if ((st = collect(ctx, op, &w, &f, l, l + 1, net->hist))) goto done;
+            progress((int)l + 1, net->hist[3 * l], net->hist[3 * l + 1], net->hist[3 * l + 2], user);
+        }
     }
+    if (!progress && (st = collect(ctx, op, &w, &f, 0, L, net->hist))) goto done;
     if (Z) {
         if ((st = leave(ctx, &w, w.Zr)) || (st = copy_buf(ctx, w.Zr, Z->mem, g.m * C * g.N * sizeof(float), "Z")))
             goto done;
@@ -845,13 +1052,24 @@ wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wb
     *out = net;
     net = NULL;
 done:
+    clFinish(ctx->queue); /* no enqueued transfer may outlive the host arrays (error paths) */
+    release(&f.info);
+    release(&f.ld);
+    release(&f.cnt);
+    release(&f.same);
+    release(&f.ldc);
+    free(f.same_h);
+    free(f.ldc_h);
+    free(f.info_h);
+    free(f.ld_h);
+    free(f.cnt_h);
+    free(f.cnt_z);
     ws_free(&w);
     wbcl_circulant_destroy(net);
     free(counts);
     free(lift_h);
     free(alpha);
     free(gamma);
-    free(yh);
     return st;
 }
 
@@ -917,7 +1135,7 @@ wbcl_status wbcl_circulant_objective(wbcl_context *ctx, const wbcl_tensor *Z, co
     double o[3];
     if ((st = ws_alloc(ctx, &w, &g, (size_t)classes, NULL))) return st;
     if (!(st = features_in(ctx, &w, Z, NULL, 0, 0, 0)) && !(st = enter(ctx, op, &w, 0)) &&
-        !(st = objective_of(ctx, op, &w, labels, eps2, -1, o))) {
+        !(st = objective_of(ctx, op, &w, labels, eps2, o))) {
         if (dR) *dR = o[0];
         if (R) *R = o[1];
         if (Rc) *Rc = o[2];
