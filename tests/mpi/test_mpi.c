@@ -790,6 +790,15 @@ START_TEST(circulant_construction_over_ranks_equals_one_process)
             free(P);
             free(Zw);
             free(Xn);
+            /* a class no rank has (labels 0 and 2 only): every rank reports the same error */
+            float yb[CM];
+            for (int b = 0; b < CM; b++) yb[b] = (float)(d.y[b] == 1 ? 0 : d.y[b]);
+            write_f32("Cyb.npy", 1, ys, yb);
+            mpirun(cmd, sizeof cmd, 3, NULL, "redunet1d.fit --input CX.npy --lift CW.npy --labels Cyb.npy --param layers=2");
+            rc = sh(cmd, NULL);
+            ck_assert_msg(rc != 0 && rc != 124, "redunet1d.fit, empty class: status %d", rc);
+            ck_assert_msg(strstr(slurp("err.txt"), "class 1 has no samples on any participant"), "empty class: %s",
+                          slurp("err.txt"));
             wbcl_tensor_destroy(Xt);
             wbcl_tensor_destroy(Zt);
         }
