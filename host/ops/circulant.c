@@ -1018,15 +1018,16 @@ static wbcl_status fit_shard_local(wbcl_context *ctx, const char *op, shard_comm
         return st;
     }
     const size_t K = (size_t)classes, nb = (K + 1) * g.P;
-    /* the geometry (and the model settings) must agree: sums of (1, x) and (1, x^2) over participants */
-    double geo[1 + 2 * 9];
+    /* the geometry and the model settings must agree: sums of 1, x and x^2 over the participants */
+    enum { NG = 12 };
+    double geo[1 + 2 * NG];
     {
-        const double v[9] = {(double)g.dims, (double)C,         (double)g.H,         (double)g.W,
-                             (double)K,      (double)gx.C,      (double)kh * 1e4 + (double)kw,
-                             (double)params->layers, (double)params->eta + (double)params->eps2 * 7.0 +
-                                                        (double)params->lambda * 13.0};
+        const double v[NG] = {(double)g.dims,  (double)C,          (double)g.H,         (double)g.W,
+                              (double)K,       (double)gx.C,       (double)kh,          (double)kw,
+                              (double)params->layers, (double)params->eta, (double)params->eps2,
+                              (double)params->lambda};
         geo[0] = 1.0;
-        for (int i = 0; i < 9; i++) geo[1 + i] = v[i], geo[10 + i] = v[i] * v[i];
+        for (int i = 0; i < NG; i++) geo[1 + i] = v[i], geo[1 + NG + i] = v[i] * v[i];
     }
     double *cnt = malloc((K + 1) * sizeof *cnt);
     float *lift_h = NULL, *alpha = malloc((K + 1) * sizeof *alpha), *gamma = malloc(K * sizeof *gamma);
@@ -1041,9 +1042,9 @@ static wbcl_status fit_shard_local(wbcl_context *ctx, const char *op, shard_comm
         goto done;
     }
     if ((st = shard_sum(ctx, op, sc, geo, sizeof geo / sizeof geo[0]))) goto done;
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < NG; i++) { /* the variance over the participants is zero */
         const double mean = geo[1 + i] / geo[0];
-        if (fabs(geo[10 + i] / geo[0] - mean * mean) > 1e-9 * (1.0 + mean * mean)) {
+        if (fabs(geo[1 + NG + i] / geo[0] - mean * mean) > 1e-9 * (1.0 + mean * mean)) {
             st = wbcl__fail(ctx, WBCL_ERROR_SHAPE,
                             "%s: the participants disagree on the geometry, classes, lifting kernel or parameters",
                             op);

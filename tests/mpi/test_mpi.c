@@ -799,6 +799,15 @@ START_TEST(circulant_construction_over_ranks_equals_one_process)
             ck_assert_msg(rc != 0 && rc != 124, "redunet1d.fit, empty class: status %d", rc);
             ck_assert_msg(strstr(slurp("err.txt"), "class 1 has no samples on any participant"), "empty class: %s",
                           slurp("err.txt"));
+            /* ranks that disagree on a setting (layers 2 on rank 0, 3 on rank 1) stop with the same error */
+            snprintf(cmd, sizeof cmd,
+                     "%s --allow-run-as-root --oversubscribe %s -np 1 %s/wbcl-run-mpi redunet1d.fit --input CX.npy "
+                     "--lift CW.npy --labels Cy.npy --param layers=2 : -np 1 %s/wbcl-run-mpi redunet1d.fit "
+                     "--input CX.npy --lift CW.npy --labels Cy.npy --param layers=3",
+                     WBCL_MPIEXEC, WBCL_MPIEXEC_FLAGS, WBCL_TOOLS_DIR, WBCL_TOOLS_DIR);
+            rc = sh(cmd, NULL);
+            ck_assert_msg(rc != 0 && rc != 124, "redunet1d.fit, settings differ: status %d", rc);
+            ck_assert_msg(strstr(slurp("err.txt"), "participants disagree"), "settings differ: %s", slurp("err.txt"));
             wbcl_tensor_destroy(Xt);
             wbcl_tensor_destroy(Zt);
         }
