@@ -6,6 +6,7 @@
  *   - device choice per rank: the local rank (ranks on the same node) modulo the devices there;
  *   - contiguous row shards;
  *   - the vector ReduNet construction over the ranks (wbcl_redunet_fit_shard with MPI_Allreduce);
+ *   - the shift-invariant ReduNet construction over the ranks (wbcl_circulant_fit_shard, likewise);
  *   - gathering per-rank rows in rank order to rank 0 (batched inference).
  *
  * Failure protocol (the same as wbcl_redunet_comm's, see wbcl/redunet.h): ranks make the same
