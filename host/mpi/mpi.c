@@ -137,6 +137,23 @@ wbcl_status wbcl_mpi_redunet_fit(wbcl_mpi_job *job, wbcl_context *ctx, const wbc
     return st;
 }
 
+wbcl_status wbcl_mpi_circulant_fit(wbcl_mpi_job *job, wbcl_context *ctx, const wbcl_tensor *X,
+                                   const wbcl_tensor *lift, const int *labels, int classes,
+                                   const wbcl_circulant_params *params, wbcl_circulant_progress_fn progress,
+                                   void *user, wbcl_tensor *Z, wbcl_circulant **out)
+{
+    wbcl_redunet_comm comm;
+    memset(&comm, 0, sizeof comm);
+    comm.sum = comm_sum;
+    comm.root = job->rank == 0;
+    comm.user = job;
+    wbcl_context *saved = job->ctx;
+    job->ctx = ctx;
+    wbcl_status st = wbcl_circulant_fit_shard(ctx, X, lift, labels, classes, params, &comm, progress, user, Z, out);
+    job->ctx = saved;
+    return st;
+}
+
 /* ---- gathering rows ---------------------------------------------------------------------------- */
 
 int wbcl_mpi_gather_rows(wbcl_mpi_job *job, const char *local_error, const float *local, size_t rows,

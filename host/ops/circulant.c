@@ -1143,3 +1143,254 @@ wbcl_status wbcl_circulant_objective(wbcl_context *ctx, const wbcl_tensor *Z, co
     ws_free(&w);
     return st;
 }
+
+/* ---- construction over several participants (data parallel) ----------------------------------
+ *
+ * The construction sees the training samples only through per-frequency statistics: per layer the
+ * group Gram matrices S_{j,p} (lower triangles; group K: every sample) and the group sizes. Each
+ * participant computes them on its own shard with circ_gram, they are summed in double through
+ * comm->sum (C(C+1)/2 complex entries per matrix, (K+1) P matrices: O(K C^2 T), whatever m), rounded
+ * back to float and written over the local ones; every participant then factors the same matrices
+ * (the same E_p, C_{j,p}), applies the layer to its own samples, and sums the statistics grouped by
+ * yhat for the objective the same way. Two sums per layer, plus one of the geometry at the start and
+ * the final agreement. With one participant whose sum leaves the buffer as it is, this is
+ * wbcl_circulant_fit bit for bit (float -> double -> float is exact). */
+
+typedef struct {
+    const wbcl_redunet_comm *comm;
+    int known; /* a sum reported a failure: no further calls */
+    double *buf;
+    float *S_h;
+} shard_comm;
+
+static wbcl_status shard_sum(wbcl_context *ctx, const char *op, shard_comm *sc, double *buf, size_t n)
+{
+    if (sc->comm->sum(buf, n, 0, sc->comm->user)) {
+        sc->known = 1;
+        return wbcl__fail(ctx, WBCL_ERROR_PEER, "%s: another participant failed (or the transport did)", op);
+    }
+    return WBCL_SUCCESS;
+}
+
+/* w->S (local, group sizes cnt[K+1] as doubles in/out) -> the sums over all participants, in w->S and cnt. */
+static wbcl_status shard_sum_gram(wbcl_context *ctx, const char *op, shard_comm *sc, ws *w, double *cnt)
+{
+    const geom *g = &w->g;
+    const size_t C = g->C, nb = (w->K + 1) * g->P, tri = C * (C + 1) / 2, CC = C * C;
+    const size_t n = nb * tri * 2 + w->K + 1;
+    wbcl_status st;
+    if ((st = read_buf(ctx, w->S, nb * CC * 2 * sizeof(float), sc->S_h, "per-frequency matrices"))) return st;
+    double *b = sc->buf;
+    for (size_t t = 0; t < nb; t++)
+        for (size_t c = 0; c < C; c++)
+            for (size_t d = 0; d <= c; d++) {
+                const float *s = sc->S_h + (t * CC + c * C + d) * 2;
+                *b++ = s[0];
+                *b++ = s[1];
+            }
+    memcpy(b, cnt, (w->K + 1) * sizeof *cnt);
+    if ((st = shard_sum(ctx, op, sc, sc->buf, n))) return st;
+    b = sc->buf;
+    for (size_t t = 0; t < nb; t++)
+        for (size_t c = 0; c < C; c++)
+            for (size_t d = 0; d <= c; d++) {
+                float *s = sc->S_h + (t * CC + c * C + d) * 2;
+                s[0] = (float)*b++;
+                s[1] = (float)*b++;
+            }
+    memcpy(cnt, b, (w->K + 1) * sizeof *cnt);
+    return write_buf(ctx, w->S, nb * CC * 2 * sizeof(float), sc->S_h, "per-frequency matrices");
+}
+
+static wbcl_status fit_shard_local(wbcl_context *ctx, const char *op, shard_comm *sc, const wbcl_tensor *X,
+                                   const wbcl_tensor *lift, const int *labels, int classes,
+                                   const wbcl_circulant_params *params, wbcl_circulant_progress_fn progress,
+                                   void *user, wbcl_tensor *Z, wbcl_circulant **out)
+{
+    geom gx = {0}, g = {0};
+    size_t C = 0, kh = 1, kw = 1;
+    wbcl_status st;
+    if ((st = signal_geom(ctx, op, "X", X, &gx)) || (st = check_params(ctx, op, params))) return st;
+    if (lift) {
+        if ((st = lift_geom(ctx, op, lift, &gx, &C, &kh, &kw))) return st;
+    } else {
+        C = gx.C;
+    }
+    if ((st = check_channels(ctx, op, C))) return st;
+    g = gx;
+    g.C = C;
+    if (Z) {
+        geom gz = {0};
+        if ((st = signal_geom(ctx, op, "Z", Z, &gz))) return st;
+        if (gz.dims != g.dims || gz.m != g.m || gz.C != C || gz.H != g.H || gz.W != g.W) {
+            char a[96];
+            return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: Z has shape %s; expected (%zu, %zu, %s%zu)", op,
+                              wbcl__shape_str(a, sizeof a, Z->ndim, Z->shape), g.m, C,
+                              g.dims == 2 ? "H, " : "", g.W);
+        }
+    }
+    size_t *counts = malloc((size_t)(classes > 0 && classes <= MAX_CLASSES ? classes : 1) * sizeof *counts);
+    if (!counts) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    if ((st = check_labels(ctx, op, labels, g.m, classes, 0, counts))) {
+        free(counts);
+        return st;
+    }
+    const size_t K = (size_t)classes, nb = (K + 1) * g.P;
+    /* the geometry and the model settings must agree: sums of 1, x and x^2 over the participants */
+    enum { NG = 12 };
+    double geo[1 + 2 * NG];
+    {
+        const double v[NG] = {(double)g.dims,  (double)C,          (double)g.H,         (double)g.W,
+                              (double)K,       (double)gx.C,       (double)kh,          (double)kw,
+                              (double)params->layers, (double)params->eta, (double)params->eps2,
+                              (double)params->lambda};
+        geo[0] = 1.0;
+        for (int i = 0; i < NG; i++) geo[1 + i] = v[i], geo[1 + NG + i] = v[i] * v[i];
+    }
+    double *cnt = malloc((K + 1) * sizeof *cnt);
+    float *lift_h = NULL, *alpha = malloc((K + 1) * sizeof *alpha), *gamma = malloc(K * sizeof *gamma);
+    int *yh = malloc(g.m * sizeof *yh);
+    wbcl_circulant *net = NULL;
+    ws w;
+    memset(&w, 0, sizeof w);
+    sc->S_h = malloc(nb * C * C * 2 * sizeof *sc->S_h);
+    sc->buf = malloc((nb * (C * (C + 1) / 2) * 2 + K + 1) * sizeof *sc->buf);
+    if (!cnt || !alpha || !gamma || !yh || !sc->S_h || !sc->buf) {
+        st = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        goto done;
+    }
+    if ((st = shard_sum(ctx, op, sc, geo, sizeof geo / sizeof geo[0]))) goto done;
+    for (int i = 0; i < NG; i++) { /* the variance over the participants is zero */
+        const double mean = geo[1 + i] / geo[0];
+        if (fabs(geo[1 + NG + i] / geo[0] - mean * mean) > 1e-9 * (1.0 + mean * mean)) {
+            st = wbcl__fail(ctx, WBCL_ERROR_SHAPE,
+                            "%s: the participants disagree on the geometry, classes, lifting kernel or parameters",
+                            op);
+            goto done;
+        }
+    }
+    if (lift) {
+        lift_h = malloc(lift->numel * sizeof *lift_h);
+        if (!lift_h) {
+            st = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+            goto done;
+        }
+        if ((st = wbcl_tensor_read(ctx, lift, lift_h, lift->numel))) goto done;
+        for (size_t i = 0; i < lift->numel; i++)
+            if (!isfinite(lift_h[i])) {
+                st = wbcl__fail(ctx, WBCL_ERROR_NUMERIC, "%s: lifting kernel element %zu is not finite", op, i);
+                goto done;
+            }
+    }
+    if ((st = wbcl__circulant_new(ctx, g.dims, C, g.H, g.W, classes, params->layers, params, &net))) goto done;
+    if ((st = wbcl__circulant_set_extra(net, NULL, lift_h, gx.C, kh, kw))) goto done;
+    net->hist = calloc((size_t)params->layers * 3, sizeof *net->hist);
+    if (!net->hist) {
+        st = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        goto done;
+    }
+    if ((st = ws_alloc(ctx, &w, &g, K, labels))) goto done;
+    if ((st = features_in(ctx, &w, X, lift ? lift->mem : NULL, gx.C, kh, kw)) || (st = enter(ctx, op, &w, 1)))
+        goto done;
+    double m_all = 0.0;
+    for (int l = 0; l < params->layers; l++) {
+        for (size_t j = 0; j < K; j++) cnt[j] = (double)counts[j];
+        cnt[K] = (double)g.m;
+        if ((st = enq_gram(ctx, &w, labels)) || (st = shard_sum_gram(ctx, op, sc, &w, cnt))) goto done;
+        if (l == 0) {
+            for (size_t j = 0; j < K; j++)
+                if (!cnt[j]) {
+                    st = wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: class %zu has no samples on any participant",
+                                    op, j);
+                    goto done;
+                }
+            m_all = cnt[K];
+            for (size_t j = 0; j < K; j++) {
+                alpha[j] = (float)((double)C / (cnt[j] * params->eps2));
+                gamma[j] = (float)(cnt[j] / m_all);
+            }
+            alpha[K] = (float)((double)C / (m_all * params->eps2));
+        }
+        if ((st = enq_shinv(ctx, op, &w, alpha, net->ops[l], l)) ||
+            (st = write_buf(ctx, net->gam[l], K * sizeof(float), gamma, "gamma")) ||
+            (st = apply_layer(ctx, &w, net->ops[l], net->gam[l], params)))
+            goto done;
+        memcpy(net->gamma + (size_t)l * K, gamma, K * sizeof *gamma);
+        /* the objective of the output grouped by yhat, from the summed statistics */
+        if ((st = read_memberships(ctx, &w, yh, NULL))) goto done;
+        for (size_t j = 0; j <= K; j++) cnt[j] = 0.0;
+        for (size_t b = 0; b < g.m; b++) cnt[yh[b]] += 1.0;
+        cnt[K] = (double)g.m;
+        if ((st = enq_gram(ctx, &w, yh)) || (st = shard_sum_gram(ctx, op, sc, &w, cnt))) goto done;
+        float al[MAX_CLASSES + 1];
+        for (size_t j = 0; j < K; j++) al[j] = cnt[j] ? (float)((double)C / (cnt[j] * params->eps2)) : 0.0f;
+        al[K] = (float)((double)C / (cnt[K] * params->eps2));
+        if ((st = enq_shinv(ctx, op, &w, al, NULL, l))) goto done;
+        double R = 0.0, Rc = 0.0;
+        for (size_t p = 0; p < g.P; p++) {
+            const size_t q = p % g.Wh;
+            const double wt = (q == 0 || 2 * q == g.W) ? 1.0 : 2.0;
+            R += wt * w.ld_h[K * g.P + p];
+            for (size_t j = 0; j < K; j++)
+                if (cnt[j]) Rc += wt * (cnt[j] / cnt[K]) * w.ld_h[j * g.P + p];
+        }
+        R /= 2.0 * (double)g.N;
+        Rc /= 2.0 * (double)g.N;
+        double *h = net->hist + 3 * (size_t)l;
+        h[0] = R - Rc;
+        h[1] = R;
+        h[2] = Rc;
+        if (progress) progress(l + 1, h[0], h[1], h[2], user);
+    }
+    if (Z) {
+        if ((st = leave(ctx, &w, w.Zr)) || (st = copy_buf(ctx, w.Zr, Z->mem, g.m * C * g.N * sizeof(float), "Z")))
+            goto done;
+    }
+    if ((st = finish(ctx, op))) goto done;
+    *out = net;
+    net = NULL;
+done:
+    ws_free(&w);
+    wbcl_circulant_destroy(net);
+    free(counts);
+    free(cnt);
+    free(lift_h);
+    free(alpha);
+    free(gamma);
+    free(yh);
+    free(sc->S_h);
+    free(sc->buf);
+    sc->S_h = NULL;
+    sc->buf = NULL;
+    return st;
+}
+
+wbcl_status wbcl_circulant_fit_shard(wbcl_context *ctx, const wbcl_tensor *X, const wbcl_tensor *lift,
+                                     const int *labels, int classes, const wbcl_circulant_params *params,
+                                     const wbcl_redunet_comm *comm, wbcl_circulant_progress_fn progress, void *user,
+                                     wbcl_tensor *Z, wbcl_circulant **out)
+{
+    static const char op[] = "wbcl_circulant_fit_shard";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    if (!comm) return wbcl_circulant_fit(ctx, X, lift, labels, classes, params, progress, user, Z, out);
+    if (!comm->sum) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: comm->sum is NULL", op);
+    if (!out) { /* cannot even report: still agree, so that no participant waits */
+        comm->sum(NULL, 0, 1, comm->user);
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: out is NULL", op);
+    }
+    *out = NULL;
+    shard_comm sc;
+    memset(&sc, 0, sizeof sc);
+    sc.comm = comm;
+    wbcl_circulant *net = NULL;
+    wbcl_status st = fit_shard_local(ctx, op, &sc, X, lift, labels, classes, params, progress, user, Z, &net);
+    /* the final agreement (or this participant's one failed call) */
+    if (!sc.known && comm->sum(NULL, 0, st != WBCL_SUCCESS, comm->user) && !st)
+        st = wbcl__fail(ctx, WBCL_ERROR_PEER, "%s: another participant failed (or the transport did)", op);
+    if (st) {
+        wbcl_circulant_destroy(net);
+        return st;
+    }
+    *out = net;
+    return WBCL_SUCCESS;
+}

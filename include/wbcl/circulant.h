@@ -35,6 +35,7 @@
 #include "wbcl/status.h"
 #include "wbcl/context.h"
 #include "wbcl/tensor.h"
+#include "wbcl/redunet.h" /* wbcl_redunet_comm */
 
 #ifdef __cplusplus
 extern "C" {
@@ -68,6 +69,20 @@ wbcl_status wbcl_circulant_lift(wbcl_context *ctx, const wbcl_tensor *X, const w
 wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wbcl_tensor *lift, const int *labels,
                                int classes, const wbcl_circulant_params *params, wbcl_circulant_progress_fn progress,
                                void *user, wbcl_tensor *Z, wbcl_circulant **out);
+
+/* wbcl_circulant_fit on a shard of the samples, the statistics summed over all participants through
+ * comm->sum (the protocol of wbcl_redunet_comm, wbcl/redunet.h; comm->broadcast is not used: every
+ * participant factors the summed matrices itself). X, labels: this participant's samples (m_local >= 1);
+ * a class may be absent from a shard but not from every shard (WBCL_ERROR_INVALID_ARGUMENT on every
+ * participant). Participants must agree on the geometry, classes, lifting kernel shape and params
+ * (checked: WBCL_ERROR_SHAPE). Per layer two sums of (K+1) P C(C+1) + K + 1 doubles (the lower
+ * triangles of S_{j,p} for the true labels, then for yhat, and the group sizes), independent of m.
+ * Z (m_local, ...) receives this shard's features. Equals wbcl_circulant_fit on the union of the shards
+ * up to the summation order; comm == NULL is wbcl_circulant_fit. A failure elsewhere is WBCL_ERROR_PEER. */
+wbcl_status wbcl_circulant_fit_shard(wbcl_context *ctx, const wbcl_tensor *X, const wbcl_tensor *lift,
+                                     const int *labels, int classes, const wbcl_circulant_params *params,
+                                     const wbcl_redunet_comm *comm, wbcl_circulant_progress_fn progress, void *user,
+                                     wbcl_tensor *Z, wbcl_circulant **out);
 
 /* Z = f(X) with the stored layers (lifting first if the model has a lifting kernel). yhat (m host ints) and pi
  * (m x classes host floats) of the last layer may be NULL. On the training samples this replays fit. */

@@ -6,6 +6,7 @@
  *   - device choice per rank: the local rank (ranks on the same node) modulo the devices there;
  *   - contiguous row shards;
  *   - the vector ReduNet construction over the ranks (wbcl_redunet_fit_shard with MPI_Allreduce);
+ *   - the shift-invariant ReduNet construction over the ranks (wbcl_circulant_fit_shard, likewise);
  *   - gathering per-rank rows in rank order to rank 0 (batched inference).
  *
  * Failure protocol (the same as wbcl_redunet_comm's, see wbcl/redunet.h): ranks make the same
@@ -22,6 +23,7 @@
 #include <mpi.h>
 #include <stddef.h>
 
+#include "wbcl/circulant.h"
 #include "wbcl/context.h"
 #include "wbcl/redunet.h"
 #include "wbcl/status.h"
@@ -79,6 +81,15 @@ wbcl_status wbcl_mpi_redunet_fit(wbcl_mpi_job *job, wbcl_context *ctx, const wbc
                                  int classes, const wbcl_redunet_params *params, wbcl_mpi_build build,
                                  wbcl_redunet_progress_fn progress, void *user, wbcl_tensor *Z,
                                  wbcl_redunet **out);
+
+/* wbcl_circulant_fit_shard over the ranks of job (the shift-invariant ReduNet): X, labels this
+ * rank's samples (m_local >= 1), lift the same lifting kernel (or NULL) on every rank. The per-frequency
+ * statistics are summed with MPI_Allreduce (MPI_DOUBLE, MPI_SUM); every rank factors them itself.
+ * Same outcome on every rank; failures elsewhere are WBCL_ERROR_PEER as above. */
+wbcl_status wbcl_mpi_circulant_fit(wbcl_mpi_job *job, wbcl_context *ctx, const wbcl_tensor *X,
+                                   const wbcl_tensor *lift, const int *labels, int classes,
+                                   const wbcl_circulant_params *params, wbcl_circulant_progress_fn progress,
+                                   void *user, wbcl_tensor *Z, wbcl_circulant **out);
 
 /* Batched inference output: this rank's `rows` rows (0 allowed) of `row_elems` floats each (the
  * same row_elems everywhere), gathered in rank order on rank 0 (MPI_Gatherv of whole rows).

@@ -28,6 +28,7 @@
 
 #include "testutil.h"
 #include "wbcl/io.h"
+#include "wbcl/circulant.h"
 #include "wbcl/redunet.h"
 
 #define D 5
@@ -530,6 +531,339 @@ START_TEST(a_failing_rank_ends_the_job)
 }
 END_TEST
 
+
+/* ---- the shift-invariant ReduNet (wbcl_circulant_fit_shard, redunet1d/2d over ranks) -----------
+ *
+ * Data: m = 31 signals (Cin = 2, T = 8) or images (Cin = 1, 4 x 6) in 3 classes, each a class
+ * frequency with a random phase plus noise, lifted by a fixed random kernel to C = 4 (1-D) / 3 (2-D)
+ * channels; the first 11 samples are class 2, so with -np 2 (16/15) and -np 3 (11/10/10, uneven)
+ * every rank but rank 0 has an empty share of class 2. 5 layers.
+ *
+ * Tolerance 1e-5 relative, and why it holds: the distributed run differs from one process only in
+ * the order of summation of the per-frequency Gram matrices S_{j,p} (per-rank float sums over the
+ * shard's samples, then the partials summed in double and rounded once to float). Each entry is a
+ * sum of <= 31 products of entries of unit-norm spectra, so its rounding moves by ~ sqrt(m) u |S|
+ * ~ 1e-6 |S|; E_p, C_{j,p} are inverses of I + a S with condition <= 1 + C/eps2 = 41, so they
+ * move by well under 1e-5 relative, and the features and dR inherit that through 5 layers (the
+ * classes are well separated: the softmax never sits at a tie). A wrong statistic (a rank's Gram
+ * matrices missing, a class share counted twice, the local m used for gamma or alpha) is off by
+ * O(1e-1). */
+#define CM 31
+#define CK 3
+#define CL 5
+
+typedef struct circ_data {
+    int dims;
+    size_t Cin, C, H, W, k;
+    float *X, *Wt;
+    int y[CM];
+} circ_data;
+
+static void circ_make(circ_data *d, int dims, unsigned seed)
+{
+    d->dims = dims;
+    d->Cin = dims == 1 ? 2 : 1;
+    d->C = dims == 1 ? 4 : 3;
+    d->H = dims == 1 ? 1 : 4;
+    d->W = dims == 1 ? 8 : 6;
+    d->k = 3;
+    const size_t N = d->H * d->W;
+    tu_rng g;
+    tu_rng_seed(&g, seed);
+    d->X = malloc(CM * d->Cin * N * sizeof *d->X);
+    for (int b = 0; b < CM; b++) {
+        const int cls = b < 11 ? 2 : b < 21 ? 0 : 1;
+        d->y[b] = cls;
+        float *ph = tu_random_f32(&g, d->Cin, 0.0, 6.283185307);
+        float *nz = tu_random_f32(&g, d->Cin * N, -0.15, 0.15);
+        for (size_t c = 0; c < d->Cin; c++)
+            for (size_t h = 0; h < d->H; h++)
+                for (size_t w = 0; w < d->W; w++) {
+                    const double t = (double)(cls + 1) * (double)w / (double)d->W + (double)cls * (double)h /
+                                                                                      (double)d->H;
+                    d->X[((size_t)b * d->Cin + c) * N + h * d->W + w] =
+                        (float)cos(6.283185307 * t + ph[c]) + nz[c * N + h * d->W + w];
+                }
+        free(ph);
+        free(nz);
+    }
+    const size_t nk = d->C * d->Cin * (dims == 1 ? d->k : d->k * d->k);
+    d->Wt = tu_random_f32(&g, nk, -0.6, 0.6);
+}
+
+static void circ_shapes(const circ_data *d, size_t *xs, size_t *zs, size_t *ws, int *nd, int *nw)
+{
+    *nd = d->dims + 2;
+    *nw = d->dims + 2;
+    xs[0] = zs[0] = CM;
+    xs[1] = d->Cin;
+    zs[1] = d->C;
+    ws[0] = d->C;
+    ws[1] = d->Cin;
+    if (d->dims == 1) {
+        xs[2] = zs[2] = d->W;
+        ws[2] = d->k;
+    } else {
+        xs[2] = zs[2] = d->H;
+        xs[3] = zs[3] = d->W;
+        ws[2] = ws[3] = d->k;
+    }
+}
+
+/* The single-process construction of d in this process; Zref (CM, C, H, W) gets the features. */
+static wbcl_circulant *circ_reference(wbcl_context *ctx, const circ_data *d, float *Zref)
+{
+    size_t xs[4], zs[4], ws[4];
+    int nd, nw;
+    circ_shapes(d, xs, zs, ws, &nd, &nw);
+    wbcl_tensor *Xt, *Wt, *Zt;
+    ck_assert_int_eq(wbcl_tensor_create(ctx, nd, xs, WBCL_F32, d->X, &Xt), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_tensor_create(ctx, nw, ws, WBCL_F32, d->Wt, &Wt), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_tensor_create(ctx, nd, zs, WBCL_F32, NULL, &Zt), WBCL_SUCCESS);
+    wbcl_circulant_params p = wbcl_circulant_default_params();
+    p.layers = CL;
+    wbcl_circulant *net = NULL;
+    wbcl_status st = wbcl_circulant_fit(ctx, Xt, Wt, d->y, CK, &p, NULL, NULL, Zt, &net);
+    ck_assert_msg(st == WBCL_SUCCESS, "%s", wbcl_context_last_error(ctx));
+    ck_assert_int_eq(wbcl_tensor_read(ctx, Zt, Zref, CM * d->C * d->H * d->W), WBCL_SUCCESS);
+    wbcl_tensor_destroy(Xt);
+    wbcl_tensor_destroy(Wt);
+    wbcl_tensor_destroy(Zt);
+    return net;
+}
+
+/* Every layer's E_p, C_{j,p}, gamma and dR, and the final features, of net against ref. */
+static void circ_compare(wbcl_context *ctx, const wbcl_circulant *ref, const wbcl_circulant *net, const float *Zref,
+                         const float *Z, size_t nz, double tol, const char *what)
+{
+    ck_assert_int_eq(wbcl_circulant_layers(net), CL);
+    ck_assert_int_eq(wbcl_circulant_classes(net), CK);
+    const size_t C = wbcl_circulant_channels(ref), P = wbcl_circulant_height(ref) * (wbcl_circulant_width(ref) / 2 + 1);
+    const size_t ne = P * C * C * 2;
+    float *E = malloc(ne * sizeof *E), *Er = malloc(ne * sizeof *Er), *Cj = malloc(CK * ne * sizeof *Cj),
+          *Cr = malloc(CK * ne * sizeof *Cr), g[CK], gr[CK];
+    double worst = 0.0, worst_dR = 0.0;
+    for (int l = 0; l < CL; l++) {
+        ck_assert_int_eq(wbcl_circulant_read_layer(ctx, net, l, E, Cj, g), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_circulant_read_layer(ctx, ref, l, Er, Cr, gr), WBCL_SUCCESS);
+        double eE = rel_err(E, Er, ne), eg = rel_err(g, gr, CK);
+        ck_assert_msg(eE <= tol, "%s: layer %d: E_p rel err %.3g", what, l + 1, eE);
+        ck_assert_msg(eg <= tol, "%s: layer %d: gamma rel err %.3g", what, l + 1, eg);
+        worst = fmax(worst, eE);
+        for (int j = 0; j < CK; j++) {
+            double eC = rel_err(Cj + j * ne, Cr + j * ne, ne);
+            ck_assert_msg(eC <= tol, "%s: layer %d: C_{%d,p} rel err %.3g", what, l + 1, j, eC);
+            worst = fmax(worst, eC);
+        }
+        double h[3], hr[3];
+        ck_assert_int_eq(wbcl_circulant_history(net, l, &h[0], &h[1], &h[2]), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_circulant_history(ref, l, &hr[0], &hr[1], &hr[2]), WBCL_SUCCESS);
+        double edR = fabs(h[0] - hr[0]) / fabs(hr[0]);
+        ck_assert_msg(edR <= tol, "%s: layer %d: dR %.9g vs %.9g (rel %.3g)", what, l + 1, h[0], hr[0], edR);
+        worst_dR = fmax(worst_dR, edR);
+    }
+    double eZ = rel_err(Z, Zref, nz);
+    ck_assert_msg(eZ <= tol, "%s: final features rel err %.3g", what, eZ);
+    printf("%s: max rel err E_p/C_{j,p} %.2e, dR %.2e, features %.2e (tolerance %.0e)\n", what, worst, worst_dR, eZ,
+           tol);
+    free(E);
+    free(Er);
+    free(Cj);
+    free(Cr);
+}
+
+START_TEST(circulant_single_participant_is_bitexact)
+{
+    wbcl_context *ctx = tu_context();
+    circ_data d;
+    circ_make(&d, 1, 3);
+    size_t xs[4], zs[4], ws[4];
+    int nd, nw;
+    circ_shapes(&d, xs, zs, ws, &nd, &nw);
+    const size_t nz = CM * d.C * d.W;
+    float *Zref = malloc(nz * sizeof *Zref), *Z = malloc(nz * sizeof *Z);
+    wbcl_circulant *ref = circ_reference(ctx, &d, Zref);
+    wbcl_tensor *Xt, *Wt, *Zt;
+    ck_assert_int_eq(wbcl_tensor_create(ctx, nd, xs, WBCL_F32, d.X, &Xt), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_tensor_create(ctx, nw, ws, WBCL_F32, d.Wt, &Wt), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_tensor_create(ctx, nd, zs, WBCL_F32, NULL, &Zt), WBCL_SUCCESS);
+    wbcl_circulant_params p = wbcl_circulant_default_params();
+    p.layers = CL;
+    fake_comm fc = {0, 0, 0, 0};
+    wbcl_redunet_comm comm = {fake_sum, NULL, 1, &fc};
+    wbcl_circulant *net = NULL;
+    wbcl_status st = wbcl_circulant_fit_shard(ctx, Xt, Wt, d.y, CK, &p, &comm, NULL, NULL, Zt, &net);
+    ck_assert_msg(st == WBCL_SUCCESS, "%s", wbcl_context_last_error(ctx));
+    /* the geometry, two sums per layer, the final agreement */
+    ck_assert_int_eq(fc.calls, 1 + 2 * CL + 1);
+    ck_assert_int_eq(fc.failed_calls, 0);
+    ck_assert_int_eq(wbcl_tensor_read(ctx, Zt, Z, nz), WBCL_SUCCESS);
+    circ_compare(ctx, ref, net, Zref, Z, nz, 0.0, "circulant fit_shard, one participant (bit for bit)");
+    wbcl_circulant_destroy(net);
+
+    /* a peer fails at the third sum: PEER, no model, no further call */
+    fake_comm f2 = {0, 0, 3, 0};
+    comm.user = &f2;
+    net = NULL;
+    st = wbcl_circulant_fit_shard(ctx, Xt, Wt, d.y, CK, &p, &comm, NULL, NULL, Zt, &net);
+    ck_assert_int_eq(st, WBCL_ERROR_PEER);
+    ck_assert_ptr_null(net);
+    ck_assert_int_eq(f2.calls, 3);
+    /* a local failure (a label out of range): exactly one call, with failed = 1 */
+    fake_comm f3 = {0, 0, 0, 0};
+    comm.user = &f3;
+    int bad[CM];
+    memcpy(bad, d.y, sizeof bad);
+    bad[7] = CK;
+    st = wbcl_circulant_fit_shard(ctx, Xt, Wt, bad, CK, &p, &comm, NULL, NULL, Zt, &net);
+    ck_assert_int_eq(st, WBCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(f3.calls, 1);
+    ck_assert_int_eq(f3.failed_calls, 1);
+    wbcl_tensor_destroy(Xt);
+    wbcl_tensor_destroy(Wt);
+    wbcl_tensor_destroy(Zt);
+    wbcl_circulant_destroy(ref);
+    free(Zref);
+    free(Z);
+    free(d.X);
+    free(d.Wt);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(circulant_construction_over_ranks_equals_one_process)
+{
+    wbcl_context *ctx = tu_context();
+    for (int dims = 1; dims <= 2; dims++) {
+        circ_data d;
+        circ_make(&d, dims, 7u + (unsigned)dims);
+        size_t xs[4], zs[4], ws[4], ys[1] = {CM};
+        int nd, nw;
+        circ_shapes(&d, xs, zs, ws, &nd, &nw);
+        const size_t nz = CM * d.C * d.H * d.W;
+        float *Zref = malloc(nz * sizeof *Zref), yf[CM];
+        wbcl_circulant *ref = circ_reference(ctx, &d, Zref);
+        for (int b = 0; b < CM; b++) yf[b] = (float)d.y[b];
+        write_f32("CX.npy", nd, xs, d.X);
+        write_f32("CW.npy", nw, ws, d.Wt);
+        write_f32("Cy.npy", 1, ys, yf);
+        for (int np = 2; np <= 3; np++) {
+            char cmd[4096], args[1024], what[128];
+            snprintf(args, sizeof args,
+                     "redunet%dd.fit --input CX.npy --lift CW.npy --labels Cy.npy --output CZ.npy --save "
+                     "CM.safetensors --param layers=%d",
+                     dims, CL);
+            snprintf(what, sizeof what, "redunet%dd.fit -np %d (%s, ranks > 0 have no class 2)", dims, np,
+                     np == 2 ? "16/15" : "11/10/10");
+            remove(path("CZ.npy"));
+            mpirun(cmd, sizeof cmd, np, NULL, args);
+            int rc = sh(cmd, NULL);
+            ck_assert_msg(rc == 0, "%s: status %d: %s", what, rc, slurp("err.txt"));
+            wbcl_circulant *net = NULL;
+            wbcl_status st = wbcl_circulant_load(ctx, path("CM.safetensors"), &net);
+            ck_assert_msg(st == WBCL_SUCCESS, "%s: %s", what, wbcl_context_last_error(ctx));
+            ck_assert_int_eq(wbcl_circulant_has_lift(net), 1);
+            float *Z = read_f32("CZ.npy", nz);
+            circ_compare(ctx, ref, net, Zref, Z, nz, TOL, what);
+            free(Z);
+            wbcl_circulant_destroy(net);
+        }
+        if (dims == 1) { /* batched inference: redunet1d.apply on new signals, split 11/10/10 */
+            ck_assert_int_eq(wbcl_circulant_save(ctx, ref, path("CR.safetensors")), WBCL_SUCCESS);
+            float *Xn = malloc(CM * d.Cin * d.W * sizeof *Xn);
+            for (size_t i = 0; i < CM * d.Cin * d.W; i++) Xn[i] = d.X[i] + 0.05f * (float)((i * 7) % 5) - 0.1f;
+            write_f32("CXn.npy", nd, xs, Xn);
+            wbcl_tensor *Xt, *Zt;
+            ck_assert_int_eq(wbcl_tensor_create(ctx, nd, xs, WBCL_F32, Xn, &Xt), WBCL_SUCCESS);
+            ck_assert_int_eq(wbcl_tensor_create(ctx, nd, zs, WBCL_F32, NULL, &Zt), WBCL_SUCCESS);
+            ck_assert_int_eq(wbcl_circulant_apply(ctx, ref, Xt, Zt, NULL, NULL), WBCL_SUCCESS);
+            float *Zw = malloc(nz * sizeof *Zw);
+            ck_assert_int_eq(wbcl_tensor_read(ctx, Zt, Zw, nz), WBCL_SUCCESS);
+            char cmd[4096];
+            mpirun(cmd, sizeof cmd, 3, NULL, "redunet1d.apply --model CR.safetensors --input CXn.npy --output CP.npy");
+            int rc = sh(cmd, NULL);
+            ck_assert_msg(rc == 0, "redunet1d.apply -np 3: status %d: %s", rc, slurp("err.txt"));
+            float *P = read_f32("CP.npy", nz);
+            double e = rel_err(P, Zw, nz);
+            ck_assert_msg(e <= TOL, "redunet1d.apply -np 3: rel err %.3g", e);
+            printf("redunet1d.apply -np 3 (11/10/10): max rel err %.2e\n", e);
+            free(P);
+            free(Zw);
+            free(Xn);
+            /* a class no rank has (labels 0 and 2 only): every rank reports the same error */
+            float yb[CM];
+            for (int b = 0; b < CM; b++) yb[b] = (float)(d.y[b] == 1 ? 0 : d.y[b]);
+            write_f32("Cyb.npy", 1, ys, yb);
+            mpirun(cmd, sizeof cmd, 3, NULL, "redunet1d.fit --input CX.npy --lift CW.npy --labels Cyb.npy --param layers=2");
+            rc = sh(cmd, NULL);
+            ck_assert_msg(rc != 0 && rc != 124, "redunet1d.fit, empty class: status %d", rc);
+            ck_assert_msg(strstr(slurp("err.txt"), "class 1 has no samples on any participant"), "empty class: %s",
+                          slurp("err.txt"));
+            /* ranks that disagree on a setting (layers 2 on rank 0, 3 on rank 1) stop with the same error */
+            snprintf(cmd, sizeof cmd,
+                     "%s --allow-run-as-root --oversubscribe %s -np 1 %s/wbcl-run-mpi redunet1d.fit --input CX.npy "
+                     "--lift CW.npy --labels Cy.npy --param layers=2 : -np 1 %s/wbcl-run-mpi redunet1d.fit "
+                     "--input CX.npy --lift CW.npy --labels Cy.npy --param layers=3",
+                     WBCL_MPIEXEC, WBCL_MPIEXEC_FLAGS, WBCL_TOOLS_DIR, WBCL_TOOLS_DIR);
+            rc = sh(cmd, NULL);
+            ck_assert_msg(rc != 0 && rc != 124, "redunet1d.fit, settings differ: status %d", rc);
+            ck_assert_msg(strstr(slurp("err.txt"), "participants disagree"), "settings differ: %s", slurp("err.txt"));
+            wbcl_tensor_destroy(Xt);
+            wbcl_tensor_destroy(Zt);
+        }
+        wbcl_circulant_destroy(ref);
+        free(Zref);
+        free(d.X);
+        free(d.Wt);
+    }
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
+/* CRATE and ToST forwards over a batch of 5 split 2/2/1 (-np 3) and 3/2 (-np 2), against wbcl-run in
+ * one process on the whole batch, with the golden test weights (tests/golden). Each sample's forward
+ * is independent of the others and runs the same kernels, so the results agree to rounding. */
+START_TEST(models_batched_inference_equals_one_process)
+{
+    enum { B = 5 };
+    static const struct {
+        const char *module, *weights, *params;
+        size_t H, W, out;
+    } runs[] = {{"crate", "crate.safetensors", "--param dim=48 depth=2 heads=4 dim_head=12 patch=8 channels=3", 32, 32, 10},
+                {"tost", "tost16.safetensors", "--param dim=48 depth=2 heads=4 patch=16 cls_layers=2", 32, 32, 10}};
+    tu_rng g;
+    tu_rng_seed(&g, 21);
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        const size_t n = B * 3 * runs[i].H * runs[i].W, xs[4] = {B, 3, runs[i].H, runs[i].W};
+        float *img = tu_random_f32(&g, n, -1.0, 1.0);
+        write_f32("I.npy", 4, xs, img);
+        char cmd[4096], args[2048];
+        snprintf(args, sizeof args, "%s --weights %s/%s --input I.npy --output %%s %s", runs[i].module,
+                 WBCL_GOLDEN_DIR, runs[i].weights, runs[i].params);
+        char one[2100];
+        snprintf(one, sizeof one, args, "Y1.npy");
+        snprintf(cmd, sizeof cmd, "%s/wbcl-run %s", WBCL_TOOLS_DIR, one);
+        int rc = sh(cmd, NULL);
+        ck_assert_msg(rc == 0, "wbcl-run %s: status %d: %s", runs[i].module, rc, slurp("err.txt"));
+        float *Y1 = read_f32("Y1.npy", B * runs[i].out);
+        for (int np = 2; np <= 3; np++) {
+            snprintf(one, sizeof one, args, "Yn.npy");
+            remove(path("Yn.npy"));
+            mpirun(cmd, sizeof cmd, np, NULL, one);
+            rc = sh(cmd, NULL);
+            ck_assert_msg(rc == 0, "%s -np %d: status %d: %s", runs[i].module, np, rc, slurp("err.txt"));
+            float *Yn = read_f32("Yn.npy", B * runs[i].out);
+            double e = rel_err(Yn, Y1, B * runs[i].out);
+            ck_assert_msg(e <= TOL, "%s -np %d: rel err %.3g", runs[i].module, np, e);
+            printf("%s -np %d (batch %s): max rel err %.2e\n", runs[i].module, np, np == 2 ? "3/2" : "2/2/1", e);
+            free(Yn);
+        }
+        free(Y1);
+        free(img);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("mpi");
@@ -539,6 +873,7 @@ int main(void)
     tcase_set_timeout(th, 900);
     tcase_add_test(th, single_participant_is_bitexact);
     tcase_add_test(th, hook_failures);
+    tcase_add_test(th, circulant_single_participant_is_bitexact);
     suite_add_tcase(s, th);
     TCase *tc = tcase_create("mpirun");
     tcase_add_checked_fixture(tc, setup, teardown);
@@ -547,6 +882,8 @@ int main(void)
     tcase_add_test(tc, per_rank_shard_files);
     tcase_add_test(tc, batched_inference_equals_one_process);
     tcase_add_test(tc, a_failing_rank_ends_the_job);
+    tcase_add_test(tc, circulant_construction_over_ranks_equals_one_process);
+    tcase_add_test(tc, models_batched_inference_equals_one_process);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -54,6 +54,33 @@ static wbcl_status par_redunet_fit(wbcl_run *r, const wbcl_tensor *X, const int 
     return st;
 }
 
+static wbcl_status par_circulant_fit(wbcl_run *r, const wbcl_tensor *X, const wbcl_tensor *lift, const int *labels,
+                                     int classes, const wbcl_circulant_params *p,
+                                     wbcl_circulant_progress_fn progress, void *user, wbcl_tensor *Z,
+                                     wbcl_circulant **out)
+{
+    *out = NULL;
+    if (wbcl_mpi_agree(&job, NULL)) { /* the number of classes: the largest label over all ranks, + 1 */
+        agreed_fail(r);
+        return WBCL_ERROR_PEER;
+    }
+    int K = classes;
+    MPI_Allreduce(&classes, &K, 1, MPI_INT, MPI_MAX, job.comm);
+    double t0 = MPI_Wtime();
+    job.bytes_reduced = job.bytes_broadcast = 0;
+    job.seconds_in_collectives = 0.0;
+    wbcl_status st = wbcl_mpi_circulant_fit(&job, r->ctx, X, lift, labels, K, p, progress, user, Z, out);
+    if (st == WBCL_ERROR_PEER && job.failed_rank >= 0) {
+        agreed_fail(r);
+        return st;
+    }
+    if (!st)
+        wbcl_run_info(r, "%s over %d ranks: %.3f s, of which %.3f s in collectives on rank 0; %llu bytes "
+                         "allreduced per rank\n",
+                      r->mod->name, job.size, MPI_Wtime() - t0, job.seconds_in_collectives, job.bytes_reduced);
+    return st;
+}
+
 static int par_gather(wbcl_run *r, const wbcl_run_array *local, wbcl_run_array *full)
 {
     memset(full, 0, sizeof *full);
@@ -79,6 +106,7 @@ void wbcl_run_mpi_init(int *argc, char ***argv, wbcl_run *r)
     par.rank = job.rank;
     par.size = job.size;
     par.redunet_fit = par_redunet_fit;
+    par.circulant_fit = par_circulant_fit;
     par.gather = par_gather;
     par.impl = &job;
     r->par = &par;
@@ -90,12 +118,21 @@ int wbcl_run_mpi_allowed(wbcl_run *r, const wbcl_run_module *m)
         par.split_ndim = 2; /* rows (m, d) */
         return 0;
     }
+    if (!strcmp(m->name, "redunet1d.fit") || !strcmp(m->name, "redunet1d.apply")) {
+        par.split_ndim = 3; /* signals (m, C, T) */
+        return 0;
+    }
+    if (!strcmp(m->name, "redunet2d.fit") || !strcmp(m->name, "redunet2d.apply") || !strcmp(m->name, "crate") ||
+        !strcmp(m->name, "tost")) {
+        par.split_ndim = 4; /* images (m, C, H, W) */
+        return 0;
+    }
     if (!strncmp(m->name, "attn.", 5)) {
         par.split_ndim = 3; /* the batch of (B, N, d) */
         return 0;
     }
-    return wbcl_run_fail(r, "module '%s' does not run over ranks (wbcl-run-mpi runs redunet.fit, redunet.apply "
-                            "and attn.*); run it with wbcl-run",
+    return wbcl_run_fail(r, "module '%s' does not run over ranks (wbcl-run-mpi runs redunet.fit, redunet.apply, "
+                            "redunet1d.*, redunet2d.*, crate, tost and attn.*); run it with wbcl-run",
                          m->name);
 }
 

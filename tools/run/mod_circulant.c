@@ -92,6 +92,20 @@ done:
     return rc;
 }
 
+/* Input 0: read_tensor, or under wbcl-run-mpi this rank's share of it (wbcl_run_input splits the first axis). */
+static int read_input(wbcl_run *r, wbcl_tensor **out, int *ndim, size_t *shape)
+{
+    if (!r->par) return read_tensor(r, r->inputs[0], out, ndim, shape);
+    wbcl_run_array h = {0};
+    int rc = wbcl_run_input(r, 0, "X", &h, out);
+    if (!rc) {
+        *ndim = h.ndim;
+        memcpy(shape, h.shape, (size_t)h.ndim * sizeof *shape);
+    }
+    wbcl_run_array_free(&h);
+    return rc;
+}
+
 static int write_log(wbcl_run *r, const char *path, const wbcl_circulant *net)
 {
     char tmp[4200];
@@ -136,7 +150,7 @@ static int run_fit(wbcl_run *r, int dims)
     wbcl_circulant *net = NULL;
     int *y = NULL, K = 0, rc = 1, nd = 0, nw = 0;
     size_t sx[WBCL_MAX_DIMS], sw[WBCL_MAX_DIMS], sz[WBCL_MAX_DIMS];
-    if (read_tensor(r, r->inputs[0], &X, &nd, sx)) goto done;
+    if (read_input(r, &X, &nd, sx)) goto done;
     if (nd != dims + 2) {
         char s[96];
         wbcl_run_fail(r, "%s: input has shape %s; %s takes %s", r->inputs[0], wbcl_run_shape_str(s, sizeof s, nd, sx),
@@ -144,20 +158,36 @@ static int run_fit(wbcl_run *r, int dims)
         goto done;
     }
     if (lift_path && read_tensor(r, lift_path, &Wl, &nw, sw)) goto done;
-    if (read_labels(r, labels_path, sx[0], &y, &K)) goto done;
+    if (r->par) { /* wbcl-run-mpi: this rank's labels (its own file, or its rows of the whole file) */
+        char pbuf[4200];
+        const char *lp = wbcl_run_rank_path(r, labels_path, pbuf, sizeof pbuf);
+        if (r->par->per_rank_files != (lp != labels_path)) {
+            wbcl_run_fail(r, "give --input and --labels both as per-rank files (with %%r) or both whole");
+            goto done;
+        }
+        if (read_labels(r, lp, r->par->per_rank_files ? sx[0] : r->par->total, &y, &K)) goto done;
+        if (!r->par->per_rank_files) memmove(y, y + r->par->begin, r->par->count * sizeof *y);
+        K = 0; /* agreed on by the construction: the largest label over the ranks */
+        for (size_t i = 0; i < r->par->count; i++)
+            if (y[i] + 1 > K) K = y[i] + 1;
+    } else if (read_labels(r, labels_path, sx[0], &y, &K)) goto done;
     memcpy(sz, sx, sizeof sz);
     if (Wl) sz[1] = sw[0];
     if (wbcl_run_check(r, wbcl_tensor_create(r->ctx, nd, sz, WBCL_F32, NULL, &Z))) goto done;
-    wbcl_run_info(r, "%s: m = %zu, C = %zu, %s; K = %d; L = %d, eta %g, eps2 %g, lambda %g\n", name, sx[0], sz[1],
+    wbcl_run_info(r, "%s: m = %zu%s, C = %zu, %s; K = %d; L = %d, eta %g, eps2 %g, lambda %g\n", name, sx[0],
+                  r->par ? " on rank 0" : "", sz[1],
                   dims == 1 ? "1-D" : "2-D", K, p.layers, (double)p.eta, (double)p.eps2, (double)p.lambda);
     double t0 = now_s();
-    if (wbcl_run_check(r, wbcl_circulant_fit(r->ctx, X, Wl, y, K, &p, on_layer, r, Z, &net))) goto done;
+    if (r->par) {
+        if (wbcl_run_check(r, r->par->circulant_fit(r, X, Wl, y, K, &p, on_layer, r, Z, &net))) goto done;
+    } else if (wbcl_run_check(r, wbcl_circulant_fit(r->ctx, X, Wl, y, K, &p, on_layer, r, Z, &net))) goto done;
     wbcl_run_info(r, "fit took %.3f s\n", now_s() - t0);
-    if (save) {
+    const int writes = !r->par || r->par->rank == 0; /* wbcl-run-mpi: rank 0 writes the model and the log */
+    if (save && writes) {
         if (wbcl_run_check(r, wbcl_circulant_save(r->ctx, net, save))) goto done;
         wbcl_run_info(r, "wrote model %s\n", save);
     }
-    if (log_path && write_log(r, log_path, net)) goto done;
+    if (log_path && writes && write_log(r, log_path, net)) goto done;
     if (wbcl_run_write_output_tensor(r, Z)) goto done;
     rc = 0;
 done:
@@ -185,7 +215,7 @@ static int run_apply(wbcl_run *r, int dims)
                       wbcl_circulant_dims(net));
         goto done;
     }
-    if (read_tensor(r, r->inputs[0], &X, &nd, sx)) goto done;
+    if (read_input(r, &X, &nd, sx)) goto done;
     memcpy(sz, sx, sizeof sz);
     sz[1] = wbcl_circulant_channels(net);
     if (nd != dims + 2) {

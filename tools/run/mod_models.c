@@ -60,6 +60,8 @@ static int run_crate(wbcl_run *r)
         wbcl_run_param_choice(r, "output", "logits", out_choices, &what) ||
         wbcl_run_param_bool(r, "diagnostics", 0, &diag))
         return 1;
+    if (diag && r->par && r->par->size > 1) /* only rank 0 prints: the other ranks' samples would be lost */
+        return wbcl_run_fail(r, "--param diagnostics=1 does not run over ranks; run it with wbcl-run");
     if (c.heads && c.dim % c.heads == 0) c.dim_head = c.dim / c.heads;
     if (size_param(r, "dim_head", c.dim_head, &c.dim_head)) return 1;
     wbcl_run_array xh = {0};

@@ -114,6 +114,11 @@ struct wbcl_run_par {
     wbcl_status (*redunet_fit)(wbcl_run *r, const wbcl_tensor *X, const int *labels, int classes,
                                const wbcl_redunet_params *p, wbcl_redunet_progress_fn progress, void *user,
                                wbcl_tensor *Z, wbcl_redunet **out);
+    /* redunet1d.fit / redunet2d.fit: the shift-invariant construction over the ranks
+       (wbcl_mpi_circulant_fit; classes agreed on as the largest over the ranks); 0 or the status */
+    wbcl_status (*circulant_fit)(wbcl_run *r, const wbcl_tensor *X, const wbcl_tensor *lift, const int *labels,
+                                 int classes, const wbcl_circulant_params *p, wbcl_circulant_progress_fn progress,
+                                 void *user, wbcl_tensor *Z, wbcl_circulant **out);
     /* Gathers the rows of `local` (first axis) in rank order; on rank 0 `full` receives them
        (free with wbcl_run_array_free). 0, or 1 with the reason set (on every rank). */
     int (*gather)(wbcl_run *r, const wbcl_run_array *local, wbcl_run_array *full);
