@@ -1172,21 +1172,54 @@ static wbcl_status shard_sum(wbcl_context *ctx, const char *op, shard_comm *sc, 
     return WBCL_SUCCESS;
 }
 
+/* The shard fit's two steps on host labels / host alphas, with the pivot check right away (the
+ * statistics are summed over the participants between them, so nothing is deferred here):
+ * the per-frequency Gram matrices of the groups given by labels (sample-indexed) into w->S, and
+ * M = alpha (I + alpha S)^-1 (M may be NULL: log-determinants only) with the log-determinants in
+ * w->ld_h. layer: 0-based, named in a pivot failure. */
+static wbcl_status shard_gram(wbcl_context *ctx, ws *w, const int *labels)
+{
+    wbcl_status st = set_groups(ctx, w, labels);
+    if (!st) st = enq_gram(ctx, w, w->mask, w->boff, w->blocks, w->zero, 0);
+    return st;
+}
+
+static wbcl_status shard_shinv(wbcl_context *ctx, const char *op, ws *w, const float *alpha_h, cl_mem M, int layer,
+                               const char *stage)
+{
+    const size_t nb = (w->K + 1) * w->g.P;
+    wbcl_status st;
+    if ((st = write_buf(ctx, w->alpha, (w->K + 1) * sizeof(float), alpha_h, "alpha")) ||
+        (st = fill_int(ctx, w->info, -1, 2 * nb, "pivot info")) ||
+        (st = enq_shinv(ctx, w, w->alpha, M, w->ld, 0, w->info, 0, w->zero, 0)) ||
+        (st = read_buf(ctx, w->info, 2 * nb * sizeof(int), w->info_h, "pivot info")) ||
+        (st = check_info(ctx, op, w, w->info_h, layer + 1, stage)) ||
+        (st = read_buf(ctx, w->ld, nb * sizeof(float), w->ld_h, "log-determinants")))
+        return st;
+    return WBCL_SUCCESS;
+}
+
 /* w->S (local, group sizes cnt[K+1] as doubles in/out) -> the sums over all participants, in w->S and cnt. */
+/* The device keeps the (K+1) P matrices in blocks of CIRC_MW lanes (cl/circulant.cl, CI_MW): the real
+ * part of element (c, d) of matrix t at S_AT(t, c, d), its imaginary part CIRC_MW floats later. Only the
+ * lower triangles are summed; the upper ones are never read (the factorization uses the lower). */
+#define CIRC_MW 16
+#define S_AT(t, c, d) ((((t) / CIRC_MW * C + (c)) * C + (d)) * 2 * CIRC_MW + (t) % CIRC_MW)
+
 static wbcl_status shard_sum_gram(wbcl_context *ctx, const char *op, shard_comm *sc, ws *w, double *cnt)
 {
     const geom *g = &w->g;
     const size_t C = g->C, nb = (w->K + 1) * g->P, tri = C * (C + 1) / 2, CC = C * C;
-    const size_t n = nb * tri * 2 + w->K + 1;
+    const size_t n = nb * tri * 2 + w->K + 1, nbl = (nb + CIRC_MW - 1) / CIRC_MW * CIRC_MW;
     wbcl_status st;
-    if ((st = read_buf(ctx, w->S, nb * CC * 2 * sizeof(float), sc->S_h, "per-frequency matrices"))) return st;
+    if ((st = read_buf(ctx, w->S, nbl * CC * 2 * sizeof(float), sc->S_h, "per-frequency matrices"))) return st;
     double *b = sc->buf;
     for (size_t t = 0; t < nb; t++)
         for (size_t c = 0; c < C; c++)
             for (size_t d = 0; d <= c; d++) {
-                const float *s = sc->S_h + (t * CC + c * C + d) * 2;
+                const float *s = sc->S_h + S_AT(t, c, d);
                 *b++ = s[0];
-                *b++ = s[1];
+                *b++ = s[CIRC_MW];
             }
     memcpy(b, cnt, (w->K + 1) * sizeof *cnt);
     if ((st = shard_sum(ctx, op, sc, sc->buf, n))) return st;
@@ -1194,12 +1227,12 @@ static wbcl_status shard_sum_gram(wbcl_context *ctx, const char *op, shard_comm 
     for (size_t t = 0; t < nb; t++)
         for (size_t c = 0; c < C; c++)
             for (size_t d = 0; d <= c; d++) {
-                float *s = sc->S_h + (t * CC + c * C + d) * 2;
+                float *s = sc->S_h + S_AT(t, c, d);
                 s[0] = (float)*b++;
-                s[1] = (float)*b++;
+                s[CIRC_MW] = (float)*b++;
             }
     memcpy(cnt, b, (w->K + 1) * sizeof *cnt);
-    return write_buf(ctx, w->S, nb * CC * 2 * sizeof(float), sc->S_h, "per-frequency matrices");
+    return write_buf(ctx, w->S, nbl * CC * 2 * sizeof(float), sc->S_h, "per-frequency matrices");
 }
 
 static wbcl_status fit_shard_local(wbcl_context *ctx, const char *op, shard_comm *sc, const wbcl_tensor *X,
@@ -1253,7 +1286,7 @@ static wbcl_status fit_shard_local(wbcl_context *ctx, const char *op, shard_comm
     wbcl_circulant *net = NULL;
     ws w;
     memset(&w, 0, sizeof w);
-    sc->S_h = malloc(nb * C * C * 2 * sizeof *sc->S_h);
+    sc->S_h = malloc((nb + CIRC_MW - 1) / CIRC_MW * CIRC_MW * C * C * 2 * sizeof *sc->S_h);
     sc->buf = malloc((nb * (C * (C + 1) / 2) * 2 + K + 1) * sizeof *sc->buf);
     if (!cnt || !alpha || !gamma || !yh || !sc->S_h || !sc->buf) {
         st = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
@@ -1296,7 +1329,7 @@ static wbcl_status fit_shard_local(wbcl_context *ctx, const char *op, shard_comm
     for (int l = 0; l < params->layers; l++) {
         for (size_t j = 0; j < K; j++) cnt[j] = (double)counts[j];
         cnt[K] = (double)g.m;
-        if ((st = enq_gram(ctx, &w, labels)) || (st = shard_sum_gram(ctx, op, sc, &w, cnt))) goto done;
+        if ((st = shard_gram(ctx, &w, labels)) || (st = shard_sum_gram(ctx, op, sc, &w, cnt))) goto done;
         if (l == 0) {
             for (size_t j = 0; j < K; j++)
                 if (!cnt[j]) {
@@ -1311,7 +1344,7 @@ static wbcl_status fit_shard_local(wbcl_context *ctx, const char *op, shard_comm
             }
             alpha[K] = (float)((double)C / (m_all * params->eps2));
         }
-        if ((st = enq_shinv(ctx, op, &w, alpha, net->ops[l], l)) ||
+        if ((st = shard_shinv(ctx, op, &w, alpha, net->ops[l], l, "")) ||
             (st = write_buf(ctx, net->gam[l], K * sizeof(float), gamma, "gamma")) ||
             (st = apply_layer(ctx, &w, net->ops[l], net->gam[l], params)))
             goto done;
@@ -1321,11 +1354,11 @@ static wbcl_status fit_shard_local(wbcl_context *ctx, const char *op, shard_comm
         for (size_t j = 0; j <= K; j++) cnt[j] = 0.0;
         for (size_t b = 0; b < g.m; b++) cnt[yh[b]] += 1.0;
         cnt[K] = (double)g.m;
-        if ((st = enq_gram(ctx, &w, yh)) || (st = shard_sum_gram(ctx, op, sc, &w, cnt))) goto done;
+        if ((st = shard_gram(ctx, &w, yh)) || (st = shard_sum_gram(ctx, op, sc, &w, cnt))) goto done;
         float al[MAX_CLASSES + 1];
         for (size_t j = 0; j < K; j++) al[j] = cnt[j] ? (float)((double)C / (cnt[j] * params->eps2)) : 0.0f;
         al[K] = (float)((double)C / (cnt[K] * params->eps2));
-        if ((st = enq_shinv(ctx, op, &w, al, NULL, l))) goto done;
+        if ((st = shard_shinv(ctx, op, &w, al, NULL, l, " (objective)"))) goto done;
         double R = 0.0, Rc = 0.0;
         for (size_t p = 0; p < g.P; p++) {
             const size_t q = p % g.Wh;
