@@ -14,7 +14,8 @@ packages=(
   libcjson-dev                                   # safetensors headers (JSON)
   check                                          # unit tests
   libopenblas-dev                                # the CPU peer in benchmarks
-  clang                                          # fuzz targets (libFuzzer)
+  clang                                          # fuzz targets (libFuzzer), portability check
+  valgrind                                       # tools/ci-hardening.sh (memcheck job)
 )
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null

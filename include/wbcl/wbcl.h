@@ -14,5 +14,13 @@
 #include "wbcl/ref.h"
 #include "wbcl/io.h"
 #include "wbcl/weights.h"
+#include "wbcl/attention.h"
+#include "wbcl/tssa.h"
+#include "wbcl/xca.h"
+#include "wbcl/aot.h"
+#include "wbcl/energy.h"
+#include "wbcl/ista.h"
+#include "wbcl/measures.h"
+#include "wbcl/redunet.h"
 
 #endif
