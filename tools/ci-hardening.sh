@@ -47,8 +47,13 @@ run_asan() {
   export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:detect_odr_violation=0:strict_string_checks=1:check_initialization_order=1"
   export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  # --repeat until-pass:2: LeakSanitizer's stop-the-world tracer occasionally segfaults
+  # ("Tracer caught signal 11 ... LeakSanitizer has encountered a fatal error") while PoCL's
+  # worker threads are exiting at process end (seen 3 times in ~900 test cases on a loaded
+  # 2-core machine, never reproducible in isolation). A real leak or memory error is
+  # deterministic and fails the repeat as well.
   local rc=0
-  ctest --test-dir build-asan --output-on-failure || rc=$?
+  ctest --test-dir build-asan --output-on-failure --repeat until-pass:2 || rc=$?
   unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
   echo "ci-hardening: asan+ubsan job: $(( $(stamp) - t0 )) s, status $rc"
   return $rc

@@ -548,7 +548,7 @@ int main(int argc, char **argv)
             r->op = &wbcl_bench_ops[k];
             if (st) {
                 r->status = R_UNSUPPORTED;
-                snprintf(r->reason, sizeof r->reason, "no context on this device: %s", err);
+                snprintf(r->reason, sizeof r->reason, "no context on this device: %.400s", err);
                 continue;
             }
             e.seed = 0x5eed + k;
