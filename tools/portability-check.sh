@@ -7,8 +7,10 @@
 #   gfx1030 clang -target amdgcn-amd-amdhsa -mcpu=gfx1030 -nogpulib (AMD RDNA2)
 #   pocl    the local OpenCL device (PoCL by default; WBCL_DEVICE-style index in PORTABILITY_DEVICE)
 # and reports per kernel what the target tells: VGPRs/SGPRs, spills, LDS (local memory) and
-# scratch for AMD (-Rpass-analysis=kernel-resource-usage), declared .shared/.local bytes for PTX
-# (register counts need ptxas, which is not part of Debian's clang).
+# scratch for AMD (-Rpass-analysis=kernel-resource-usage; with -nogpulib, calls to builtins the
+# device library would provide make the scratch figure a conservative 16 KiB), declared .shared
+# (local memory) and .local (stack) bytes for PTX (register counts need ptxas, which is not part
+# of Debian's clang).
 #
 # The specializations (keep in step with host/core/program.c prelude and host/ops/*.c):
 #   prelude   CPU variant (wbcl_params cpu) and GPU variant (gpu), with fp64 on, and off for the
@@ -158,13 +160,16 @@ for cl in cl/*.cl; do
                 /ScratchSize/ {sc=$NF} /Occupancy/ {o=$NF}
                 /LDS Size/ {printf "%-8s %-28s VGPR %4s SGPR %4s VGPR-spill %3s LDS %6s scratch %6s occ %2s  %s\n", t, k, v, s, vs, $NF, sc, o, tag}
               ' "$log" >> "$report" ;;
-            nvptx) # declared shared (local memory) and local (stack) bytes per kernel
+            nvptx) # .shared (local memory, module-scope "<kernel>.<var>[bytes]") and .local (stack) bytes
               awk -v tag="$tag" '
-                /^\.visible \.entry/ {k=$3; sub(/\(.*/, "", k); sh=0; lo=0}
-                /\.shared/ && match($0, /\[[0-9]+\]/) {sh += substr($0, RSTART+1, RLENGTH-2)}
-                /\.local/ && match($0, /\[[0-9]+\]/) {lo += substr($0, RSTART+1, RLENGTH-2)}
-                /^}/ && k != "" {printf "nvptx    %-28s shared %6d local %6d  %s\n", k, sh, lo, tag; k=""}
-              ' "$out/$fam.ptx" >> "$report" ;;
+                NR == FNR { if ($0 ~ /^[ \t]*\.shared/ && match($0, /[A-Za-z_0-9]+_\$_[A-Za-z_0-9]+\[[0-9]+\]/)) {
+                              d = substr($0, RSTART, RLENGTH); kn = substr(d, 1, index(d, "_$_") - 1)
+                              match(d, /\[[0-9]+\]/); sh[kn] += substr(d, RSTART + 1, RLENGTH - 2) }
+                            next }
+                $1 == ".entry" || ($1 == ".visible" && $2 == ".entry") {k = $1 == ".entry" ? $2 : $3; sub(/\(.*/, "", k); lo = 0}
+                /\.local/ && match($0, /\[[0-9]+\]/) {lo += substr($0, RSTART + 1, RLENGTH - 2)}
+                /^}/ && k != "" {printf "nvptx    %-28s shared %6d local %6d  %s\n", k, sh[k] + 0, lo, tag; k = ""}
+              ' "$out/$fam.ptx" "$out/$fam.ptx" >> "$report" ;;
           esac
         done
       done < <(specs "$fam" $variant)
