@@ -12,7 +12,10 @@
 #                test_catalogue (the error paths of every module and of wbcl-run),
 #                wbcl-bench --quick (every operator once, verified against the reference: aot,
 #                attention, energy, gemm both paths, heads, ista/lasso, linalg, measures, ops,
-#                redunet, tssa, xca) and wbcl-run check. Suppressions: tools/sanitizers/valgrind.supp.
+#                redunet, tssa, xca). Suppressions: tools/sanitizers/valgrind.supp.
+#                Measured: 32 min with cold caches on a loaded 2-vCPU machine (test_core 56 s,
+#                test_io 4 s, test_catalogue 469 s, wbcl-bench 1034 s; most of it PoCL compiling
+#                kernels under memcheck), all with zero errors.
 #
 # usage: tools/ci-hardening.sh [asan|valgrind|all]      (default all)
 # Exit status non-zero if any job finds an error. Prints each job's wall time.
@@ -79,8 +82,12 @@ run_valgrind() {
   command -v valgrind >/dev/null || { echo "ci-hardening: valgrind not installed (tools/install-deps.sh)"; return 1; }
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build build -j"$jobs"
-  # the tests' own environment (CTest sets it): PoCL and wbcl caches in the build tree
-  export POCL_CACHE_DIR=$root/build/cache/pocl WBCL_CACHE_DIR=$root/build/cache/wbcl CK_DEFAULT_TIMEOUT=3000
+  # Caches of their own: under valgrind the CPU that LLVM (and so PoCL) detects is valgrind's
+  # virtual one (no AVX-512), so PoCL builds different kernels and neither its cache nor wbcl's
+  # (keyed by the device name) from the normal run applies. The first run compiles under
+  # memcheck (most of this job's time); a re-run in the same tree reuses them.
+  export POCL_CACHE_DIR=$root/build/cache/pocl-valgrind WBCL_CACHE_DIR=$root/build/cache/wbcl-valgrind
+  export CK_DEFAULT_TIMEOUT=3000
   # Check runs the cases in this process (CK_FORK=no): one report per suite.
   local out=$root/build/valgrind
   mkdir -p "$out"
@@ -94,7 +101,8 @@ run_valgrind() {
   if [ -x build/tools/wbcl-bench ]; then
     vg "$out/wbcl-bench.log" build/tools/wbcl-bench --quick --reps 1 --device 0 || rc=1
   fi
-  vg "$out/wbcl-run-check.log" build/tools/wbcl-run check --param size=40 --quiet || rc=1
+  # (wbcl-run check is not run here: it calls the same GEMM and basic ops as wbcl-bench --quick,
+  #  and took 341 s more under memcheck)
   unset POCL_CACHE_DIR WBCL_CACHE_DIR CK_DEFAULT_TIMEOUT
   echo "ci-hardening: valgrind job: $(( $(stamp) - t0 )) s, status $rc"
   return $rc
