@@ -11,6 +11,12 @@
  *   wbcl only   warm WBCL_CACHE_DIR, a new empty POCL_CACHE_DIR each run:
  *               our binary cache alone (what shipping prebuilt binaries gives)
  *   pocl only   WBCL_CACHE_DIR=off, warm POCL_CACHE_DIR: PoCL's cache alone
+ * and, for deployment (issue 7):
+ *   source      WBCL_CACHE_DIR=off and a new empty POCL_CACHE_DIR each run: every
+ *               start compiles from source (median of N)
+ *   exported    WBCL_BINARY_DIR = binaries exported once by a child (the same
+ *               calls wbcl-info --export-binaries makes), WBCL_CACHE_DIR=off, a new
+ *               empty POCL_CACHE_DIR each run: the prebuilt-binary deployment path
  * For each it reports the time spent in clBuildProgram (wbcl_context_build_ns),
  * the wall time from the child's main() to the first GEMM result on the host
  * (context creation, tensor upload, build, kernel compile-on-first-launch,
@@ -82,6 +88,11 @@ static int child(int n)
     wbcl_tensor_destroy(A);
     wbcl_tensor_destroy(B);
     wbcl_tensor_destroy(C);
+    const char *exp = getenv("WBCL_BENCH_EXPORT");
+    if (exp && *exp && (st = wbcl_context_export_binaries(ctx, exp)) != WBCL_SUCCESS) {
+        fprintf(stderr, "export: %s\n", wbcl_context_last_error(ctx));
+        return 1;
+    }
     const double t_d = now_ms();
     wbcl_context_destroy(ctx); /* saves used programs into WBCL_CACHE_DIR */
     const double t_end = now_ms();
@@ -95,7 +106,8 @@ static int child(int n)
 typedef struct { double build, first, ctx, destroy, proc; } sample;
 
 /* Runs `self child n` with the two cache variables set; parses its line. */
-static int run_child(const char *self, int n, const char *wbcl_dir, const char *pocl_dir, sample *out)
+static int run_child2(const char *self, int n, const char *wbcl_dir, const char *pocl_dir, const char *bin_dir,
+                      const char *export_dir, sample *out)
 {
     int fd[2];
     if (pipe(fd) != 0) return -1;
@@ -108,6 +120,10 @@ static int run_child(const char *self, int n, const char *wbcl_dir, const char *
         close(fd[1]);
         setenv("WBCL_CACHE_DIR", wbcl_dir, 1);
         setenv("POCL_CACHE_DIR", pocl_dir, 1);
+        if (bin_dir) setenv("WBCL_BINARY_DIR", bin_dir, 1);
+        else unsetenv("WBCL_BINARY_DIR");
+        if (export_dir) setenv("WBCL_BENCH_EXPORT", export_dir, 1);
+        else unsetenv("WBCL_BENCH_EXPORT");
         char nb[32];
         snprintf(nb, sizeof nb, "%d", n);
         execl(self, self, "child", nb, (char *)NULL);
@@ -130,6 +146,11 @@ static int run_child(const char *self, int n, const char *wbcl_dir, const char *
         return -1;
     }
     return 0;
+}
+
+static int run_child(const char *self, int n, const char *wbcl_dir, const char *pocl_dir, sample *out)
+{
+    return run_child2(self, n, wbcl_dir, pocl_dir, NULL, NULL, out);
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -226,6 +247,22 @@ int main(int argc, char **argv)
     for (int i = 0; i < reps; i++)
         if (run_child(self, n, "off", pdir, &s[i])) return 1;
     row("PoCL cache only", "off", "warm", s, reps);
+    fflush(stdout);
+    for (int i = 0; i < reps; i++) {
+        snprintf(tmp, sizeof tmp, "%s/pocl-src-%d", root, i);
+        if (run_child(self, n, "off", tmp, &s[i])) return 1;
+    }
+    row("source (no caches)", "off", "empty", s, reps);
+    fflush(stdout);
+    char bdir[512];
+    snprintf(bdir, sizeof bdir, "%s/exported", root);
+    snprintf(tmp, sizeof tmp, "%s/pocl-export", root);
+    if (run_child2(self, n, "off", tmp, NULL, bdir, &s[0])) return 1; /* the export itself, not reported */
+    for (int i = 0; i < reps; i++) {
+        snprintf(tmp, sizeof tmp, "%s/pocl-bin-%d", root, i);
+        if (run_child2(self, n, "off", tmp, bdir, NULL, &s[i])) return 1;
+    }
+    row("exported binaries (WBCL_BINARY_DIR)", "off", "empty", s, reps);
     nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return 0;
 }

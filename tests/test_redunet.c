@@ -814,8 +814,8 @@ static void write_model(const char *path, size_t L, size_t d, size_t K, size_t c
     ((float *)E.data)[0] = fill;
     const char *names[3] = {"E", "C", "gamma"};
     const wbcl_array *arrs[3] = {&E, &C, &g};
-    const char *nn[2];
-    const wbcl_array *aa[2];
+    const char *nn[3];
+    const wbcl_array *aa[3];
     int n = 0;
     for (int i = 0; i < 3; i++)
         if (i != skip) {

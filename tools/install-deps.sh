@@ -14,8 +14,9 @@ packages=(
   libcjson-dev                                   # safetensors headers (JSON)
   check                                          # unit tests
   libopenblas-dev                                # the CPU peer in benchmarks
-  clang libclang-rt-dev                          # fuzz targets (libFuzzer, ASan/UBSan runtimes)
+  clang libclang-rt-dev                          # fuzz targets (libFuzzer, ASan/UBSan runtimes), portability check
   libopenmpi-dev openmpi-bin                     # -DWBCL_MPI=ON: wbcl_mpi, wbcl-run-mpi, test_mpi
+  valgrind                                       # tools/ci-hardening.sh (memcheck job)
 )
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "wbcl/wbcl.h"
+#include "bench_ops.h"
 
 static void usage(FILE *f)
 {
@@ -12,8 +13,12 @@ static void usage(FILE *f)
                "  Lists OpenCL platforms and devices with the capabilities wbcl uses.\n"
                "  --device SEL           mark/select a device: index, P:D, name substring, cpu or gpu\n"
                "                         (default: $WBCL_DEVICE, else first GPU, else first device)\n"
-               "  --export-binaries DIR  build every kernel family for the selected device and save\n"
-               "                         the binaries in DIR (load them with WBCL_BINARY_DIR=DIR)\n");
+               "  --export-binaries DIR  build every kernel family for the selected device, run every\n"
+               "                         operator once (wbcl-bench's table, small sizes, verified) so\n"
+               "                         its programs are complete, and save all program binaries in\n"
+               "                         DIR; WBCL_BINARY_DIR=DIR then loads them without compiling\n"
+               "  --export-size quick|full  sizes of that warm-up run (default quick; full = the\n"
+               "                         wbcl-bench sizes, which adds their shape-specialized programs)\n");
 }
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -21,9 +26,15 @@ static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 int main(int argc, char **argv)
 {
     const char *sel = NULL, *export_dir = NULL;
+    int export_full = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) sel = argv[++i];
         else if (!strcmp(argv[i], "--export-binaries") && i + 1 < argc) export_dir = argv[++i];
+        else if (!strcmp(argv[i], "--export-size") && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "full")) export_full = 1;
+            else if (strcmp(v, "quick")) { fprintf(stderr, "wbcl-info: --export-size must be quick or full, got '%s'\n", v); return 2; }
+        }
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
         else { fprintf(stderr, "wbcl-info: unknown argument '%s'\n", argv[i]); usage(stderr); return 2; }
     }
@@ -64,11 +75,38 @@ int main(int argc, char **argv)
         st = wbcl_context_create(sel_idx, &ctx, err, sizeof err);
         if (st) { fprintf(stderr, "wbcl-info: %s\n", err); rc = 1; }
         else {
-            static const char *families[] = {"core"};
-            for (size_t f = 0; f < sizeof families / sizeof families[0] && !st; f++) st = wbcl_context_warm(ctx, families[f]);
-            if (!st) st = wbcl_context_export_binaries(ctx, export_dir);
+            /* 1. every kernel family with its default options; families that only build with
+             * shape-specific -D options (attention: the head dimension) come from step 2 */
+            size_t nfam = 0, nspec = 0;
+            for (const char *fam; (fam = wbcl_kernel_family(nfam)) != NULL; nfam++)
+                if (wbcl_context_warm(ctx, fam) == WBCL_ERROR_BUILD) nspec++;
+            /* 2. every operator once: its shape-specialized programs, and kernels that have run
+             * (PoCL keeps the work-group code of a launched kernel in the binary) */
+            size_t nops = 0, unsupported = 0;
+            for (size_t k = 0; !st && k < wbcl_bench_n_ops; k++) {
+                env e = {ctx, !export_full, 0x5eed + k};
+                op_case c;
+                char why[1024] = "";
+                memset(&c, 0, sizeof c);
+                wbcl_status os = wbcl_bench_ops[k].prepare(&e, &c, why, sizeof why);
+                if (os == WBCL_ERROR_UNSUPPORTED || os == WBCL_ERROR_DEVICE_LIMIT) {
+                    fprintf(stderr, "wbcl-info: note: %s not exported: %s\n", wbcl_bench_ops[k].name, why);
+                    unsupported++;
+                    continue;
+                }
+                if (os) { fprintf(stderr, "wbcl-info: %s: %s\n", wbcl_bench_ops[k].name, why); rc = 1; break; }
+                if (!(c.err <= c.tol))
+                    fprintf(stderr, "wbcl-info: warning: %s: relative error %.3g above %.3g\n", wbcl_bench_ops[k].name,
+                            c.err, c.tol);
+                c.cleanup(c.state);
+                nops++;
+            }
+            if (!st && !rc) st = wbcl_context_export_binaries(ctx, export_dir);
             if (st) { fprintf(stderr, "wbcl-info: %s\n", wbcl_context_last_error(ctx)); rc = 1; }
-            else printf("exported program binaries for '%s' to %s\n", dev[chosen].name, export_dir);
+            else if (!rc)
+                printf("exported program binaries for '%s' to %s (%zu kernel families, %zu of them only\n"
+                       "  shape-specialized; %zu operators run%s)\n",
+                       dev[chosen].name, export_dir, nfam, nspec, nops, unsupported ? ", some unsupported" : "");
             wbcl_context_destroy(ctx);
         }
     }

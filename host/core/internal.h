@@ -129,6 +129,8 @@ wbcl_status wbcl__program(wbcl_context *ctx, const char *family, const char *ext
 void wbcl__programs_release(wbcl_context *ctx);
 /* Embedded kernel sources (generated at build time from the cl directory). */
 const char *wbcl__embedded_source(const char *family, size_t *len);
+/* Name of embedded kernel family i (alphabetical; "common" is the shared prelude), NULL past the end. */
+const char *wbcl__embedded_family(size_t i);
 
 /* ---- launching -------------------------------------------------------------- */
 wbcl_status wbcl__set_arg(wbcl_context *ctx, wbcl_kern *k, cl_uint idx, size_t size, const void *value);

@@ -212,6 +212,21 @@ static cl_program from_binary(wbcl_context *ctx, const unsigned char *bin, size_
 }
 
 /* ---- program cache ------------------------------------------------------------ */
+static hash128 program_hash(const wbcl_context *ctx, const char *family, const char *src, const char *options)
+{
+    hash128 h = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+    hash_str(&h, CACHE_FORMAT);
+    hash_str(&h, family);
+    hash_str(&h, src);
+    hash_str(&h, options);
+    hash_str(&h, ctx->info.name);
+    hash_str(&h, ctx->info.vendor);
+    hash_str(&h, ctx->info.driver_version);
+    hash_str(&h, ctx->info.platform_version);
+    hash_str(&h, ctx->info.device_version);
+    return h;
+}
+
 wbcl_status wbcl__program(wbcl_context *ctx, const char *family, const char *extra, wbcl_program **out)
 {
     char options[1024];
@@ -233,16 +248,21 @@ wbcl_status wbcl__program(wbcl_context *ctx, const char *family, const char *ext
     wbcl_status st = load_source(ctx, family, &src);
     if (st) return st;
 
-    hash128 h = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
-    hash_str(&h, CACHE_FORMAT);
-    hash_str(&h, family);
-    hash_str(&h, src);
-    hash_str(&h, options);
-    hash_str(&h, ctx->info.name);
-    hash_str(&h, ctx->info.vendor);
-    hash_str(&h, ctx->info.driver_version);
-    hash_str(&h, ctx->info.platform_version);
-    hash_str(&h, ctx->info.device_version);
+    hash128 h = program_hash(ctx, family, src, options);
+    /* Prebuilt binaries (WBCL_BINARY_DIR) are keyed by the kernels embedded in this library, so
+     * that a deployment never compiles source, even when WBCL_KERNEL_DIR is set (the files there
+     * are then used only for programs the binary directory lacks). */
+    hash128 hb = h;
+    if (ctx->kernel_dir && ctx->binary_dir) {
+        char *esrc = NULL;
+        char *kd = ctx->kernel_dir;
+        ctx->kernel_dir = NULL;
+        st = load_source(ctx, family, &esrc);
+        ctx->kernel_dir = kd;
+        if (st) { free(src); return st; }
+        hb = program_hash(ctx, family, esrc, options);
+        free(esrc);
+    }
 
     wbcl_program *p = calloc(1, sizeof *p);
     if (!p) { free(src); return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "out of host memory"); }
@@ -256,11 +276,13 @@ wbcl_status wbcl__program(wbcl_context *ctx, const char *family, const char *ext
     strcpy(p->family, family);
     strcpy(p->options, options);
 
+    char bkey[33];
+    snprintf(bkey, sizeof bkey, "%016llx%016llx", (unsigned long long)hb.a, (unsigned long long)hb.b);
     /* 1. prebuilt binaries, 2. disk cache, 3. source */
     const char *dirs[2] = {ctx->binary_dir, ctx->cache_dir};
     for (int d = 0; d < 2 && !p->program; d++) {
         size_t blen = 0;
-        unsigned char *bin = load_binary(dirs[d], p->key, &blen);
+        unsigned char *bin = load_binary(dirs[d], d == 0 ? bkey : p->key, &blen);
         if (bin) {
             p->program = from_binary(ctx, bin, blen, options, &p->build_ns);
             free(bin);
@@ -387,6 +409,17 @@ wbcl_status wbcl_context_export_binaries(wbcl_context *ctx, const char *dir)
             return wbcl__fail(ctx, WBCL_ERROR_IO, "could not write the binary of '%s' into '%s'",
                               ctx->programs[i]->family, dir);
     return WBCL_SUCCESS;
+}
+
+const char *wbcl_kernel_family(size_t i)
+{
+    size_t k = 0;
+    for (size_t j = 0;; j++) {
+        const char *f = wbcl__embedded_family(j);
+        if (!f) return NULL;
+        if (strcmp(f, "common") == 0) continue;
+        if (k++ == i) return f;
+    }
 }
 
 wbcl_status wbcl_context_warm(wbcl_context *ctx, const char *family)

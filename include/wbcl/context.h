@@ -23,7 +23,10 @@ typedef struct wbcl_context wbcl_context;
  *   WBCL_KERNEL_DIR   directory whose <family>.cl files replace the embedded kernels
  *   WBCL_CACHE_DIR    on-disk program cache (default $XDG_CACHE_HOME/wbcl or ~/.cache/wbcl;
  *                     "off" disables it)
- *   WBCL_BINARY_DIR   directory of prebuilt program binaries, consulted first, read-only */
+ *   WBCL_BINARY_DIR   directory of prebuilt program binaries (wbcl-info --export-binaries),
+ *                     consulted first, read-only; keyed by the embedded kernels, so they are
+ *                     used even when WBCL_KERNEL_DIR is set (which then serves only programs
+ *                     the directory lacks) */
 wbcl_status wbcl_context_create(const char *selector, wbcl_context **out, char *err, size_t errlen);
 
 /* Saves program binaries that were used but not yet cached, frees everything. NULL is a no-op. */
@@ -66,6 +69,10 @@ wbcl_status wbcl_context_export_binaries(wbcl_context *ctx, const char *dir);
 
 /* Saves used programs to the on-disk cache now (also done by destroy). */
 wbcl_status wbcl_context_save_cache(wbcl_context *ctx);
+
+/* The kernel families built into the library ("aot", "attention", ..., "xca"), i = 0, 1, ...;
+ * NULL past the last. ("common", the prelude every family includes, is not listed.) */
+const char *wbcl_kernel_family(size_t i);
 
 /* Builds (or loads) the program of a kernel family now, e.g. "gemm", "ops". */
 wbcl_status wbcl_context_warm(wbcl_context *ctx, const char *family);

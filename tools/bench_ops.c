@@ -1,0 +1,617 @@
+/* Operators for wbcl-bench and wbcl-info --export-binaries: see bench_ops.h. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_ops.h"
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+static double urand(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return (double)((*s * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0;
+}
+
+/* n floats uniform in [lo, hi) and their double copy */
+static float *rnd(env *e, size_t n, double lo, double hi, double **d)
+{
+    float *f = malloc((n ? n : 1) * sizeof *f);
+    double *g = malloc((n ? n : 1) * sizeof *g);
+    if (!f || !g) { free(f); free(g); return NULL; }
+    for (size_t i = 0; i < n; i++) {
+        f[i] = (float)(lo + (hi - lo) * urand(&e->seed));
+        g[i] = f[i];
+    }
+    if (d) *d = g;
+    else free(g);
+    return f;
+}
+
+/* normwise: max |got - want| / max |want| (tiny floor) */
+static double relerr(const float *got, const double *want, size_t n)
+{
+    double num = 0, den = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d == d)) return INFINITY;
+        if (d > num) num = d;
+        if (fabs(want[i]) > den) den = fabs(want[i]);
+    }
+    return num / den;
+}
+
+#define FAIL(st_) do { st = (st_); goto done; } while (0)
+#define TRY(x) do { if ((st = (x)) != WBCL_SUCCESS) goto done; } while (0)
+
+static wbcl_tensor *tens(env *e, wbcl_status *st, int nd, size_t a, size_t b, size_t c, size_t d, const float *data)
+{
+    size_t s[4] = {a, b, c, d};
+    wbcl_tensor *t = NULL;
+    if (*st) return NULL;
+    *st = wbcl_tensor_create(e->ctx, nd, s, WBCL_F32, data, &t);
+    return t;
+}
+
+/* read back n floats */
+static wbcl_status readback(env *e, const wbcl_tensor *t, float **out)
+{
+    size_t n = wbcl_tensor_numel(t);
+    *out = malloc(n * sizeof **out);
+    if (!*out) return WBCL_ERROR_OUT_OF_MEMORY;
+    return wbcl_tensor_read(e->ctx, t, *out, n);
+}
+
+static void msg(char *why, size_t len, env *e, wbcl_status st)
+{
+    snprintf(why, len, "%s: %s", wbcl_status_name(st), wbcl_context_last_error(e->ctx));
+}
+
+/* ---- GEMM --------------------------------------------------------------------------------- */
+typedef struct { wbcl_tensor *A, *B, *C; wbcl_gemm_backend be; } gemm_state;
+
+static wbcl_status gemm_call(wbcl_context *ctx, void *s_)
+{
+    gemm_state *s = s_;
+    wbcl_status st = wbcl_context_set_gemm_backend(ctx, s->be);
+    if (!st) st = wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1.0f, s->A, s->B, 0.0f, s->C);
+    return st;
+}
+static void gemm_free(void *s_)
+{
+    gemm_state *s = s_;
+    wbcl_tensor_destroy(s->A); wbcl_tensor_destroy(s->B); wbcl_tensor_destroy(s->C);
+    free(s);
+}
+static wbcl_status gemm_prep(env *e, op_case *c, char *why, size_t wl, wbcl_gemm_backend be)
+{
+    size_t n = e->quick ? 67 : 512, m = n, k = n;
+    wbcl_status st = WBCL_SUCCESS;
+    double *Ad = NULL, *Bd = NULL, *Cd = NULL;
+    float *A = rnd(e, m * k, -1, 1, &Ad), *B = rnd(e, k * n, -1, 1, &Bd), *C = NULL;
+    gemm_state *s = calloc(1, sizeof *s);
+    Cd = calloc(m * n, sizeof *Cd);
+    if (!A || !B || !s || !Cd) FAIL(WBCL_ERROR_OUT_OF_MEMORY);
+    s->be = be;
+    s->A = tens(e, &st, 2, m, k, 0, 0, A);
+    s->B = tens(e, &st, 2, k, n, 0, 0, B);
+    s->C = tens(e, &st, 2, m, n, 0, 0, NULL);
+    if (st) goto done;
+    TRY(gemm_call(e->ctx, s));
+    TRY(readback(e, s->C, &C));
+    wbcl_ref_gemm(0, 0, m, n, k, 1.0, Ad, k, Bd, n, 0.0, Cd, n);
+    c->err = relerr(C, Cd, m * n);
+    c->tol = 1e-5 * sqrt((double)k);
+    c->flops = 2.0 * m * n * k;
+    c->bytes = 4.0 * (m * k + k * n + m * n);
+    snprintf(c->shape, sizeof c->shape, "m=n=k=%zu", n);
+done:
+    if (st) { msg(why, wl, e, st); if (s) gemm_free(s); s = NULL; }
+    c->call = gemm_call; c->state = s; c->cleanup = gemm_free;
+    free(A); free(B); free(C); free(Ad); free(Bd); free(Cd);
+    return st;
+}
+static wbcl_status gemm_packed_prep(env *e, op_case *c, char *w, size_t l) { return gemm_prep(e, c, w, l, WBCL_GEMM_PACKED); }
+static wbcl_status gemm_clblast_prep(env *e, op_case *c, char *w, size_t l) { return gemm_prep(e, c, w, l, WBCL_GEMM_CLBLAST); }
+
+/* ---- basic ops (row-wise and elementwise) ---------------------------------------------------- */
+enum { B_LAYERNORM, B_GELU, B_SOFTMAX, B_ADD, B_SCALE, B_RELU, B_AXPBY, B_REDUCE_ROWS, B_REDUCE_COLS };
+typedef struct { int kind; wbcl_tensor *x, *b, *y; } basic_state;
+
+static wbcl_status basic_call(wbcl_context *ctx, void *s_)
+{
+    basic_state *s = s_;
+    switch (s->kind) {
+    case B_LAYERNORM: return wbcl_layernorm(ctx, s->x, NULL, NULL, 1e-5f, s->y);
+    case B_GELU: return wbcl_gelu(ctx, s->x, s->y);
+    case B_SOFTMAX: return wbcl_softmax(ctx, s->x, s->y);
+    case B_ADD: return wbcl_add(ctx, s->x, s->b, s->y);
+    case B_SCALE: return wbcl_scale(ctx, s->x, 0.75f, s->y);
+    case B_RELU: return wbcl_relu(ctx, s->x, s->y);
+    case B_AXPBY: return wbcl_axpby(ctx, 0.5f, s->x, 0.0f, s->y); /* beta 0: y is written, not read */
+    case B_REDUCE_ROWS: return wbcl_reduce_rows(ctx, WBCL_REDUCE_SUM, s->x, s->y);
+    default: return wbcl_reduce_cols(ctx, WBCL_REDUCE_SUM, s->x, s->y);
+    }
+}
+static void basic_free(void *s_)
+{
+    basic_state *s = s_;
+    wbcl_tensor_destroy(s->x); wbcl_tensor_destroy(s->b); wbcl_tensor_destroy(s->y);
+    free(s);
+}
+static wbcl_status basic_prep(env *e, op_case *c, char *why, size_t wl, int kind)
+{
+    size_t R = e->quick ? 61 : 4096, d = e->quick ? 67 : 1024;
+    wbcl_status st = WBCL_SUCCESS;
+    double *xd = NULL, *bd = NULL, *yd = NULL;
+    float *x = rnd(e, R * d, -3, 3, &xd), *b = rnd(e, d, -1, 1, &bd), *y = NULL;
+    size_t ny = kind == B_REDUCE_ROWS ? R : kind == B_REDUCE_COLS ? d : R * d;
+    basic_state *s = calloc(1, sizeof *s);
+    yd = calloc(ny, sizeof *yd);
+    if (!x || !b || !s || !yd) FAIL(WBCL_ERROR_OUT_OF_MEMORY);
+    s->kind = kind;
+    s->x = tens(e, &st, 2, R, d, 0, 0, x);
+    s->b = tens(e, &st, 1, d, 0, 0, 0, b);
+    s->y = tens(e, &st, ny == R * d ? 2 : 1, ny == R * d ? R : ny, d, 0, 0, NULL);
+    if (st) goto done;
+    TRY(basic_call(e->ctx, s));
+    TRY(readback(e, s->y, &y));
+    switch (kind) {
+    case B_LAYERNORM: wbcl_ref_layernorm(R, d, xd, NULL, NULL, 1e-5, yd); break;
+    case B_GELU: wbcl_ref_gelu(R * d, xd, yd); break;
+    case B_SOFTMAX: wbcl_ref_softmax(R, d, xd, yd); break;
+    case B_ADD: for (size_t i = 0; i < R * d; i++) yd[i] = xd[i] + bd[i % d]; break;
+    case B_SCALE: for (size_t i = 0; i < R * d; i++) yd[i] = 0.75 * xd[i]; break;
+    case B_RELU: for (size_t i = 0; i < R * d; i++) yd[i] = xd[i] > 0 ? xd[i] : 0; break;
+    case B_AXPBY: for (size_t i = 0; i < R * d; i++) yd[i] = 0.5 * xd[i]; break;
+    case B_REDUCE_ROWS: wbcl_ref_reduce_rows(0, R, d, xd, yd); break;
+    default: wbcl_ref_reduce_cols(0, R, d, xd, yd); break;
+    }
+    c->err = relerr(y, yd, ny);
+    c->tol = kind >= B_REDUCE_ROWS ? 1e-5 * sqrt((double)(kind == B_REDUCE_ROWS ? d : R)) + 1e-5 : 1e-5;
+    c->flops = 0;
+    c->bytes = 4.0 * (R * d + ny + (kind == B_ADD ? d : 0));
+    snprintf(c->shape, sizeof c->shape, "(%zu, %zu)", R, d);
+done:
+    if (st) { msg(why, wl, e, st); if (s) basic_free(s); s = NULL; }
+    c->call = basic_call; c->state = s; c->cleanup = basic_free;
+    free(x); free(b); free(y); free(xd); free(bd); free(yd);
+    return st;
+}
+#define BASIC(fn, kind) static wbcl_status fn(env *e, op_case *c, char *w, size_t l) { return basic_prep(e, c, w, l, kind); }
+BASIC(layernorm_prep, B_LAYERNORM)
+BASIC(gelu_prep, B_GELU)
+BASIC(softmax_prep, B_SOFTMAX)
+BASIC(add_prep, B_ADD)
+BASIC(scale_prep, B_SCALE)
+BASIC(relu_prep, B_RELU)
+BASIC(axpby_prep, B_AXPBY)
+BASIC(reduce_rows_prep, B_REDUCE_ROWS)
+BASIC(reduce_cols_prep, B_REDUCE_COLS)
+
+/* ---- per-head attention kernels ---------------------------------------------------------------- */
+enum { A_SOFTMAX, A_CAUSAL, A_MSSA, A_TSSA, A_TSSA_CAUSAL, A_XCA, A_AOT, A_ENERGY, A_SPLIT, A_MERGE };
+typedef struct { int kind; wbcl_tensor *q, *k, *v, *o, *temp, *bias, *x; size_t heads; } att_state;
+
+static wbcl_status att_call(wbcl_context *ctx, void *s_)
+{
+    att_state *s = s_;
+    switch (s->kind) {
+    case A_SOFTMAX: return wbcl_attention_softmax_heads(ctx, s->q, s->k, s->v, 0.125f, 0, s->o);
+    case A_CAUSAL: return wbcl_attention_softmax_heads(ctx, s->q, s->k, s->v, 0.125f, 1, s->o);
+    case A_MSSA: return wbcl_attention_mssa_heads(ctx, s->q, 0.125f, 0, s->o);
+    case A_TSSA: return wbcl_tssa_heads(ctx, s->q, s->temp, s->o, NULL);
+    case A_TSSA_CAUSAL: return wbcl_tssa_causal_heads(ctx, s->q, s->temp, s->bias, NULL, s->o, NULL);
+    case A_XCA: return wbcl_xca_heads(ctx, s->q, s->k, s->v, s->temp, s->o);
+    case A_AOT: return wbcl_aot_heads(ctx, s->q, WBCL_AOT_SOFTMAX, 0, s->o);
+    case A_ENERGY: return wbcl_energy_heads(ctx, s->q, NULL, WBCL_RHO_EXP, 1.0f, 0.5f, s->o);
+    case A_SPLIT: return wbcl_split_heads(ctx, s->x, s->heads, 0, 1, s->o);
+    default: return wbcl_merge_heads(ctx, s->q, s->x);
+    }
+}
+static void att_free(void *s_)
+{
+    att_state *s = s_;
+    wbcl_tensor *t[] = {s->q, s->k, s->v, s->o, s->temp, s->bias, s->x};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) wbcl_tensor_destroy(t[i]);
+    free(s);
+}
+static wbcl_status att_prep(env *e, op_case *c, char *why, size_t wl, int kind)
+{
+    size_t B = 1, K = e->quick ? 2 : 8, N = e->quick ? 45 : 1024, p = e->quick ? 16 : 64, n = B * K * N * p;
+    wbcl_status st = WBCL_SUCCESS;
+    double *qd = NULL, *kd = NULL, *vd = NULL, *td = NULL, *bd = NULL, *od = NULL;
+    float *q = rnd(e, n, -1, 1, &qd), *k = rnd(e, n, -1, 1, &kd), *v = rnd(e, n, -1, 1, &vd), *o = NULL;
+    float *tmp = rnd(e, K, 0.5, 2, &td), *bias = rnd(e, K * N, 0, 0.1, &bd);
+    att_state *s = calloc(1, sizeof *s);
+    size_t no = kind == A_MERGE ? n : n;
+    od = calloc(no, sizeof *od);
+    if (!q || !k || !v || !tmp || !bias || !s || !od) FAIL(WBCL_ERROR_OUT_OF_MEMORY);
+    s->kind = kind;
+    s->heads = K;
+    s->q = tens(e, &st, 4, B, K, N, p, q);
+    s->k = tens(e, &st, 4, B, K, N, p, k);
+    s->v = tens(e, &st, 4, B, K, N, p, v);
+    s->o = tens(e, &st, 4, B, K, N, p, NULL);
+    s->temp = tens(e, &st, 1, K, 0, 0, 0, tmp);
+    s->bias = tens(e, &st, 2, K, N, 0, 0, bias);
+    s->x = tens(e, &st, 3, B, N, K * p, 0, kind == A_SPLIT ? q : NULL);
+    if (st) goto done;
+    TRY(att_call(e->ctx, s));
+    TRY(readback(e, kind == A_MERGE ? s->x : s->o, &o));
+    double nn = (double)N * N, work = 0;
+    switch (kind) {
+    case A_SOFTMAX: case A_CAUSAL:
+        wbcl_ref_attention_heads(B, K, N, N, p, qd, kd, vd, 0.125, kind == A_CAUSAL, od);
+        work = 4.0 * B * K * nn * p * (kind == A_CAUSAL ? 0.5 : 1.0);
+        break;
+    case A_MSSA: wbcl_ref_attention_heads(B, K, N, N, p, qd, qd, qd, 0.125, 0, od); work = 4.0 * B * K * nn * p; break;
+    case A_TSSA: wbcl_ref_tssa(B, K, N, p, qd, td, od, NULL); work = 0; break;
+    case A_TSSA_CAUSAL: wbcl_ref_tssa_causal(B, K, N, p, qd, td, bd, N, od, NULL); work = 0; break;
+    case A_XCA: wbcl_ref_xca(B, K, N, p, qd, kd, vd, td, od); work = 4.0 * B * K * N * p * p; break;
+    case A_AOT: wbcl_ref_aot_heads(B, K, N, p, qd, 0, 0, od); work = 4.0 * B * K * nn * p; break;
+    case A_ENERGY: wbcl_ref_energy_heads(B, K, N, p, p, qd, NULL, 0, 1.0, 0.5, od); work = 4.0 * B * K * nn * p; break;
+    case A_SPLIT: /* x (B, N, K p) -> (B, K, N, p) */
+        for (size_t h = 0; h < K; h++)
+            for (size_t i = 0; i < N; i++)
+                for (size_t j = 0; j < p; j++) od[(h * N + i) * p + j] = qd[i * K * p + h * p + j];
+        break;
+    default: /* merge: q (B, K, N, p) -> (B, N, K p) */
+        for (size_t h = 0; h < K; h++)
+            for (size_t i = 0; i < N; i++)
+                for (size_t j = 0; j < p; j++) od[i * K * p + h * p + j] = qd[(h * N + i) * p + j];
+        break;
+    }
+    c->err = relerr(o, od, no);
+    c->tol = kind == A_SPLIT || kind == A_MERGE ? 0 : 2e-5 * sqrt((double)p) + 1e-5 * log2((double)N);
+    if (kind == A_TSSA_CAUSAL || kind == A_TSSA) c->tol = 1e-4;
+    c->flops = work;
+    c->bytes = 4.0 * n * (kind == A_SOFTMAX || kind == A_CAUSAL || kind == A_XCA ? 4 : 2);
+    snprintf(c->shape, sizeof c->shape, "B=%zu K=%zu N=%zu p=%zu", B, K, N, p);
+done:
+    if (st) { msg(why, wl, e, st); if (s) att_free(s); s = NULL; }
+    c->call = att_call; c->state = s; c->cleanup = att_free;
+    free(q); free(k); free(v); free(o); free(tmp); free(bias);
+    free(qd); free(kd); free(vd); free(td); free(bd); free(od);
+    return st;
+}
+#define ATT(fn, kind) static wbcl_status fn(env *e, op_case *c, char *w, size_t l) { return att_prep(e, c, w, l, kind); }
+ATT(att_softmax_prep, A_SOFTMAX)
+ATT(att_causal_prep, A_CAUSAL)
+ATT(att_mssa_prep, A_MSSA)
+ATT(att_tssa_prep, A_TSSA)
+ATT(att_tssa_causal_prep, A_TSSA_CAUSAL)
+ATT(att_xca_prep, A_XCA)
+ATT(att_aot_prep, A_AOT)
+ATT(att_energy_prep, A_ENERGY)
+ATT(split_prep, A_SPLIT)
+ATT(merge_prep, A_MERGE)
+
+/* ---- attention modules (model forwards) -------------------------------------------------------- */
+typedef struct { wbcl_mha *mha; wbcl_mssa *mssa; wbcl_tensor *x, *y; } mod_state;
+static wbcl_status mod_call(wbcl_context *ctx, void *s_)
+{
+    mod_state *s = s_;
+    return s->mha ? wbcl_mha_forward(ctx, s->mha, s->x, s->y) : wbcl_mssa_forward(ctx, s->mssa, s->x, s->y);
+}
+static void mod_free(void *s_)
+{
+    mod_state *s = s_;
+    wbcl_mha_destroy(s->mha); wbcl_mssa_destroy(s->mssa);
+    wbcl_tensor_destroy(s->x); wbcl_tensor_destroy(s->y);
+    free(s);
+}
+static wbcl_status mod_prep(env *e, op_case *c, char *why, size_t wl, int mssa)
+{
+    size_t B = 1, N = e->quick ? 33 : 512, d = e->quick ? 32 : 384, H = e->quick ? 2 : 6;
+    wbcl_status st = WBCL_SUCCESS;
+    double *xd = NULL, *Wd = NULL, *Pd = NULL, *bd = NULL, *yd = NULL;
+    float *x = rnd(e, B * N * d, -1, 1, &xd), *W = rnd(e, 3 * d * d, -0.1, 0.1, &Wd);
+    float *P = rnd(e, d * d, -0.1, 0.1, &Pd), *b = rnd(e, d, -0.1, 0.1, &bd), *y = NULL;
+    mod_state *s = calloc(1, sizeof *s);
+    yd = calloc(B * N * d, sizeof *yd);
+    if (!x || !W || !P || !b || !s || !yd) FAIL(WBCL_ERROR_OUT_OF_MEMORY);
+    if (mssa) TRY(wbcl_mssa_create(e->ctx, d, H, d / H, 0, W, P, b, &s->mssa));
+    else TRY(wbcl_mha_create(e->ctx, d, H, 0, W, NULL, P, b, &s->mha));
+    s->x = tens(e, &st, 3, B, N, d, 0, x);
+    s->y = tens(e, &st, 3, B, N, d, 0, NULL);
+    if (st) goto done;
+    TRY(mod_call(e->ctx, s));
+    TRY(readback(e, s->y, &y));
+    if (mssa) wbcl_ref_mssa(B, N, d, H, d / H, 0, xd, Wd, Pd, bd, yd);
+    else wbcl_ref_mha(B, N, d, H, 0, xd, Wd, NULL, Pd, bd, yd);
+    c->err = relerr(y, yd, B * N * d);
+    c->tol = 1e-4;
+    double proj = 2.0 * B * N * d * d * (mssa ? 2 : 4);
+    c->flops = proj + 4.0 * B * N * N * d;
+    c->bytes = 4.0 * (2 * B * N * d + 4 * d * d);
+    snprintf(c->shape, sizeof c->shape, "B=%zu N=%zu d=%zu heads=%zu", B, N, d, H);
+done:
+    if (st) { msg(why, wl, e, st); if (s) mod_free(s); s = NULL; }
+    c->call = mod_call; c->state = s; c->cleanup = mod_free;
+    free(x); free(W); free(P); free(b); free(y); free(xd); free(Wd); free(Pd); free(bd); free(yd);
+    return st;
+}
+static wbcl_status mha_prep(env *e, op_case *c, char *w, size_t l) { return mod_prep(e, c, w, l, 0); }
+static wbcl_status mssa_mod_prep(env *e, op_case *c, char *w, size_t l) { return mod_prep(e, c, w, l, 1); }
+
+/* ---- ISTA, LASSO ------------------------------------------------------------------------------ */
+enum { I_TWO_GEMM, I_FOLDED, I_LASSO };
+typedef struct { int kind; wbcl_ista_layer *layer; wbcl_tensor *x, *W, *y; wbcl_lasso_opts lo; } ista_state;
+static wbcl_status ista_call(wbcl_context *ctx, void *s_)
+{
+    ista_state *s = s_;
+    if (s->kind == I_LASSO) {
+        wbcl_status st = wbcl_tensor_fill(ctx, s->y, 0.0f);
+        return st ? st : wbcl_lasso(ctx, s->x, s->W, &s->lo, s->y, NULL);
+    }
+    return wbcl_ista_layer_forward(ctx, s->layer, s->x, s->y);
+}
+static void ista_free(void *s_)
+{
+    ista_state *s = s_;
+    wbcl_ista_layer_destroy(s->layer);
+    wbcl_tensor_destroy(s->x); wbcl_tensor_destroy(s->W); wbcl_tensor_destroy(s->y);
+    free(s);
+}
+static wbcl_status ista_prep(env *e, op_case *c, char *why, size_t wl, int kind)
+{
+    size_t R = e->quick ? 50 : 4096, d = e->quick ? 24 : 384, m = kind == I_LASSO ? (e->quick ? 40 : 768) : d;
+    size_t T = e->quick ? 5 : 20;
+    wbcl_status st = WBCL_SUCCESS;
+    double *xd = NULL, *Wd = NULL, *yd = NULL;
+    float *x = rnd(e, R * d, -1, 1, &xd), *W = rnd(e, d * m, -0.1, 0.1, &Wd), *y = NULL;
+    ista_state *s = calloc(1, sizeof *s);
+    yd = calloc(R * m, sizeof *yd);
+    if (!x || !W || !s || !yd) FAIL(WBCL_ERROR_OUT_OF_MEMORY);
+    s->kind = kind;
+    s->x = tens(e, &st, 2, R, d, 0, 0, x);
+    s->W = tens(e, &st, 2, d, m, 0, 0, W);
+    s->y = tens(e, &st, 2, R, m, 0, 0, NULL);
+    if (st) goto done;
+    if (kind == I_LASSO) {
+        s->lo = wbcl_lasso_defaults();
+        s->lo.steps = T;
+        s->lo.L = wbcl_ref_spectral_norm_sq(d, m, Wd);
+        s->lo.step = 1.0 / s->lo.L;
+    } else {
+        TRY(wbcl_ista_layer_create(e->ctx, s->W, 0.1f, 0.1f, WBCL_THRESHOLD_RELU,
+                                   kind == I_FOLDED ? WBCL_ISTA_FOLDED : WBCL_ISTA_TWO_GEMM, &s->layer));
+    }
+    TRY(ista_call(e->ctx, s));
+    TRY(readback(e, s->y, &y));
+    if (kind == I_LASSO) {
+        wbcl_ref_lasso(R, d, m, xd, Wd, s->lo.lambd, 1, 0, (double)(float)s->lo.step, T, yd, NULL);
+        c->flops = 4.0 * R * d * m * T;
+    } else {
+        wbcl_ref_ista(R, d, d, xd, NULL, Wd, 0.1, 0.1, 0, yd);
+        c->flops = (kind == I_FOLDED ? 2.0 : 4.0) * R * d * d;
+    }
+    c->err = relerr(y, yd, R * m);
+    c->tol = kind == I_LASSO ? 1e-4 * sqrt((double)T) : 1e-5 * sqrt((double)d);
+    c->bytes = 4.0 * (R * d + R * m + d * m);
+    snprintf(c->shape, sizeof c->shape, kind == I_LASSO ? "rows=%zu d=%zu m=%zu T=%zu" : "rows=%zu d=%zu", R, d, m, T);
+done:
+    if (st) { msg(why, wl, e, st); if (s) ista_free(s); s = NULL; }
+    c->call = ista_call; c->state = s; c->cleanup = ista_free;
+    free(x); free(W); free(y); free(xd); free(Wd); free(yd);
+    return st;
+}
+static wbcl_status ista_two_prep(env *e, op_case *c, char *w, size_t l) { return ista_prep(e, c, w, l, I_TWO_GEMM); }
+static wbcl_status ista_folded_prep(env *e, op_case *c, char *w, size_t l) { return ista_prep(e, c, w, l, I_FOLDED); }
+static wbcl_status lasso_prep(env *e, op_case *c, char *w, size_t l) { return ista_prep(e, c, w, l, I_LASSO); }
+
+/* ---- SPD linear algebra --------------------------------------------------------------------- */
+enum { L_CHOL, L_INV, L_SOLVE, L_LOGDET };
+typedef struct { int kind; wbcl_tensor *A, *B, *X; } la_state;
+static wbcl_status la_call(wbcl_context *ctx, void *s_)
+{
+    la_state *s = s_;
+    switch (s->kind) {
+    case L_CHOL: return wbcl_cholesky(ctx, s->A, s->X);
+    case L_INV: return wbcl_spd_inverse(ctx, s->A, s->X);
+    case L_SOLVE: return wbcl_spd_solve(ctx, s->A, s->B, s->X);
+    default: return wbcl_logdet_spd(ctx, s->A, s->X);
+    }
+}
+static void la_free(void *s_)
+{
+    la_state *s = s_;
+    wbcl_tensor_destroy(s->A); wbcl_tensor_destroy(s->B); wbcl_tensor_destroy(s->X);
+    free(s);
+}
+static wbcl_status la_prep(env *e, op_case *c, char *why, size_t wl, int kind)
+{
+    size_t bt = e->quick ? 3 : 64, n = e->quick ? 17 : 128, r = 8;
+    wbcl_status st = WBCL_SUCCESS;
+    double *Gd = NULL, *Bd = NULL;
+    float *G = rnd(e, bt * n * n, -1, 1, &Gd), *Bm = rnd(e, bt * n * r, -1, 1, &Bd), *X = NULL;
+    float *A = malloc(bt * n * n * sizeof *A);
+    double *Ad = malloc(bt * n * n * sizeof *Ad), *Xd = calloc(bt * n * n, sizeof *Xd);
+    la_state *s = calloc(1, sizeof *s);
+    if (!G || !Bm || !A || !Ad || !Xd || !s) FAIL(WBCL_ERROR_OUT_OF_MEMORY);
+    for (size_t b = 0; b < bt; b++) /* A = G G^T / n + I, rounded to float first */
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < n; j++) {
+                double acc = i == j ? 1.0 : 0.0;
+                for (size_t l = 0; l < n; l++) acc += Gd[(b * n + i) * n + l] * Gd[(b * n + j) * n + l] / (double)n;
+                A[(b * n + i) * n + j] = (float)acc;
+                Ad[(b * n + i) * n + j] = (float)acc;
+            }
+    s->kind = kind;
+    s->A = tens(e, &st, 3, bt, n, n, 0, A);
+    s->B = tens(e, &st, 3, bt, n, r, 0, Bm);
+    if (kind == L_LOGDET) s->X = tens(e, &st, 1, bt, 0, 0, 0, NULL);
+    else if (kind == L_SOLVE) s->X = tens(e, &st, 3, bt, n, r, 0, NULL);
+    else s->X = tens(e, &st, 3, bt, n, n, 0, NULL);
+    if (st) goto done;
+    TRY(la_call(e->ctx, s));
+    TRY(readback(e, s->X, &X));
+    size_t per = kind == L_LOGDET ? 1 : kind == L_SOLVE ? n * r : n * n;
+    for (size_t b = 0; b < bt; b++) {
+        const double *Ab = Ad + b * n * n;
+        double *Xb = Xd + b * per;
+        if (kind == L_CHOL) wbcl_ref_cholesky(n, Ab, Xb);
+        else if (kind == L_INV) wbcl_ref_spd_inverse(n, Ab, Xb);
+        else if (kind == L_SOLVE) wbcl_ref_spd_solve(n, r, Ab, Bd + b * n * r, Xb);
+        else wbcl_ref_logdet_spd(n, Ab, Xb);
+    }
+    c->err = relerr(X, Xd, bt * per);
+    c->tol = 1e-5 * n;
+    c->flops = bt * (kind == L_CHOL || kind == L_LOGDET ? n * n * n / 3.0 : kind == L_INV ? n * n * n : n * n * n / 3.0 + 2.0 * n * n * r);
+    c->bytes = 4.0 * bt * (n * n + per);
+    snprintf(c->shape, sizeof c->shape, kind == L_SOLVE ? "batch=%zu n=%zu r=%zu" : "batch=%zu n=%zu", bt, n, r);
+done:
+    if (st) { msg(why, wl, e, st); if (s) la_free(s); s = NULL; }
+    c->call = la_call; c->state = s; c->cleanup = la_free;
+    free(G); free(Bm); free(A); free(X); free(Gd); free(Bd); free(Ad); free(Xd);
+    return st;
+}
+#define LA(fn, kind) static wbcl_status fn(env *e, op_case *c, char *w, size_t l) { return la_prep(e, c, w, l, kind); }
+LA(chol_prep, L_CHOL)
+LA(inv_prep, L_INV)
+LA(solve_prep, L_SOLVE)
+LA(logdet_prep, L_LOGDET)
+
+/* ---- measures ------------------------------------------------------------------------------- */
+enum { M_RATE, M_SPARSITY };
+typedef struct { int kind; wbcl_tensor *Z; double out[64]; } meas_state;
+static wbcl_status meas_call(wbcl_context *ctx, void *s_)
+{
+    meas_state *s = s_;
+    return s->kind == M_RATE ? wbcl_coding_rate(ctx, s->Z, 0.5, s->out) : wbcl_sparsity(ctx, s->Z, 0.5f, s->out);
+}
+static void meas_free(void *s_) { meas_state *s = s_; wbcl_tensor_destroy(s->Z); free(s); }
+static wbcl_status meas_prep(env *e, op_case *c, char *why, size_t wl, int kind)
+{
+    size_t bt = e->quick ? 2 : 8, N = e->quick ? 40 : 1024, d = e->quick ? 12 : 128;
+    wbcl_status st = WBCL_SUCCESS;
+    double *Zd = NULL, want[64], got[64];
+    float *Z = rnd(e, bt * N * d, -1, 1, &Zd);
+    meas_state *s = calloc(1, sizeof *s);
+    if (!Z || !s) FAIL(WBCL_ERROR_OUT_OF_MEMORY);
+    s->kind = kind;
+    s->Z = tens(e, &st, 3, bt, N, d, 0, Z);
+    if (st) goto done;
+    TRY(meas_call(e->ctx, s));
+    float gf[64];
+    for (size_t b = 0; b < bt; b++) {
+        want[b] = kind == M_RATE ? wbcl_ref_coding_rate(N, d, Zd + b * N * d, 0.5)
+                                 : wbcl_ref_sparsity(N, d, Zd + b * N * d, 0.5);
+        got[b] = s->out[b];
+        gf[b] = (float)got[b];
+    }
+    c->err = relerr(gf, want, bt);
+    c->tol = 1e-4;
+    c->flops = kind == M_RATE ? bt * (2.0 * N * d * d + d * d * d / 3.0) : 0;
+    c->bytes = 4.0 * bt * N * d;
+    snprintf(c->shape, sizeof c->shape, "batch=%zu N=%zu d=%zu", bt, N, d);
+done:
+    if (st) { msg(why, wl, e, st); if (s) meas_free(s); s = NULL; }
+    c->call = meas_call; c->state = s; c->cleanup = meas_free;
+    free(Z); free(Zd);
+    return st;
+}
+static wbcl_status rate_prep(env *e, op_case *c, char *w, size_t l) { return meas_prep(e, c, w, l, M_RATE); }
+static wbcl_status sparsity_prep(env *e, op_case *c, char *w, size_t l) { return meas_prep(e, c, w, l, M_SPARSITY); }
+
+/* ---- ReduNet: construct (fit) and apply ------------------------------------------------------- */
+typedef struct { int apply; wbcl_tensor *X, *Z; int *labels; int K; wbcl_redunet_params p; wbcl_redunet *net; } rdn_state;
+static wbcl_status rdn_call(wbcl_context *ctx, void *s_)
+{
+    rdn_state *s = s_;
+    if (s->apply) return wbcl_redunet_apply(ctx, s->net, s->X, s->Z);
+    wbcl_redunet *net = NULL;
+    wbcl_status st = wbcl_redunet_fit(ctx, s->X, s->labels, s->K, &s->p, NULL, NULL, s->Z, &net);
+    wbcl_redunet_destroy(net);
+    return st;
+}
+static void rdn_free(void *s_)
+{
+    rdn_state *s = s_;
+    wbcl_redunet_destroy(s->net);
+    wbcl_tensor_destroy(s->X); wbcl_tensor_destroy(s->Z);
+    free(s->labels);
+    free(s);
+}
+static wbcl_status rdn_prep(env *e, op_case *c, char *why, size_t wl, int apply)
+{
+    size_t d = e->quick ? 6 : 16, per = e->quick ? 20 : 500;
+    int K = 3, L = e->quick ? 3 : 20;
+    size_t m = per * (size_t)K;
+    wbcl_status st = WBCL_SUCCESS;
+    float *X = malloc(m * d * sizeof *X), *Z = NULL;
+    double *Zd = malloc(m * d * sizeof *Zd);
+    rdn_state *s = calloc(1, sizeof *s);
+    if (!X || !Zd || !s || !(s->labels = malloc(m * sizeof(int)))) FAIL(WBCL_ERROR_OUT_OF_MEMORY);
+    TRY(wbcl_redunet_gaussians(d, K, per, 0.1, NULL, e->seed, X, s->labels));
+    s->apply = apply;
+    s->K = K;
+    s->p = wbcl_redunet_default_params();
+    s->p.layers = L;
+    s->X = tens(e, &st, 2, m, d, 0, 0, X);
+    s->Z = tens(e, &st, 2, m, d, 0, 0, NULL);
+    if (st) goto done;
+    if (apply) TRY(wbcl_redunet_fit(e->ctx, s->X, s->labels, K, &s->p, NULL, NULL, NULL, &s->net));
+    TRY(rdn_call(e->ctx, s));
+    TRY(readback(e, s->Z, &Z));
+    for (size_t i = 0; i < m * d; i++) Zd[i] = X[i];
+    wbcl_ref_redunet_fit(m, d, (size_t)K, (size_t)L, s->labels, s->p.eta, s->p.eps2, s->p.lambda, Zd, NULL, NULL,
+                         NULL, NULL);
+    c->err = relerr(Z, Zd, m * d);
+    c->tol = 1e-3; /* L layers of float against double; test_redunet bounds the growth per layer */
+    /* per layer: K+1 Grams (2 m d^2) and solves (d^3) to construct, (K+1) d x d products per row to apply */
+    c->flops = (double)L * ((apply ? 0 : 2.0 * m * d * d + (K + 1) * d * d * d) + 2.0 * (K + 1) * m * d * d);
+    c->bytes = 4.0 * (2.0 * m * d + (double)L * (K + 1) * d * d);
+    snprintf(c->shape, sizeof c->shape, "m=%zu d=%zu K=%d L=%d", m, d, K, L);
+done:
+    if (st) { msg(why, wl, e, st); if (s) rdn_free(s); s = NULL; }
+    c->call = rdn_call; c->state = s; c->cleanup = rdn_free;
+    free(X); free(Z); free(Zd);
+    return st;
+}
+static wbcl_status rdn_fit_prep(env *e, op_case *c, char *w, size_t l) { return rdn_prep(e, c, w, l, 0); }
+static wbcl_status rdn_apply_prep(env *e, op_case *c, char *w, size_t l) { return rdn_prep(e, c, w, l, 1); }
+
+/* ---- the operator table: one line per operator --------------------------------------------------- */
+const bench_op wbcl_bench_ops[] = {
+    {"gemm.packed", "gemm", gemm_packed_prep},
+    {"gemm.clblast", "gemm", gemm_clblast_prep},
+    {"layernorm", "ops", layernorm_prep},
+    {"gelu", "ops", gelu_prep},
+    {"softmax", "ops", softmax_prep},
+    {"add.bias", "ops", add_prep},
+    {"scale", "ops", scale_prep},
+    {"relu", "ops", relu_prep},
+    {"axpby", "ops", axpby_prep},
+    {"reduce_rows.sum", "ops", reduce_rows_prep},
+    {"reduce_cols.sum", "ops", reduce_cols_prep},
+    {"heads.split", "heads", split_prep},
+    {"heads.merge", "heads", merge_prep},
+    {"attention.softmax", "attention", att_softmax_prep},
+    {"attention.causal", "attention", att_causal_prep},
+    {"attention.mssa", "attention", att_mssa_prep},
+    {"attention.tssa", "tssa", att_tssa_prep},
+    {"attention.tssa_causal", "tssa", att_tssa_causal_prep},
+    {"attention.xca", "xca", att_xca_prep},
+    {"attention.aot", "aot", att_aot_prep},
+    {"attention.energy", "energy", att_energy_prep},
+    {"model.mha_forward", "attention", mha_prep},
+    {"model.mssa_forward", "attention", mssa_mod_prep},
+    {"ista.two_gemm", "ista", ista_two_prep},
+    {"ista.folded", "ista", ista_folded_prep},
+    {"lasso.ista", "ista", lasso_prep},
+    {"linalg.cholesky", "linalg", chol_prep},
+    {"linalg.spd_inverse", "linalg", inv_prep},
+    {"linalg.spd_solve", "linalg", solve_prep},
+    {"linalg.logdet", "linalg", logdet_prep},
+    {"measures.coding_rate", "measures", rate_prep},
+    {"measures.sparsity", "measures", sparsity_prep},
+    {"redunet.construct", "redunet", rdn_fit_prep},
+    {"redunet.apply", "redunet", rdn_apply_prep},
+};
+const size_t wbcl_bench_n_ops = sizeof wbcl_bench_ops / sizeof wbcl_bench_ops[0];
+

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Portability check (issue 7): compiles every cl/*.cl kernel family, the way the library
+# assembles it (common.cl + <family>.cl), with every -D specialization the host code uses,
+# as OpenCL C 1.2 for
+#   nvptx   clang -target nvptx64-nvidia-nvcl                     (NVIDIA PTX)
+#   gfx90a  clang -target amdgcn-amd-amdhsa -mcpu=gfx90a -nogpulib (AMD CDNA2, MI200)
+#   gfx1030 clang -target amdgcn-amd-amdhsa -mcpu=gfx1030 -nogpulib (AMD RDNA2)
+#   pocl    the local OpenCL device (PoCL by default; WBCL_DEVICE-style index in PORTABILITY_DEVICE)
+# and reports per kernel what the target tells: VGPRs/SGPRs, spills, LDS (local memory) and
+# scratch for AMD (-Rpass-analysis=kernel-resource-usage; with -nogpulib, calls to builtins the
+# device library would provide make the scratch figure a conservative 16 KiB), declared .shared
+# (local memory) and .local (stack) bytes for PTX (register counts need ptxas, which is not part
+# of Debian's clang).
+#
+# The specializations (keep in step with host/core/program.c prelude and host/ops/*.c):
+#   prelude   CPU variant (wbcl_params cpu) and GPU variant (gpu), with fp64 on, and off for the
+#             families whose code depends on it
+#   attention -DWBCL_ATT_P/PP/VW/QB/G/BQ/BK from choose_params() for p in 16 64 128 (VW 16, QB 4/1/1)
+#   tssa      generic; -DWBCL_TSSA_P/K (+ALIGNED) for (p, K) in (64, 8) (17, 3) (128, 12)
+#   redunet   fused -DRD_D -DRD_K -DRD_VW (CPU 16, GPU 1) for (d, K) in (3, 3) (16, 32);
+#             GEMM path -DRD_D=0 -DRD_K -DRD_LS (CPU 1, GPU 64)
+#
+# usage: tools/portability-check.sh [OUTDIR]     (default build/portability)
+# Exit status 1 if any compile fails; the failing compiler output is printed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+out=${1:-build/portability}
+mkdir -p "$out"
+CLANG=${CLANG:-}
+if [ -z "$CLANG" ]; then
+  for c in clang-15 clang-14 clang; do command -v $c >/dev/null && { CLANG=$c; break; }; done
+fi
+[ -n "$CLANG" ] || { echo "portability-check: clang not found (tools/install-deps.sh installs it)"; exit 1; }
+
+prelude() { # variant fp64
+  if [ "$1" = cpu ]; then
+    echo "-DWBCL_VARIANT_CPU=1 -DWBCL_VARIANT_GPU=0 -DWBCL_WG=64 -DWBCL_GEMM_MR=12 -DWBCL_GEMM_NR=32 -DWBCL_TILE=16 -DWBCL_REDUCE_ROWS=64 -DWBCL_REDUCE_WG=64 -DWBCL_HAS_FP64=$2 -DWBCL_HAS_FP16=0"
+  else
+    echo "-DWBCL_VARIANT_CPU=0 -DWBCL_VARIANT_GPU=1 -DWBCL_WG=256 -DWBCL_GEMM_MR=8 -DWBCL_GEMM_NR=32 -DWBCL_TILE=16 -DWBCL_REDUCE_ROWS=1 -DWBCL_REDUCE_WG=256 -DWBCL_HAS_FP64=$2 -DWBCL_HAS_FP16=0"
+  fi
+}
+
+# attention options as host/ops/attention.c choose_params() computes them; lm = local memory
+att_opts() { # p variant
+  local p=$1 vw pp nv qb bk=32 lm
+  if [ "$p" -le 4 ]; then vw=4; elif [ "$p" -le 8 ]; then vw=8; else vw=16; fi
+  pp=$(( (p + vw - 1) / vw * vw )); nv=$(( pp / vw ))
+  if [ $nv -le 4 ]; then qb=4; elif [ $nv -le 8 ]; then qb=2; else qb=1; fi
+  if [ "$2" = cpu ]; then lm=$((2 * 1024 * 1024)); else lm=49152; fi  # PoCL 2 MiB; GPUs >= 48 KiB
+  while [ $bk -gt 1 ] && [ $(( bk * p * 2 * 4 )) -gt $(( lm / 2 )) ]; do bk=$(( bk / 2 )); done
+  echo "-DWBCL_ATT_P=$p -DWBCL_ATT_PP=$pp -DWBCL_ATT_VW=$vw -DWBCL_ATT_QB=$qb -DWBCL_ATT_G=2 -DWBCL_ATT_BQ=64 -DWBCL_ATT_BK=$bk"
+}
+
+specs() { # family variant -> one line per extra option set ("-" = none)
+  case $1 in
+    attention) for p in 16 64 128; do att_opts $p "$2"; done ;;
+    tssa) echo "-"; echo "-DWBCL_TSSA_P=64 -DWBCL_TSSA_K=8 -DWBCL_TSSA_ALIGNED=1"; echo "-DWBCL_TSSA_P=17 -DWBCL_TSSA_K=3"
+          echo "-DWBCL_TSSA_P=128 -DWBCL_TSSA_K=12" ;;
+    redunet) local vw=16 ls=1; [ "$2" = gpu ] && { vw=1; ls=64; }
+          echo "-DRD_D=3 -DRD_K=3 -DRD_VW=$vw"; echo "-DRD_D=16 -DRD_K=32 -DRD_VW=$vw"; echo "-DRD_D=0 -DRD_K=3 -DRD_LS=$ls" ;;
+    *) echo "-" ;;
+  esac
+}
+
+# a small OpenCL program that builds a source with options on the local device
+clbuild=$out/clbuild
+if [ ! -x "$clbuild" ] || [ "$0" -nt "$clbuild" ]; then
+  cat > "$out/clbuild.c" <<'EOF'
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv)
+{
+    if (argc != 4) { fprintf(stderr, "usage: clbuild DEVICE_INDEX FILE OPTIONS\n"); return 2; }
+    FILE *f = fopen(argv[2], "rb");
+    if (!f) return 2;
+    static char src[1 << 20];
+    size_t n = fread(src, 1, sizeof src - 1, f);
+    src[n] = 0;
+    fclose(f);
+    cl_platform_id pl[16];
+    cl_uint np = 0, want = (cl_uint)atoi(argv[1]), seen = 0;
+    clGetPlatformIDs(16, pl, &np);
+    for (cl_uint i = 0; i < np; i++) {
+        cl_device_id d[16];
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(pl[i], CL_DEVICE_TYPE_ALL, 16, d, &nd) != CL_SUCCESS) continue;
+        for (cl_uint j = 0; j < nd; j++, seen++) {
+            if (seen != want) continue;
+            cl_int e;
+            cl_context cx = clCreateContext(NULL, 1, &d[j], NULL, NULL, &e);
+            const char *s = src;
+            cl_program p = clCreateProgramWithSource(cx, 1, &s, NULL, &e);
+            e = clBuildProgram(p, 1, &d[j], argv[3], NULL, NULL);
+            if (e != CL_SUCCESS) {
+                static char log[1 << 16];
+                clGetProgramBuildInfo(p, d[j], CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
+                fprintf(stderr, "build failed (%d):\n%s\n", (int)e, log);
+            }
+            clReleaseProgram(p);
+            clReleaseContext(cx);
+            return e == CL_SUCCESS ? 0 : 1;
+        }
+    }
+    fprintf(stderr, "no OpenCL device %u\n", want);
+    return 2;
+}
+EOF
+  cc -O1 -o "$clbuild" "$out/clbuild.c" -lOpenCL || { echo "portability-check: cannot build clbuild"; exit 1; }
+fi
+
+report=$out/report.txt
+: > "$report"
+fails=0 total=0
+t0=$(date +%s)
+for cl in cl/*.cl; do
+  fam=$(basename "$cl" .cl)
+  [ "$fam" = common ] && continue
+  src=$out/$fam.cl
+  { cat cl/common.cl; echo; echo "#line 1 \"$fam.cl\""; cat "$cl"; } > "$src"
+  # fp64 off as well only where the family's code depends on it (double or WBCL_HAS_FP64);
+  # elsewhere the flag changes nothing but the (common) pragma
+  fp64s="1"
+  grep -qE 'double|WBCL_HAS_FP64' "$cl" && fp64s="1 0"
+  [ "$fam" = core ] && fp64s="1 0"
+  for variant in cpu gpu; do
+    for fp64 in $fp64s; do
+      pre=$(prelude $variant $fp64)
+      while IFS= read -r extra; do
+        [ "$extra" = "-" ] && extra=""
+        opts="-cl-std=CL1.2 $pre $extra"
+        for target in nvptx gfx90a gfx1030 pocl; do
+          # PoCL: the device's own fp64 setting only (it has fp64); GPU targets: both
+          [ "$target" = pocl ] && [ "$fp64" = 0 ] && continue
+          total=$((total + 1))
+          log=$out/log.txt
+          case $target in
+            nvptx) $CLANG -x cl -Xclang -finclude-default-header -target nvptx64-nvidia-nvcl -O2 -S $opts \
+                     "$src" -o "$out/$fam.ptx" >"$log" 2>&1 ;;
+            gfx*) $CLANG -x cl -Xclang -finclude-default-header -target amdgcn-amd-amdhsa -mcpu=$target -nogpulib \
+                     -O2 -c $opts -Rpass-analysis=kernel-resource-usage "$src" -o "$out/$fam.$target.o" >"$log" 2>&1 ;;
+            pocl) POCL_CACHE_DIR=$out/pocl-cache "$clbuild" "${PORTABILITY_DEVICE:-0}" "$src" "$opts" >"$log" 2>&1 ;;
+          esac
+          rc=$?
+          if [ $rc != 0 ]; then
+            fails=$((fails + 1))
+            echo "FAIL $target $fam [$variant fp64=$fp64] $extra"
+            grep -v 'remark:' "$log" | head -30
+            continue
+          fi
+          tag="$fam [$variant fp64=$fp64${extra:+ $extra}]"
+          case $target in
+            gfx*) # one line per kernel: VGPRs SGPRs spills LDS scratch occupancy
+              awk -v t="$target" -v tag="$tag" '
+                { sub(/ \[-Rpass-analysis=kernel-resource-usage\]$/, "") }
+                /Function Name:/ {k=$NF}
+                /SGPRs:/ && !/Spill/ {s=$NF} /VGPRs:/ && !/Spill/ {v=$NF} /VGPRs Spill:/ {vs=$NF}
+                /ScratchSize/ {sc=$NF} /Occupancy/ {o=$NF}
+                /LDS Size/ {printf "%-8s %-28s VGPR %4s SGPR %4s VGPR-spill %3s LDS %6s scratch %6s occ %2s  %s\n", t, k, v, s, vs, $NF, sc, o, tag}
+              ' "$log" >> "$report" ;;
+            nvptx) # .shared (local memory, module-scope "<kernel>.<var>[bytes]") and .local (stack) bytes
+              awk -v tag="$tag" '
+                NR == FNR { if ($0 ~ /^[ \t]*\.shared/ && match($0, /[A-Za-z_0-9]+_\$_[A-Za-z_0-9]+\[[0-9]+\]/)) {
+                              d = substr($0, RSTART, RLENGTH); kn = substr(d, 1, index(d, "_$_") - 1)
+                              match(d, /\[[0-9]+\]/); sh[kn] += substr(d, RSTART + 1, RLENGTH - 2) }
+                            next }
+                $1 == ".entry" || ($1 == ".visible" && $2 == ".entry") {k = $1 == ".entry" ? $2 : $3; sub(/\(.*/, "", k); lo = 0}
+                /\.local/ && match($0, /\[[0-9]+\]/) {lo += substr($0, RSTART + 1, RLENGTH - 2)}
+                /^}/ && k != "" {printf "nvptx    %-28s shared %6d local %6d  %s\n", k, sh[k] + 0, lo, tag; k = ""}
+              ' "$out/$fam.ptx" "$out/$fam.ptx" >> "$report" ;;
+          esac
+        done
+      done < <(specs "$fam" $variant)
+    done
+  done
+done
+echo "portability-check: $((total - fails)) of $total compiles passed ($(( $(date +%s) - t0 )) s; $CLANG)"
+echo "portability-check: per-kernel resource use in $report ($(wc -l < "$report") lines); the largest:"
+grep -E '^gfx' "$report" | sort -k4 -n -r | awk '!seen[$2]++' | head -8
+[ $fails = 0 ]
