@@ -537,6 +537,22 @@ END_TEST
  * a fit without labels or with an empty class fails cleanly. Two well-separated Gaussians on S^2
  * (sigma 0.05): memberships are never ambiguous, so float32 tracks the double run; 5 layers of
  * float32 steps, each a few ulps per entry of unit-norm rows: 1e-4 absolute is ~100x the drift. */
+/* Under mpirun the plain tool refuses to run the whole job on every rank and names wbcl-run-mpi. */
+START_TEST(refuses_mpi_ranks)
+{
+    make_dir();
+    ck_assert_int_eq(setenv("OMPI_COMM_WORLD_SIZE", "2", 1), 0);
+    result *r = run("--list", NULL);
+    ck_assert_int_eq(unsetenv("OMPI_COMM_WORLD_SIZE"), 0);
+    assert_fails(r, "2 MPI ranks", "wbcl-run-mpi");
+    ck_assert_int_eq(setenv("OMPI_COMM_WORLD_SIZE", "1", 1), 0); /* one rank: a plain run */
+    r = run("--list", NULL);
+    ck_assert_int_eq(unsetenv("OMPI_COMM_WORLD_SIZE"), 0);
+    assert_ok(r);
+    remove_dir();
+}
+END_TEST
+
 START_TEST(redunet_fit_apply_cli)
 {
     make_dir();
@@ -627,6 +643,7 @@ int main(void)
     tcase_add_test(tc, bad_files);
     tcase_add_test(tc, bad_command_lines);
     tcase_add_test(tc, failed_run_keeps_output);
+    tcase_add_test(tc, refuses_mpi_ranks);
     tcase_add_test(tc, redunet_fit_apply_cli);
     tcase_add_test(tc, ista_cli);
     suite_add_tcase(s, tc);

@@ -269,6 +269,23 @@ int main(int argc, char **argv)
     int rc = 0, opened = 0;
 #ifdef WBCL_RUN_MPI
     wbcl_run_mpi_init(&argc, &argv, r);
+#else
+    /* Started as one of several MPI ranks: every rank would run the whole job and write the same
+     * output file. The ranks share the work only through wbcl-run-mpi (-DWBCL_MPI=ON). */
+    {
+        static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
+        for (int i = 0; size_vars[i]; i++) {
+            const char *v = getenv(size_vars[i]);
+            if (v && atol(v) > 1) {
+                wbcl_run_fail(r, "started as one of %ld MPI ranks (%s): wbcl-run would run the whole job on "
+                                 "every rank; use mpirun ... wbcl-run-mpi (build with -DWBCL_MPI=ON), which splits "
+                                 "the samples across the ranks",
+                              atol(v), size_vars[i]);
+                rc = EXIT_USAGE;
+                goto out;
+            }
+        }
+    }
 #endif
 
     if (parse(r, &c, argc, argv)) {
