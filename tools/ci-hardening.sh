@@ -45,18 +45,24 @@ run_asan() {
   #   detect_odr_violation=0      libOpenCL/PoCL/LLVM are loaded into one process and share
   #                               some global symbols among themselves (not wbcl's)
   #   strict_string_checks=1, check_initialization_order=1: stricter checks on our code
+  #   new_delete_type_mismatch=0  clFFT 2.12 (Debian's libclFFT.so.2) deletes its plan actions
+  #                               through a base-class pointer (FFTRepo::deletePlan, allocated in
+  #                               selectAction): a sized-delete mismatch inside clFFT, reached from
+  #                               clfftDestroyPlan. wbcl is C, so operator new/delete occur only in
+  #                               the C++ runtime libraries (clFFT, CLBlast, PoCL/LLVM): turning this
+  #                               one C++ check off hides nothing of ours
   # LSAN_OPTIONS: leaks inside the OpenCL runtime (PoCL, LLVM, clang, ocl-icd, hwloc) only,
   #   each justified in lsan.supp. UBSAN_OPTIONS: report with a stack and stop.
-  export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:detect_odr_violation=0:strict_string_checks=1:check_initialization_order=1"
+  export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:detect_odr_violation=0:strict_string_checks=1:check_initialization_order=1:new_delete_type_mismatch=0"
   export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   # --repeat until-pass:2: LeakSanitizer's stop-the-world tracer occasionally segfaults
   # ("Tracer caught signal 11 ... LeakSanitizer has encountered a fatal error") while PoCL's
   # worker threads are exiting at process end (seen 3 times in ~900 test cases on a loaded
-  # 2-core machine, never reproducible in isolation). A real leak or memory error is
-  # deterministic and fails the repeat as well.
+  # 2-core machine, never reproducible in isolation; once more in CI's trial run). A real leak or
+  # memory error is deterministic and fails every repeat as well.
   local rc=0
-  ctest --test-dir build-asan --output-on-failure --repeat until-pass:2 || rc=$?
+  ctest --test-dir build-asan --output-on-failure --repeat until-pass:3 || rc=$?
   unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
   echo "ci-hardening: asan+ubsan job: $(( $(stamp) - t0 )) s, status $rc"
   return $rc
