@@ -56,7 +56,7 @@ run_asan() {
   export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:detect_odr_violation=0:strict_string_checks=1:check_initialization_order=1:new_delete_type_mismatch=0"
   export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-  # --repeat until-pass:2: LeakSanitizer's stop-the-world tracer occasionally segfaults
+  # --repeat until-pass:3: LeakSanitizer's stop-the-world tracer occasionally segfaults
   # ("Tracer caught signal 11 ... LeakSanitizer has encountered a fatal error") while PoCL's
   # worker threads are exiting at process end (seen 3 times in ~900 test cases on a loaded
   # 2-core machine, never reproducible in isolation; once more in CI's trial run). A real leak or
