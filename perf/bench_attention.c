@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "wbcl/wbcl.h"
+#include "bench_util.h"
 #include "wbcl/attention.h"
 #if defined(__has_include)
 #if __has_include("wbcl/tssa.h")
@@ -61,25 +62,6 @@
 #endif
 
 /* ---- utilities ------------------------------------------------------------------------------ */
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static float frand(void) /* uniform in [-1, 1) */
 {

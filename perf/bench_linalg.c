@@ -42,17 +42,11 @@
 #include "internal.h" /* the context's OpenCL handles, for the FMA probe */
 #include "wbcl/linalg.h"
 #include "wbcl/wbcl.h"
+#include "bench_util.h"
 
 /* LAPACK as shipped inside libopenblas (Fortran calling convention). */
 extern void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
 extern void spotri_(const char *uplo, const int *n, float *a, const int *lda, int *info);
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* CPU time of the whole process (all threads): on a machine shared with other
  * jobs, wall time includes the time the scheduler gave to them; CPU time is
@@ -62,18 +56,6 @@ static double cpu_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static uint64_t rng = 88172645463325252ull;

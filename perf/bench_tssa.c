@@ -35,30 +35,12 @@
 #include <unistd.h>
 
 #include "wbcl/wbcl.h"
+#include "bench_util.h"
 #include "wbcl/aot.h"
 #include "wbcl/attention.h"
 #include "wbcl/energy.h"
 #include "wbcl/tssa.h"
 #include "wbcl/xca.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void check(wbcl_status st, wbcl_context *ctx, const char *what)
 {
