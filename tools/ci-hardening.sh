@@ -51,24 +51,27 @@ run_asan() {
   #                               clfftDestroyPlan. wbcl is C, so operator new/delete occur only in
   #                               the C++ runtime libraries (clFFT, CLBlast, PoCL/LLVM): turning this
   #                               one C++ check off hides nothing of ours
+  #   intercept_tls_get_addr=0    the sanitizer runtime of GCC <= 13 / LLVM <= 16 mistakes a
+  #                               dynamic TLS block whose address is 16 mod 4096 for a pre-2.25
+  #                               glibc one and reads a bogus header before it; LeakSanitizer's
+  #                               stop-the-world tracer then segfaults at exit ("Tracer caught
+  #                               signal 11") without reporting anything. Deterministic for a
+  #                               given memory layout (one test_circulant case hit it on every
+  #                               try; off, that suite passes with leak checking on). The cost:
+  #                               pointers held only in dynamic TLS are not roots, which can
+  #                               only add leak reports, never hide one. (Leak detection still
+  #                               works with it: checked on a deliberate 77-byte leak.)
   # LSAN_OPTIONS: leaks inside the OpenCL runtime (PoCL, LLVM, clang, ocl-icd, hwloc) only,
   #   each justified in lsan.supp. UBSAN_OPTIONS: report with a stack and stop.
-  export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:detect_odr_violation=0:strict_string_checks=1:check_initialization_order=1:new_delete_type_mismatch=0"
+  export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:detect_odr_violation=0:strict_string_checks=1:check_initialization_order=1:new_delete_type_mismatch=0:intercept_tls_get_addr=0"
   export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-  # --repeat until-pass:3: LeakSanitizer's stop-the-world tracer occasionally segfaults
-  # ("Tracer caught signal 11 ... LeakSanitizer has encountered a fatal error") while PoCL's
-  # worker threads are exiting at process end (seen 3 times in ~900 test cases on a loaded
-  # 2-core machine, never reproducible in isolation; once more in CI's trial run). A real leak or
-  # memory error is deterministic and fails every repeat as well.
+  # --repeat until-pass:2: kept as a guard in case the tracer crashes at exit for another
+  # reason than the one intercept_tls_get_addr=0 removes (the earlier occasional crashes in
+  # other suites were probably the same layout-dependent bug); a real leak or memory error is
+  # deterministic and fails the repeat as well.
   local rc=0
-  ctest --test-dir build-asan --output-on-failure --repeat until-pass:3 -E '^test_circulant$' || rc=$?
-  # test_circulant: the same tracer crash hit one of its cases (device_vs_dense, the 3rd size) on
-  # every try in CI's trial run, at process exit, after the case's checks had passed. Its address
-  # and UB checks stay on; its leak check is off (the double-reference and device code it covers
-  # allocate through the same wbcl_tensor / scratch paths whose leaks the other suites check).
-  ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}" \
-    ctest --test-dir build-asan --output-on-failure --repeat until-pass:3 -R '^test_circulant$' || rc=$?
+  ctest --test-dir build-asan --output-on-failure --repeat until-pass:2 || rc=$?
   unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
   echo "ci-hardening: asan+ubsan job: $(( $(stamp) - t0 )) s, status $rc"
   return $rc
