@@ -133,12 +133,13 @@ __kernel void wbcl_model_prepend(__global const float *x, __global const float *
     out[((size_t)b * (N + 1) + t) * d + j] = v;
 }
 
-/* Copies row r of every batch entry: x (B, N, d) -> out (B, d). Range (d, B). */
+/* Copies row r of every batch entry: x (B, N, d) -> out (B, d). Range (d, B), rounded up to whole
+ * work-groups by the launcher: both extents are checked. */
 __kernel void wbcl_model_take_row(__global const float *x, __global float *out, const uint N, const uint d,
-                                  const uint r)
+                                  const uint r, const uint B)
 {
     const uint j = get_global_id(0), b = get_global_id(1);
-    if (j >= d) return;
+    if (j >= d || b >= B) return;
     out[(size_t)b * d + j] = x[((size_t)b * N + r) * d + j];
 }
 

@@ -1084,6 +1084,145 @@ START_TEST(cli_redunet1d)
 }
 END_TEST
 
+/* wbcl-run redunet2d.fit --lift / redunet2d.apply round trip on a tiny random 2-D case (m = 8 images of 1 x 6 x 8,
+ * lifting to C = 3 channels with a 2 x 3 kernel, K = 2, 3 layers, lambda = 50): the fit's features equal the
+ * double reference (ref lift + ref fit) to 1e-4 of their largest entry and every sample has unit norm (1e-5) —
+ * tolerances as device_vs_reference / device_unit_norm_every_layer; the objective CSV has a header and one
+ * row per layer with (dR, R, Rc) equal to the reference's to 1e-4 relative (of R) and dR = R - Rc; apply on the
+ * training images replays fit bit for bit, and on the images rolled by (1, 3) gives the rolled features (1e-5:
+ * equivariance through the tool). Bad inputs fail with a message and leave their output files unwritten: 1-D
+ * signals given to redunet2d.fit, labels of the wrong length, the 2-D model given to redunet1d.apply. */
+static int file_exists(const char *p) { return access(p, F_OK) == 0; }
+
+START_TEST(cli_redunet2d)
+{
+    const size_t m = 8, Cin = 1, C = 3, H = 6, W = 8, kh = 2, kw = 3, K = 2, L = 3, N = H * W;
+    tu_rng r;
+    tu_rng_seed(&r, 4242);
+    double X[8 * 1 * 48], Wt[3 * 1 * 2 * 3], Zr[8 * 3 * 48], hist[9];
+    int y[8];
+    for (size_t i = 0; i < m * Cin * N; i++) X[i] = tu_normal(&r);
+    for (size_t i = 0; i < C * Cin * kh * kw; i++) Wt[i] = tu_normal(&r) + 0.3; /* few dead ReLUs */
+    for (size_t b = 0; b < m; b++) y[b] = (int)(b % K);
+    wbcl_ref_circ_lift(m, Cin, C, H, W, kh, kw, X, Wt, Zr);
+    ck_assert_int_eq(wbcl_ref_circ_fit(m, C, H, W, K, L, y, 0.5, 0.1, 50.0, Zr, NULL, NULL, hist, NULL, NULL), 0);
+
+    char dir[256], px[300], pxs[300], px1[300], pw[300], py[300], pyb[300], pz[300], pz2[300], pz3[300], pm[300],
+        pc[300], pbad[300], err[256];
+    snprintf(dir, sizeof dir, "%s/wbcl_circ_cli2_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(px, sizeof px, "%s/X.npy", dir);
+    snprintf(pxs, sizeof pxs, "%s/Xs.npy", dir);
+    snprintf(px1, sizeof px1, "%s/X1d.npy", dir);
+    snprintf(pw, sizeof pw, "%s/W.npy", dir);
+    snprintf(py, sizeof py, "%s/y.npy", dir);
+    snprintf(pyb, sizeof pyb, "%s/ybad.npy", dir);
+    snprintf(pz, sizeof pz, "%s/Z.npy", dir);
+    snprintf(pz2, sizeof pz2, "%s/Z2.npy", dir);
+    snprintf(pz3, sizeof pz3, "%s/Z3.npy", dir);
+    snprintf(pm, sizeof pm, "%s/m.safetensors", dir);
+    snprintf(pc, sizeof pc, "%s/objective.csv", dir);
+    snprintf(pbad, sizeof pbad, "%s/never.npy", dir);
+    float Xf[8 * 48], Xs[8 * 48], Wf[3 * 1 * 2 * 3], yf[8], yb[7];
+    const size_t sh = 1, sw = 3; /* the roll */
+    for (size_t b = 0; b < m; b++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t w = 0; w < W; w++) {
+                Xf[(b * H + h) * W + w] = (float)X[(b * H + h) * W + w];
+                Xs[(b * H + (h + sh) % H) * W + (w + sw) % W] = (float)X[(b * H + h) * W + w];
+            }
+    for (size_t i = 0; i < C * Cin * kh * kw; i++) Wf[i] = (float)Wt[i];
+    for (size_t i = 0; i < m; i++) yf[i] = (float)y[i];
+    for (size_t i = 0; i < 7; i++) yb[i] = (float)y[i];
+    const size_t sx[4] = {m, Cin, H, W}, sx1[3] = {m, Cin, N}, swt[4] = {C, Cin, kh, kw}, sy[1] = {m}, syb[1] = {7};
+    ck_assert_int_eq(wbcl_npy_write_f32(px, 4, sx, Xf, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_npy_write_f32(pxs, 4, sx, Xs, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_npy_write_f32(px1, 3, sx1, Xf, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_npy_write_f32(pw, 4, swt, Wf, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_npy_write_f32(py, 1, sy, yf, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_npy_write_f32(pyb, 1, syb, yb, err, sizeof err), WBCL_SUCCESS);
+
+    const char *fit[] = {"redunet2d.fit", "--input", px, "--lift", pw, "--labels", py, "--output", pz, "--save", pm,
+                         "--log", pc, "--param", "layers=3", "--param", "lambda=50", NULL};
+    ck_assert_int_eq(run_tool(dir, fit), 0);
+    wbcl_array a, b, c;
+    ck_assert_int_eq(wbcl_npy_read(pz, &a, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_int_eq(a.ndim, 4);
+    ck_assert(a.shape[0] == m && a.shape[1] == C && a.shape[2] == H && a.shape[3] == W);
+    const float *Z = (const float *)a.data;
+    assert_normwise(Z, Zr, m * C * N, 1e-4, "wbcl-run redunet2d.fit features vs reference");
+    for (size_t s = 0; s < m; s++) {
+        double nn = 0;
+        for (size_t i = 0; i < C * N; i++) nn += (double)Z[s * C * N + i] * Z[s * C * N + i];
+        ck_assert_msg(fabs(sqrt(nn) - 1.0) <= 1e-5, "sample %zu has norm %.9g", s, sqrt(nn));
+    }
+    /* the objective log */
+    FILE *f = fopen(pc, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    ck_assert_str_eq(line, "layer,dR,R,Rc\n");
+    for (size_t l = 0; l < L; l++) {
+        int layer;
+        double dR, R, Rc;
+        ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+        ck_assert_int_eq(sscanf(line, "%d,%lf,%lf,%lf", &layer, &dR, &R, &Rc), 4);
+        ck_assert_int_eq(layer, (int)l + 1);
+        ck_assert_msg(fabs(dR - (R - Rc)) <= 1e-6 * fabs(R), "layer %zu: dR %.9g != R - Rc %.9g", l + 1, dR, R - Rc);
+        const double got[3] = {dR, R, Rc};
+        for (int i = 0; i < 3; i++)
+            ck_assert_msg(fabs(got[i] - hist[3 * l + i]) <= 1e-4 * fabs(hist[3 * l + 1]),
+                          "layer %zu objective %d: %.9g vs reference %.9g", l + 1, i, got[i], hist[3 * l + i]);
+    }
+    ck_assert_ptr_null(fgets(line, sizeof line, f));
+    fclose(f);
+    /* apply: replays fit on the training images; equivariant under a 2-D roll */
+    const char *app[] = {"redunet2d.apply", "--model", pm, "--input", px, "--output", pz2, NULL};
+    ck_assert_int_eq(run_tool(dir, app), 0);
+    const char *apps[] = {"redunet2d.apply", "--model", pm, "--input", pxs, "--output", pz3, NULL};
+    ck_assert_int_eq(run_tool(dir, apps), 0);
+    ck_assert_int_eq(wbcl_npy_read(pz2, &b, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_npy_read(pz3, &c, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_uint_eq(wbcl_array_numel(&b), m * C * N);
+    ck_assert(memcmp(a.data, b.data, m * C * N * sizeof(float)) == 0);
+    const float *Zs = (const float *)c.data;
+    float zmax = 0;
+    for (size_t i = 0; i < m * C * N; i++) zmax = fabsf(Z[i]) > zmax ? fabsf(Z[i]) : zmax;
+    for (size_t q = 0; q < m * C; q++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t w = 0; w < W; w++) {
+                float want = Z[(q * H + h) * W + w], got = Zs[(q * H + (h + sh) % H) * W + (w + sw) % W];
+                ck_assert_msg(fabsf(got - want) <= 1e-5f * zmax, "f(roll x) != roll f(x) at %zu,%zu,%zu: %g vs %g", q,
+                              h, w, (double)got, (double)want);
+            }
+    wbcl_array_free(&a);
+    wbcl_array_free(&b);
+    wbcl_array_free(&c);
+    /* bad inputs: a message in the log, a non-zero status, no output file */
+    char log[512], logtxt[1 << 14];
+    snprintf(log, sizeof log, "%s/log.txt", dir);
+    const char *bad1[] = {"redunet2d.fit", "--input", px1, "--lift", pw, "--labels", py, "--output", pbad, NULL};
+    const char *bad2[] = {"redunet2d.fit", "--input", px, "--lift", pw, "--labels", pyb, "--output", pbad, NULL};
+    const char *bad3[] = {"redunet1d.apply", "--model", pm, "--input", px, "--output", pbad, NULL};
+    const char *const *bads[3] = {bad1, bad2, bad3};
+    const char *want_msg[3] = {"takes (m, Cin, H, W)", "expected (8)", "use redunet2d.apply"};
+    for (int i = 0; i < 3; i++) {
+        unlink(log);
+        ck_assert_int_ne(run_tool(dir, bads[i]), 0);
+        f = fopen(log, "r");
+        ck_assert_ptr_nonnull(f);
+        size_t n = fread(logtxt, 1, sizeof logtxt - 1, f);
+        logtxt[n] = 0;
+        fclose(f);
+        ck_assert_msg(strstr(logtxt, want_msg[i]) != NULL, "bad case %d: no '%s' in: %s", i, want_msg[i], logtxt);
+        ck_assert_msg(!file_exists(pbad), "bad case %d wrote its output", i);
+    }
+    const char *files[] = {px, pxs, px1, pw, py, pyb, pz, pz2, pz3, pm, pc, log};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(files[i]);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 /* clFFT's process-wide setup is reference-counted: two contexts use FFTs side by side, the first is destroyed,
  * the second keeps working (and gives the same features as before), then a third context starts afresh. */
 START_TEST(fft_two_contexts)
@@ -1155,6 +1294,7 @@ static Suite *circulant_suite(void)
     tcase_add_test(tc, device_bad_input);
     tcase_add_loop_test(tc, save_load_roundtrip, 0, 2);
     tcase_add_test(tc, cli_redunet1d);
+    tcase_add_test(tc, cli_redunet2d);
     tcase_add_test(tc, fft_two_contexts);
     suite_add_tcase(s, tc);
     /* DEVICE_TCASES */

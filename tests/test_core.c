@@ -35,6 +35,30 @@ static wbcl_status run_axpb(wbcl_context *ctx, wbcl_tensor *t, float a, float b)
     return wbcl__launch(ctx, k, 1, &g, &l);
 }
 
+/* Work-group sizes for kernels with reqd_work_group_size (the GPU-shaped attention kernel): the decision with
+ * fake kernel limits (the wanted size when it fits, else the largest power of two within the limit, 0 when
+ * nothing fits), and the real limit of a compiled kernel is positive and within the device's maximum. */
+START_TEST(reqd_work_group_size_fit)
+{
+    static const size_t cases[][3] = {
+        /* want, kernel limit, expected */
+        {64, 256, 64}, {64, 64, 64}, {64, 63, 32}, {64, 48, 32}, {64, 32, 32}, {64, 3, 2},
+        {64, 1, 1},    {64, 0, 0},   {256, 1024, 256}, {128, 100, 64}, {1, 1, 1}, {1, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_msg(wbcl__wg_fit(cases[i][0], cases[i][1]) == cases[i][2], "want %zu limit %zu: %zu, expected %zu",
+                      cases[i][0], cases[i][1], wbcl__wg_fit(cases[i][0], cases[i][1]), cases[i][2]);
+    wbcl_context *ctx = tu_context();
+    wbcl_kern *k;
+    ck_assert_int_eq(wbcl__kernel(ctx, "core", NULL, "wbcl_axpb", &k), WBCL_SUCCESS);
+    size_t lim = 0;
+    ck_assert_int_eq(wbcl__kernel_wg_limit(ctx, k, &lim), WBCL_SUCCESS);
+    ck_assert_uint_ge(lim, 1);
+    ck_assert_uint_le(lim, wbcl_context_device(ctx)->max_work_group_size);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 /* case-insensitive substring test (the selector's documented matching) */
 static int contains_ci(const char *hay, const char *needle)
 {
@@ -403,6 +427,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, device_list_and_select);
+    tcase_add_test(tc, reqd_work_group_size_fit);
     tcase_add_test(tc, tensor_roundtrip_fill_copy_reshape);
     tcase_add_test(tc, tensor_bad_input);
     tcase_add_test(tc, broken_kernel_source_reports_build_log);

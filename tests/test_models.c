@@ -853,6 +853,63 @@ START_TEST(run_tool_writes_nothing_on_failure)
 }
 END_TEST
 
+/* Batches whose size is not a multiple of the launcher's work-group rows: the golden images replicated
+ * to B = 8 (take_row's range (d, B) = (48, 8) is rounded up to (48, 10)); before the kernel checked b < B
+ * the two extra rows were written past the (B, d) buffer and corrupted the host heap (a crash within two
+ * forwards). Every copy's logits equal the golden logits to GOLD_TOL, three forwards in a row, and the
+ * FEATURES outputs of ToST (the same kernel) likewise. */
+static void replicated_batch_run(int tost)
+{
+    wbcl_context *ctx = tu_context();
+    wbcl_safetensors *gold = open_st(path_of(tost ? "tost16_golden.safetensors" : "crate_golden.safetensors"));
+    wbcl_crate *cm = NULL;
+    wbcl_tost *tm = NULL;
+    if (tost) {
+        wbcl_tost_config cfg = tost_cfg(16);
+        ck_assert_msg(!wbcl_tost_load_file(ctx, path_of("tost16.safetensors"), &cfg, &tm), "%s",
+                      wbcl_context_last_error(ctx));
+    } else {
+        wbcl_crate_config cfg = crate_cfg();
+        ck_assert_msg(!wbcl_crate_load_file(ctx, path_of("crate.safetensors"), &cfg, &cm), "%s",
+                      wbcl_context_last_error(ctx));
+    }
+    wbcl_array ish, lsh;
+    size_t ni, nl;
+    float *img = st_f32(gold, "image", &ish, &ni), *logit = st_f32(gold, "logits", &lsh, &nl);
+    const size_t R = 4, B0 = ish.shape[0], B = R * B0, classes = lsh.shape[1];
+    ck_assert_uint_eq(B, 8);
+    float *big = malloc(R * ni * sizeof *big);
+    ck_assert(big != NULL);
+    for (size_t r = 0; r < R; r++) memcpy(big + r * ni, img, ni * sizeof *big);
+    size_t si[4] = {B, ish.shape[1], ish.shape[2], ish.shape[3]}, so[2] = {B, classes};
+    wbcl_tensor *x = NULL, *out = NULL;
+    ck_assert(!wbcl_tensor_create(ctx, 4, si, WBCL_F32, big, &x));
+    ck_assert(!wbcl_tensor_create(ctx, 2, so, WBCL_F32, NULL, &out));
+    for (int rep = 0; rep < 3; rep++) {
+        wbcl_status s = tost ? wbcl_tost_forward(ctx, tm, x, WBCL_MODEL_LOGITS, out, NULL)
+                             : wbcl_crate_forward(ctx, cm, x, WBCL_MODEL_LOGITS, out, NULL);
+        ck_assert_msg(s == WBCL_SUCCESS, "forward: %s", wbcl_context_last_error(ctx));
+        float *got = read_t(ctx, out);
+        for (size_t i = 0; i < B * classes; i++)
+            ck_assert_msg(fabs((double)got[i] - (double)logit[i % nl]) <= GOLD_TOL, "logit %zu: %g vs golden %g", i,
+                          (double)got[i], (double)logit[i % nl]);
+        free(got);
+    }
+    wbcl_tensor_destroy(x);
+    wbcl_tensor_destroy(out);
+    wbcl_crate_destroy(cm);
+    wbcl_tost_destroy(tm);
+    free(big);
+    free(img);
+    free(logit);
+    wbcl_safetensors_close(gold);
+    wbcl_context_destroy(ctx);
+}
+START_TEST(crate_replicated_batch) { replicated_batch_run(0); }
+END_TEST
+START_TEST(tost_replicated_batch) { replicated_batch_run(1); }
+END_TEST
+
 START_TEST(presets)
 {
     wbcl_crate_config c;
@@ -878,6 +935,8 @@ int main(void)
     tcase_add_test(tc, crate_golden);
     tcase_add_test(tc, tost16_golden);
     tcase_add_test(tc, tost8_golden);
+    tcase_add_test(tc, crate_replicated_batch);
+    tcase_add_test(tc, tost_replicated_batch);
     tcase_add_test(tc, golden_other_variant);
     tcase_add_test(tc, tost_class_attention_quirk);
     tcase_add_test(tc, crate_ista_zero_weight);

@@ -576,6 +576,261 @@ done:
 static wbcl_status rdn_fit_prep(env *e, op_case *c, char *w, size_t l) { return rdn_prep(e, c, w, l, 0); }
 static wbcl_status rdn_apply_prep(env *e, op_case *c, char *w, size_t l) { return rdn_prep(e, c, w, l, 1); }
 
+/* ---- shift-invariant ReduNet (include/wbcl/circulant.h): lifting, construct, apply --------------- */
+/* Sizes: 1-D m = 60 signals (K = 6 classes), C = 16 channels, T = 128; 2-D m = 32, K = 4, C = 8, 16 x 16.
+ * (Smaller than the issue-6 benchmark's polar-MNIST size because the double reference takes the unitary DFT
+ * by the O(N^2) definition; perf/bench_circulant.c measures that size against NumPy.) lambda = 50 keeps the
+ * memberships away from saturation so the fp32-vs-double comparison measures the layer, not a softmax flip
+ * (tests/test_circulant.c device_vs_reference, same tolerance argument). */
+enum { CI_LIFT, CI_FIT, CI_APPLY };
+typedef struct {
+    int kind;
+    wbcl_tensor *X, *Wt, *Z;
+    int *labels, K;
+    wbcl_circulant_params p;
+    wbcl_circulant *net;
+} circ_state;
+static wbcl_status circ_call(wbcl_context *ctx, void *s_)
+{
+    circ_state *s = s_;
+    if (s->kind == CI_LIFT) return wbcl_circulant_lift(ctx, s->X, s->Wt, s->Z);
+    if (s->kind == CI_APPLY) return wbcl_circulant_apply(ctx, s->net, s->X, s->Z, NULL, NULL);
+    wbcl_circulant *net = NULL;
+    wbcl_status st = wbcl_circulant_fit(ctx, s->X, NULL, s->labels, s->K, &s->p, NULL, NULL, s->Z, &net);
+    wbcl_circulant_destroy(net);
+    return st;
+}
+static void circ_free(void *s_)
+{
+    circ_state *s = s_;
+    wbcl_circulant_destroy(s->net);
+    wbcl_tensor_destroy(s->X); wbcl_tensor_destroy(s->Wt); wbcl_tensor_destroy(s->Z);
+    free(s->labels);
+    free(s);
+}
+static wbcl_status circ_prep(env *e, op_case *c, char *why, size_t wl, int kind, int two_d)
+{
+    size_t m, C, H, W, K, Cin = 1, kh, kw;
+    if (two_d) {
+        m = e->quick ? 8 : 32; K = e->quick ? 2 : 4; C = e->quick ? 3 : 8; H = e->quick ? 6 : 16; W = e->quick ? 10 : 16;
+        kh = kw = 3;
+    } else {
+        m = e->quick ? 9 : 60; K = e->quick ? 3 : 6; C = e->quick ? 4 : 16; H = 1; W = e->quick ? 30 : 128;
+        kh = 1; kw = 5;
+    }
+    if (kind == CI_LIFT) { /* lifting: the input side of a network, more samples, Cin = 1 -> C channels */
+        m = e->quick ? m : 100;
+        C = two_d ? (e->quick ? 4 : 16) : (e->quick ? 5 : 20);
+        if (two_d && !e->quick) H = W = 28;
+        if (!two_d && !e->quick) W = 200;
+    }
+    size_t N = H * W, Wh = W / 2 + 1, P = H * Wh, nin = kind == CI_LIFT ? m * Cin * N : m * C * N;
+    wbcl_status st = WBCL_SUCCESS;
+    double *Xd = NULL, *Wd = NULL, *Zd = NULL;
+    float *X = rnd(e, nin, -1, 1, &Xd), *Wt = rnd(e, C * Cin * kh * kw, -0.7, 1.3, &Wd), *Z = NULL;
+    circ_state *s = calloc(1, sizeof *s);
+    Zd = malloc(m * C * N * sizeof *Zd);
+    if (!X || !Wt || !s || !Zd || !(s->labels = malloc(m * sizeof(int)))) FAIL(WBCL_ERROR_OUT_OF_MEMORY);
+    for (size_t b = 0; b < m; b++) s->labels[b] = (int)(b % K);
+    s->kind = kind;
+    s->K = (int)K;
+    s->p = wbcl_circulant_default_params();
+    s->p.layers = 1;
+    s->p.lambda = 50.0f;
+    size_t cx = kind == CI_LIFT ? Cin : C;
+    if (two_d) {
+        s->X = tens(e, &st, 4, m, cx, H, W, X);
+        s->Z = tens(e, &st, 4, m, C, H, W, NULL);
+        if (kind == CI_LIFT) s->Wt = tens(e, &st, 4, C, Cin, kh, kw, Wt);
+    } else {
+        s->X = tens(e, &st, 3, m, cx, W, 0, X);
+        s->Z = tens(e, &st, 3, m, C, W, 0, NULL);
+        if (kind == CI_LIFT) s->Wt = tens(e, &st, 3, C, Cin, kw, 0, Wt);
+    }
+    if (st) goto done;
+    if (kind == CI_APPLY)
+        TRY(wbcl_circulant_fit(e->ctx, s->X, NULL, s->labels, s->K, &s->p, NULL, NULL, NULL, &s->net));
+    TRY(circ_call(e->ctx, s));
+    TRY(readback(e, s->Z, &Z));
+    double lgN = log2((double)N), fft = 2.5 * (double)(m * C * N) * lgN; /* one real FFT of every channel */
+    double apply = 8.0 * (double)(K + 1) * (double)(m * P * C * C) + 2 * fft; /* E^H v, C_j^H v; FFT in and out */
+    /* construct: the per-class Gram matrices S_{j,p} (complex rank-m updates, 8 m P C^2) for the operators and
+     * again for the objective's yhat groups; (K+1) complex Cholesky + inverse (4x the real C^3/3 + C^3) for the
+     * operators and (K+1) Cholesky for the objective's logdets */
+    double construct = 2.0 * 8.0 * (double)(m * P * C * C) +
+                       (double)(K + 1) * (double)P * (16.0 / 3.0 + 4.0 / 3.0) * (double)(C * C * C);
+    if (kind == CI_LIFT) {
+        wbcl_ref_circ_lift(m, Cin, C, H, W, kh, kw, Xd, Wd, Zd);
+        c->tol = 1e-5 * sqrt((double)(Cin * kh * kw)); /* a dot product of Cin kh kw fp32 terms */
+        c->flops = 2.0 * (double)(m * C * Cin * kh * kw * N);
+        c->bytes = 4.0 * (double)(nin + m * C * N);
+        if (two_d) snprintf(c->shape, sizeof c->shape, "m=%zu C=%zu->%zu %zux%zu k=%zux%zu", m, Cin, C, H, W, kh, kw);
+        else snprintf(c->shape, sizeof c->shape, "m=%zu C=%zu->%zu T=%zu k=%zu", m, Cin, C, W, kw);
+    } else {
+        memcpy(Zd, Xd, m * C * N * sizeof *Zd);
+        if (wbcl_ref_circ_fit(m, C, H, W, K, 1, s->labels, s->p.eta, s->p.eps2, s->p.lambda, Zd, NULL, NULL, NULL,
+                              NULL, NULL) != 0) {
+            st = WBCL_ERROR_NUMERIC;
+            snprintf(why, wl, "reference fit failed (empty class or not positive definite)");
+            goto done_nomsg;
+        }
+        /* fp32 C x C solves with cond(I + a S_p) ~ 1e2-1e3 and the FFTs: ~1e-6; 1e-4 as test_circulant */
+        c->tol = 1e-4;
+        c->flops = kind == CI_FIT ? construct + apply : apply;
+        c->bytes = 4.0 * (double)(2 * m * C * N) + 8.0 * (double)((K + 1) * P * C * C);
+        if (two_d) snprintf(c->shape, sizeof c->shape, "m=%zu C=%zu %zux%zu K=%zu", m, C, H, W, K);
+        else snprintf(c->shape, sizeof c->shape, "m=%zu C=%zu T=%zu K=%zu", m, C, W, K);
+    }
+    c->err = relerr(Z, Zd, m * C * N);
+done:
+    if (st) msg(why, wl, e, st);
+done_nomsg:
+    if (st) { if (s) circ_free(s); s = NULL; }
+    c->call = circ_call; c->state = s; c->cleanup = circ_free;
+    free(X); free(Wt); free(Z); free(Xd); free(Wd); free(Zd);
+    return st;
+}
+#define CIRC(fn, kind, two_d) static wbcl_status fn(env *e, op_case *c, char *w, size_t l) { return circ_prep(e, c, w, l, kind, two_d); }
+CIRC(circ_lift1_prep, CI_LIFT, 0)
+CIRC(circ_lift2_prep, CI_LIFT, 1)
+CIRC(circ_fit1_prep, CI_FIT, 0)
+CIRC(circ_fit2_prep, CI_FIT, 1)
+CIRC(circ_apply1_prep, CI_APPLY, 0)
+CIRC(circ_apply2_prep, CI_APPLY, 1)
+
+/* ---- model forwards (include/wbcl/models.h): CRATE and ToST on the committed golden models ------------ */
+/* The weights and images of tests/golden (PyTorch reference modules run in float64, make_models.py), the batch
+ * replicated R times; every copy's logits are compared with the golden logits (the independent check: no host
+ * double model exists). The models are small (CRATE d = 48, 2 layers, 32 x 32 images; ToST d = 48, 2 blocks,
+ * patch 16, 64 x 64 images): the figure is dominated by launches, as a small edge model would be.
+ * Golden directory: $WBCL_GOLDEN_DIR, else the source tree's tests/golden (compiled in); absent: an
+ * "unsupported" row naming the path. */
+#ifndef WBCL_BENCH_GOLDEN_DIR
+#define WBCL_BENCH_GOLDEN_DIR "tests/golden"
+#endif
+typedef struct { wbcl_crate *crate; wbcl_tost *tost; wbcl_tensor *img, *out; } model_state;
+static wbcl_status model_call(wbcl_context *ctx, void *s_)
+{
+    model_state *s = s_;
+    return s->crate ? wbcl_crate_forward(ctx, s->crate, s->img, WBCL_MODEL_LOGITS, s->out, NULL)
+                    : wbcl_tost_forward(ctx, s->tost, s->img, WBCL_MODEL_LOGITS, s->out, NULL);
+}
+static void model_free(void *s_)
+{
+    model_state *s = s_;
+    wbcl_crate_destroy(s->crate); wbcl_tost_destroy(s->tost);
+    wbcl_tensor_destroy(s->img); wbcl_tensor_destroy(s->out);
+    free(s);
+}
+/* key of a safetensors file as floats; numel and shape out */
+static wbcl_status st_floats(const wbcl_safetensors *f, const char *key, float **out, wbcl_array *shape, char *why,
+                             size_t wl)
+{
+    wbcl_array a;
+    wbcl_status st = wbcl_safetensors_get(f, key, &a, why, wl);
+    if (st) return st;
+    st = wbcl_array_to_f32(&a, out, why, wl);
+    *shape = a;
+    shape->data = NULL;
+    wbcl_array_free(&a);
+    return st;
+}
+static wbcl_status model_prep(env *e, op_case *c, char *why, size_t wl, int tost)
+{
+    const char *dir = getenv("WBCL_GOLDEN_DIR");
+    if (!dir || !*dir) dir = WBCL_BENCH_GOLDEN_DIR;
+    char wpath[1024], gpath[1024];
+    snprintf(wpath, sizeof wpath, "%s/%s", dir, tost ? "tost16.safetensors" : "crate.safetensors");
+    snprintf(gpath, sizeof gpath, "%s/%s", dir, tost ? "tost16_golden.safetensors" : "crate_golden.safetensors");
+    wbcl_status st = WBCL_SUCCESS;
+    wbcl_safetensors *gold = NULL;
+    float *img = NULL, *logits = NULL, *big = NULL, *y = NULL;
+    double *want = NULL;
+    model_state *s = calloc(1, sizeof *s);
+    if (!s) { snprintf(why, wl, "out of memory"); return WBCL_ERROR_OUT_OF_MEMORY; }
+    FILE *probe = fopen(wpath, "rb");
+    if (!probe || wbcl_safetensors_open(gpath, &gold, why, wl)) {
+        if (probe) fclose(probe);
+        snprintf(why, wl, "golden model files not found in '%s' (set WBCL_GOLDEN_DIR to the source tree's tests/golden)",
+                 dir);
+        free(s);
+        return WBCL_ERROR_UNSUPPORTED;
+    }
+    fclose(probe);
+    wbcl_array ish, lsh;
+    if ((st = st_floats(gold, "image", &img, &ish, why, wl)) || (st = st_floats(gold, "logits", &logits, &lsh, why, wl)))
+        goto done_nomsg;
+    size_t B0 = ish.shape[0], per_img = ish.shape[1] * ish.shape[2] * ish.shape[3], classes = lsh.shape[1];
+    size_t R = e->quick ? 1 : 16, B = R * B0;
+    big = malloc(B * per_img * sizeof *big);
+    want = malloc(B * classes * sizeof *want);
+    if (!big || !want) FAIL(WBCL_ERROR_OUT_OF_MEMORY);
+    for (size_t r = 0; r < R; r++) {
+        memcpy(big + r * B0 * per_img, img, B0 * per_img * sizeof *big);
+        for (size_t i = 0; i < B0 * classes; i++) want[r * B0 * classes + i] = logits[i];
+    }
+    size_t Hh = ish.shape[2], Ww = ish.shape[3], d = 48, hid = 0;
+    double flops = 0;
+    if (tost) {
+        wbcl_tost_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.dim = d; cfg.depth = 2; cfg.heads = 4; cfg.patch = 16; cfg.cls_layers = 2;
+        cfg.ln_eps = 1e-6f; cfg.bn_eps = 1e-5f; /* tests/test_models.c tost_cfg(16) */
+        TRY(wbcl_tost_load_file(e->ctx, wpath, &cfg, &s->tost));
+        const wbcl_tost_config *k = wbcl_tost_get_config(s->tost);
+        hid = k->mlp_hidden;
+        /* conv stack 3 -> d/8 -> d/4 -> d/2 -> d, 3x3 stride 2 (each maps n to ceil(n/2)) */
+        size_t h = Hh, w = Ww, cin = 3;
+        for (int j = 0; j < 4; j++) {
+            size_t cout = d >> (3 - j);
+            h = (h + 1) / 2; w = (w + 1) / 2;
+            flops += 2.0 * (double)(B * h * w) * 9.0 * (double)(cin * cout);
+            cin = cout;
+        }
+        double N = (double)(h * w), N1 = N + 1;
+        /* blocks: TSSA projections (2 d x d), MLP (d x hid x 2) on N tokens */
+        flops += (double)k->depth * (double)B * N * (4.0 * d * d + 4.0 * (double)(d * hid));
+        /* class attention: qkv on N+1 tokens, one query, proj and MLP on the CLS row */
+        flops += (double)k->cls_layers * (double)B * (6.0 * N1 * d * d + 4.0 * N1 * d + 2.0 * d * d + 4.0 * (double)(d * hid));
+        flops += 2.0 * (double)(B * d * classes);
+        snprintf(c->shape, sizeof c->shape, "ToST B=%zu %zux%zu d=%zu L=2", B, Hh, Ww, d);
+    } else {
+        wbcl_crate_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.dim = d; cfg.depth = 2; cfg.heads = 4; cfg.dim_head = 12; cfg.patch = 8; cfg.channels = 3;
+        cfg.eta = 0.1f; cfg.lambd = 0.1f; cfg.ln_eps = 1e-5f; /* tests/test_models.c crate_cfg() */
+        TRY(wbcl_crate_load_file(e->ctx, wpath, &cfg, &s->crate));
+        double N = (double)((Hh / 8) * (Ww / 8)), N1 = N + 1, Kp = 48, pd = 8.0 * 8.0 * 3.0;
+        flops += 2.0 * (double)B * N * pd * d; /* patch embedding */
+        /* per layer: MSSA U projection and output projection (d x K p each), attention 4 (N+1)^2 K p,
+         * ISTA x W, x W^T, (.) W: 3 d x d products */
+        flops += 2.0 * (double)B * (4.0 * N1 * d * Kp + 4.0 * N1 * N1 * Kp + 6.0 * N1 * d * d);
+        flops += 2.0 * (double)(B * d * classes);
+        snprintf(c->shape, sizeof c->shape, "CRATE B=%zu %zux%zu d=%zu L=2", B, Hh, Ww, d);
+    }
+    s->img = tens(e, &st, 4, B, ish.shape[1], Hh, Ww, big);
+    s->out = tens(e, &st, 2, B, classes, 0, 0, NULL);
+    if (st) goto done;
+    TRY(model_call(e->ctx, s));
+    TRY(readback(e, s->out, &y));
+    c->err = relerr(y, want, B * classes);
+    /* tests/test_models.c bounds every traced stage by 2e-5 absolute (margin ~8x over the observed worst);
+     * normwise 1e-4 over logits of magnitude ~1 is the same bound with the batch's replication */
+    c->tol = 1e-4;
+    c->flops = flops;
+    c->bytes = 4.0 * (double)(B * per_img + B * classes);
+done:
+    if (st) msg(why, wl, e, st);
+done_nomsg:
+    if (st) { model_free(s); s = NULL; }
+    c->call = model_call; c->state = s; c->cleanup = model_free;
+    wbcl_safetensors_close(gold);
+    free(img); free(logits); free(big); free(y); free(want);
+    return st;
+}
+static wbcl_status crate_fwd_prep(env *e, op_case *c, char *w, size_t l) { return model_prep(e, c, w, l, 0); }
+static wbcl_status tost_fwd_prep(env *e, op_case *c, char *w, size_t l) { return model_prep(e, c, w, l, 1); }
+
 /* ---- the operator table: one line per operator --------------------------------------------------- */
 const bench_op wbcl_bench_ops[] = {
     {"gemm.packed", "gemm", gemm_packed_prep},
@@ -612,6 +867,14 @@ const bench_op wbcl_bench_ops[] = {
     {"measures.sparsity", "measures", sparsity_prep},
     {"redunet.construct", "redunet", rdn_fit_prep},
     {"redunet.apply", "redunet", rdn_apply_prep},
+    {"circulant.lift_1d", "circulant", circ_lift1_prep},
+    {"circulant.lift_2d", "circulant", circ_lift2_prep},
+    {"circulant.construct_1d", "circulant", circ_fit1_prep},
+    {"circulant.construct_2d", "circulant", circ_fit2_prep},
+    {"circulant.apply_1d", "circulant", circ_apply1_prep},
+    {"circulant.apply_2d", "circulant", circ_apply2_prep},
+    {"model.crate_forward", "models", crate_fwd_prep},
+    {"model.tost_forward", "models", tost_fwd_prep},
 };
 const size_t wbcl_bench_n_ops = sizeof wbcl_bench_ops / sizeof wbcl_bench_ops[0];
 

@@ -16,22 +16,25 @@
 #   prelude   CPU variant (wbcl_params cpu) and GPU variant (gpu), with fp64 on, and off for the
 #             families whose code depends on it
 #   attention -DWBCL_ATT_P/PP/VW/QB/G/BQ/BK from choose_params() for p in 16 64 128 (VW 16, QB 4/1/1)
-#   tssa      generic; -DWBCL_TSSA_P/K (+ALIGNED) for (p, K) in (64, 8) (17, 3) (128, 12)
+#   tssa      generic; -DWBCL_TSSA_P/K (+ALIGNED) for (p, K) in (64, 8) (17, 3) (128, 12); P alone (32: more
+#             than WBCL_TSSA_K_MAX heads), K alone (4, aligned: p above WBCL_TSSA_P_MAX)
 #   redunet   fused -DRD_D -DRD_K -DRD_VW (CPU 16, GPU 1) for (d, K) in (3, 3) (16, 32);
 #             GEMM path -DRD_D=0 -DRD_K -DRD_LS (CPU 1, GPU 64)
+#   circulant -DCI_C=C (host/ops/circulant.c: the channel count, 1..WBCL_CIRCULANT_MAX_CHANNELS = 64) for
+#             C in 1 (the default) 3 16 64
+# Self-check (run first, and alone with --check-specs, no clang needed): every -D option name the host
+# code passes (host/**/*.c) must be set by prelude() or, for each kernel family whose .cl file reads it,
+# by that family's specs() — a new kernel variant option cannot be left out of this check.
 #
 # usage: tools/portability-check.sh [OUTDIR]     (default build/portability)
-# Exit status 1 if any compile fails; the failing compiler output is printed.
+#        tools/portability-check.sh --check-specs
+# Exit status 1 if any compile fails (the failing compiler output is printed) or the self-check fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+check_only=0
+[ "${1:-}" = --check-specs ] && { check_only=1; shift; }
 out=${1:-build/portability}
-mkdir -p "$out"
-CLANG=${CLANG:-}
-if [ -z "$CLANG" ]; then
-  for c in clang-15 clang-14 clang; do command -v $c >/dev/null && { CLANG=$c; break; }; done
-fi
-[ -n "$CLANG" ] || { echo "portability-check: clang not found (tools/install-deps.sh installs it)"; exit 1; }
 
 prelude() { # variant fp64
   if [ "$1" = cpu ]; then
@@ -56,13 +59,44 @@ specs() { # family variant -> one line per extra option set ("-" = none)
   case $1 in
     attention) for p in 16 64 128; do att_opts $p "$2"; done ;;
     tssa) echo "-"; echo "-DWBCL_TSSA_P=64 -DWBCL_TSSA_K=8 -DWBCL_TSSA_ALIGNED=1"; echo "-DWBCL_TSSA_P=17 -DWBCL_TSSA_K=3"
-          echo "-DWBCL_TSSA_P=128 -DWBCL_TSSA_K=12" ;;
+          echo "-DWBCL_TSSA_P=128 -DWBCL_TSSA_K=12"
+          echo "-DWBCL_TSSA_P=32"; echo "-DWBCL_TSSA_K=4 -DWBCL_TSSA_ALIGNED=1" ;; # K > 64 heads; p > 1024
     redunet) local vw=16 ls=1; [ "$2" = gpu ] && { vw=1; ls=64; }
           echo "-DRD_D=3 -DRD_K=3 -DRD_VW=$vw"; echo "-DRD_D=16 -DRD_K=32 -DRD_VW=$vw"; echo "-DRD_D=0 -DRD_K=3 -DRD_LS=$ls" ;;
+    circulant) echo "-"; for c in 3 16 64; do echo "-DCI_C=$c"; done ;;
     *) echo "-" ;;
   esac
 }
 
+# The self-check: option names the host passes vs prelude() and specs().
+check_specs() {
+  local bad=0 n=0 name fam fams all
+  for name in $(grep -rhoE --include='*.c' -- '-D[A-Z_][A-Z0-9_]*=' host/ | sed 's/^-D//; s/=$//' | sort -u); do
+    n=$((n + 1))
+    [[ "$(prelude cpu 1)" == *"-D$name="* ]] && continue
+    fams=$(grep -lw -- "$name" cl/*.cl | xargs -r -n1 basename | sed 's/\.cl$//')
+    if [ -z "$fams" ]; then
+      echo "portability-check: the host passes -D$name but no cl/*.cl file reads it"; bad=1; continue
+    fi
+    for fam in $fams; do
+      all="$(specs "$fam" cpu; specs "$fam" gpu)" # (not piped into grep -q: SIGPIPE + pipefail)
+      if [[ "$all" != *"-D$name="* ]]; then
+        echo "portability-check: the host passes -D$name and cl/$fam.cl reads it, but specs() gives $fam no value for it"
+        bad=1
+      fi
+    done
+  done
+  [ $bad = 0 ] && echo "portability-check: specs cover all $n -D options the host code passes"
+  return $bad
+}
+check_specs || exit 1
+[ $check_only = 1 ] && exit 0
+mkdir -p "$out"
+CLANG=${CLANG:-}
+if [ -z "$CLANG" ]; then
+  for c in clang-15 clang-14 clang; do command -v $c >/dev/null && { CLANG=$c; break; }; done
+fi
+[ -n "$CLANG" ] || { echo "portability-check: clang not found (tools/install-deps.sh installs it)"; exit 1; }
 # a small OpenCL program that builds a source with options on the local device
 clbuild=$out/clbuild
 if [ ! -x "$clbuild" ] || [ "$0" -nt "$clbuild" ]; then

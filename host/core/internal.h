@@ -143,6 +143,14 @@ wbcl_status wbcl__set_arg(wbcl_context *ctx, wbcl_kern *k, cl_uint idx, size_t s
  * of local: they are rounded up here (kernels must bounds-check). */
 wbcl_status wbcl__launch(wbcl_context *ctx, wbcl_kern *k, cl_uint dims, const size_t *global, const size_t *local);
 size_t wbcl__round_up(size_t x, size_t m);
+/* Kernels compiled with reqd_work_group_size(want, 1, 1) can be launched only if the compiled kernel accepts
+ * that many work-items: CL_KERNEL_WORK_GROUP_SIZE (kernel_limit), which register or local-memory use can make
+ * smaller than the device's CL_DEVICE_MAX_WORK_GROUP_SIZE. Returns want if want <= kernel_limit, else the largest
+ * power of two <= kernel_limit (the caller rebuilds the kernel for it), 0 if kernel_limit is 0 (the caller
+ * takes its generic path). Pure: tests/test_core.c checks it with fake limits. */
+size_t wbcl__wg_fit(size_t want, size_t kernel_limit);
+/* CL_KERNEL_WORK_GROUP_SIZE of k on the context's device; a failure is recorded and returned. */
+wbcl_status wbcl__kernel_wg_limit(wbcl_context *ctx, wbcl_kern *k, size_t *limit);
 
 /* Reusable device scratch buffer for a slot (grow-only, owned by ctx). */
 wbcl_status wbcl__scratch(wbcl_context *ctx, int slot, size_t bytes, cl_mem *out);

@@ -438,6 +438,23 @@ wbcl_status wbcl__set_arg(wbcl_context *ctx, wbcl_kern *k, cl_uint idx, size_t s
     return WBCL_SUCCESS;
 }
 
+size_t wbcl__wg_fit(size_t want, size_t kernel_limit)
+{
+    if (want <= kernel_limit) return want;
+    size_t p = 1;
+    if (!kernel_limit) return 0;
+    while (p <= kernel_limit / 2) p *= 2;
+    return p;
+}
+
+wbcl_status wbcl__kernel_wg_limit(wbcl_context *ctx, wbcl_kern *k, size_t *limit)
+{
+    *limit = 0;
+    cl_int e = clGetKernelWorkGroupInfo(k->kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof *limit, limit, NULL);
+    if (e != CL_SUCCESS) return wbcl__cl_fail(ctx, e, "querying the work-group size limit of kernel '%s'", k->name);
+    return WBCL_SUCCESS;
+}
+
 wbcl_status wbcl__launch(wbcl_context *ctx, wbcl_kern *k, cl_uint dims, const size_t *global, const size_t *local)
 {
     size_t g[3];

@@ -293,13 +293,14 @@ wbcl_status wbcl_crate_forward(wbcl_context *ctx, wbcl_crate *m, const wbcl_tens
     }
     if (what == WBCL_MODEL_FEATURES) return wbcl_tensor_copy(ctx, m->Z, out);
     /* head on the CLS token */
-    cl_uint uN1 = (cl_uint)N1, row = 0;
+    cl_uint uN1 = (cl_uint)N1, row = 0, uB = (cl_uint)B;
     if ((r = wbcl__model_kernel(ctx, "wbcl_model_take_row", &k))) return r;
     WBCL_ARG(ctx, k, 0, m->Z->mem);
     WBCL_ARG(ctx, k, 1, m->C->mem);
     WBCL_ARG(ctx, k, 2, uN1);
     WBCL_ARG(ctx, k, 3, ud);
     WBCL_ARG(ctx, k, 4, row);
+    WBCL_ARG(ctx, k, 5, uB);
     if ((r = wbcl__model_launch(ctx, k, d, B, 1))) return r;
     if ((r = wbcl_layernorm(ctx, m->C, m->head_ln_g, m->head_ln_b, c->ln_eps, m->C))) return r;
     if ((r = wbcl__model_linear(ctx, m->C, B, d, m->head_W, c->num_classes, m->head_b, 0, out))) return r;

@@ -366,12 +366,13 @@ static wbcl_status take_row0(wbcl_context *ctx, const wbcl_tensor *x, wbcl_tenso
     wbcl_kern *k;
     wbcl_status r = wbcl__model_kernel(ctx, "wbcl_model_take_row", &k);
     if (r) return r;
-    cl_uint uN = (cl_uint)N1, ud = (cl_uint)d, row = 0;
+    cl_uint uN = (cl_uint)N1, ud = (cl_uint)d, row = 0, uB = (cl_uint)B;
     WBCL_ARG(ctx, k, 0, x->mem);
     WBCL_ARG(ctx, k, 1, out->mem);
     WBCL_ARG(ctx, k, 2, uN);
     WBCL_ARG(ctx, k, 3, ud);
     WBCL_ARG(ctx, k, 4, row);
+    WBCL_ARG(ctx, k, 5, uB);
     return wbcl__model_launch(ctx, k, d, B, 1);
 }
 

@@ -216,12 +216,34 @@ static wbcl_status run_cpu(wbcl_context *ctx, const char *op, const wbcl_attenti
     return wbcl__launch(ctx, kf, 2, fg, fl);
 }
 
-static wbcl_status run_gpu(wbcl_context *ctx, const wbcl_attention_desc *d, const att_params *a, const char *opts,
+/* The GPU kernel has reqd_work_group_size(BQ, 1, 1). BQ is chosen from the device's maximum work-group size, but
+ * the compiled kernel may accept fewer work-items (CL_KERNEL_WORK_GROUP_SIZE: registers, local memory): then
+ * it is rebuilt for the largest power of two the kernel accepts, and if none fits (or the rebuilt kernel
+ * still refuses it) the CPU-shaped kernel, which launches work-groups of one work-item, runs instead. */
+static wbcl_status gpu_kernel(wbcl_context *ctx, att_params *a, char *opts, size_t optlen, wbcl_kern **kf)
+{
+    *kf = NULL;
+    for (int tries = 0; tries < 2; tries++) {
+        wbcl_kern *k;
+        size_t limit;
+        wbcl_status st = wbcl__kernel(ctx, FAMILY, opts, "wbcl_attn_fused_gpu", &k);
+        if (!st) st = wbcl__kernel_wg_limit(ctx, k, &limit);
+        if (st) return st;
+        size_t bq = wbcl__wg_fit((size_t)a->bq, limit);
+        if (bq == (size_t)a->bq) {
+            *kf = k;
+            return WBCL_SUCCESS;
+        }
+        if (!bq) break;
+        a->bq = (int)bq;
+        options(a, opts, optlen);
+    }
+    return WBCL_SUCCESS; /* no fitting work-group size: *kf NULL, the caller takes the CPU-shaped path */
+}
+
+static wbcl_status run_gpu(wbcl_context *ctx, const wbcl_attention_desc *d, const att_params *a, wbcl_kern *kf,
                            const wbcl_tensor *q, const wbcl_tensor *k, const wbcl_tensor *v, wbcl_tensor *o)
 {
-    wbcl_kern *kf;
-    wbcl_status st = wbcl__kernel(ctx, FAMILY, opts, "wbcl_attn_fused_gpu", &kf);
-    if (st) return st;
     const size_t BH = d->batch * d->heads;
     const cl_uint H = (cl_uint)d->heads, BH_ = (cl_uint)BH, Nq = (cl_uint)d->n_q, Nk = (cl_uint)d->n_k,
                   causal = d->causal ? 1u : 0u;
@@ -270,7 +292,15 @@ static wbcl_status attention(wbcl_context *ctx, const char *op, const wbcl_atten
     choose_params(ctx, d->p, &a);
     char opts[256];
     options(&a, opts, sizeof opts);
-    if (ctx->variant == WBCL_VARIANT_GPU) return run_gpu(ctx, d, &a, opts, q, k, v, o);
+    if (ctx->variant == WBCL_VARIANT_GPU) {
+        wbcl_kern *kf;
+        att_params g = a;
+        char gopts[256];
+        memcpy(gopts, opts, sizeof gopts);
+        st = gpu_kernel(ctx, &g, gopts, sizeof gopts, &kf);
+        if (st) return st;
+        if (kf) return run_gpu(ctx, d, &g, kf, q, k, v, o);
+    }
     return run_cpu(ctx, op, d, &a, opts, q, k, v, o);
 }
 
