@@ -109,9 +109,19 @@ void wbcl__msg(char *err, size_t errlen, const char *fmt, ...) WBCL_PRINTF(3, 4)
 /* Formats a shape as "(2, 3, 4)" into buf. */
 const char *wbcl__shape_str(char *buf, size_t len, int ndim, const size_t *shape);
 
+/* ---- element types ------------------------------------------------------- */
+/* Bytes per element of a tensor dtype (4 or 2; 0 outside the enum) and its name ("float32",
+ * "float16", "invalid"). Every allocation, transfer and bounds check multiplies by this. */
+size_t wbcl__dtype_size(wbcl_dtype d);
+const char *wbcl__dtype_name(wbcl_dtype d);
+
 /* ---- argument checks (set message, return status) ------------------------ */
-/* NULL tensor pointer or tensor from another context. `what` names the argument. */
+/* NULL tensor pointer, tensor from another context, or a dtype other than float32: the check of
+ * every op that computes on float32 storage only. The dtype message names the op, the argument
+ * and the dtype, e.g. "wbcl_relu: tensor 'x' is float16; this operation supports float32 only". */
 wbcl_status wbcl__check_tensor(wbcl_context *ctx, const wbcl_tensor *t, const char *op, const char *what);
+/* The same for ops that read or write float16 storage too (computing in float32): any dtype. */
+wbcl_status wbcl__check_tensor_any(wbcl_context *ctx, const wbcl_tensor *t, const char *op, const char *what);
 /* a and b must have identical shapes. */
 wbcl_status wbcl__check_same_shape(wbcl_context *ctx, const wbcl_tensor *a, const wbcl_tensor *b,
                                    const char *op, const char *an, const char *bn);
@@ -143,6 +153,12 @@ wbcl_status wbcl__set_arg(wbcl_context *ctx, wbcl_kern *k, cl_uint idx, size_t s
  * of local: they are rounded up here (kernels must bounds-check). */
 wbcl_status wbcl__launch(wbcl_context *ctx, wbcl_kern *k, cl_uint dims, const size_t *global, const size_t *local);
 size_t wbcl__round_up(size_t x, size_t m);
+
+/* Element-wise dtype conversion on the device: dst[dst_off + i] = src[src_off + i] for i < n,
+ * float16 -> float32 exactly (vload_half), float32 -> float16 rounding to nearest even
+ * (vstore_half_rte), same dtype a plain copy. Offsets and n in elements. (host/core/convert.c) */
+wbcl_status wbcl__convert(wbcl_context *ctx, const char *op, cl_mem src, wbcl_dtype sd, size_t src_off, cl_mem dst,
+                          wbcl_dtype dd, size_t dst_off, size_t n);
 
 /* Reusable device scratch buffer for a slot (grow-only, owned by ctx). */
 wbcl_status wbcl__scratch(wbcl_context *ctx, int slot, size_t bytes, cl_mem *out);
