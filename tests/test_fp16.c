@@ -262,8 +262,8 @@ START_TEST(ops_refuse_f16)
     tu_assert_status(ctx, wbcl_gelu(ctx, x16, y32), WBCL_ERROR_DTYPE, "wbcl_gelu: tensor 'x' is float16");
     tu_assert_status(ctx, wbcl_softmax(ctx, y32, x16), WBCL_ERROR_DTYPE, "float32 only");
     tu_assert_status(ctx, wbcl_scale(ctx, x16, 2.0f, y32), WBCL_ERROR_DTYPE, "wbcl_scale");
-    tu_assert_status(ctx, wbcl_attention_softmax_heads(ctx, x16, y32, y32, 1.0f, 0, y32), WBCL_ERROR_DTYPE,
-                     "float16");
+    tu_assert_status(ctx, wbcl_layernorm(ctx, y32, x16, NULL, 1e-5f, y32), WBCL_ERROR_DTYPE,
+                     "wbcl_layernorm: tensor 'gamma' is float16");
     wbcl_tensor_destroy(x16);
     wbcl_tensor_destroy(y32);
     wbcl_context_destroy(ctx);
@@ -472,6 +472,89 @@ START_TEST(gemm_accuracy)
 }
 END_TEST
 
+/* ---- attention ---------------------------------------------------------------------------- */
+/* Per-head softmax attention with q, k, v, o stored in the dtypes of `mask` (1 q, 2 k, 4 v, 8 o),
+ * against wbcl_ref_attention_heads on the inputs as stored. Tolerance: tests/test_attention.c's
+ * float32 bound (ATOL 4e-5 for O(1) inputs, p <= 64, n_k <= 128: an output row is a convex
+ * combination of value rows, errors come from the length-p dot products, exp2 and the weighted
+ * sum) plus, for a half o, its one rounding: 2^-11 |o| + 2^-25. A wrong mask, scale or a key
+ * read as the wrong element moves outputs by 1e-2 or more. */
+static void run_attention(wbcl_context *ctx, int mask, size_t B, size_t K, size_t nq, size_t nk, size_t p,
+                          int causal, int mssa, uint64_t seed)
+{
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    const size_t nQ = B * K * nq * p, nK = B * K * nk * p;
+    float *q = tu_random_f32(&r, nQ, -1, 1), *k = tu_random_f32(&r, nK, -1, 1), *v = tu_random_f32(&r, nK, -1, 1);
+    if (mssa) {
+        memcpy(k, q, nQ * sizeof *q);
+        memcpy(v, q, nQ * sizeof *q);
+    }
+    size_t sq[4] = {B, K, nq, p}, sk[4] = {B, K, nk, p};
+    const wbcl_dtype dq = mask & 1 ? WBCL_F16 : WBCL_F32, dk = mask & 2 ? WBCL_F16 : WBCL_F32,
+                     dv = mask & 4 ? WBCL_F16 : WBCL_F32, dout = mask & 8 ? WBCL_F16 : WBCL_F32;
+    wbcl_tensor *Q, *Kt = NULL, *V = NULL, *O;
+    ck_assert_int_eq(wbcl_tensor_create(ctx, 4, sq, dq, q, &Q), WBCL_SUCCESS);
+    if (!mssa) {
+        ck_assert_int_eq(wbcl_tensor_create(ctx, 4, sk, dk, k, &Kt), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_tensor_create(ctx, 4, sk, dv, v, &V), WBCL_SUCCESS);
+    }
+    ck_assert_int_eq(wbcl_tensor_create(ctx, 4, sq, dout, NULL, &O), WBCL_SUCCESS);
+    const double scale = 1.0 / sqrt((double)p);
+    wbcl_status st = mssa ? wbcl_attention_mssa_heads(ctx, Q, (float)scale, causal, O)
+                          : wbcl_attention_softmax_heads(ctx, Q, Kt, V, (float)scale, causal, O);
+    char what[160];
+    snprintf(what, sizeof what, "%s mask %d B %zu K %zu nq %zu nk %zu p %zu causal %d (%s)",
+             mssa ? "mssa" : "softmax", mask, B, K, nq, nk, p, causal,
+             wbcl_context_variant(ctx) == WBCL_VARIANT_GPU ? "gpu" : "cpu");
+    ck_assert_msg(st == WBCL_SUCCESS, "%s: %s", what, wbcl_context_last_error(ctx));
+    float *got = tu_guarded_alloc(nQ);
+    ck_assert_int_eq(wbcl_tensor_read(ctx, O, got, nQ), WBCL_SUCCESS);
+    ck_assert(tu_canary_ok(got, nQ));
+    double *dq64 = malloc(nQ * sizeof *dq64), *dk64 = malloc(nK * sizeof *dk64), *dv64 = malloc(nK * sizeof *dv64),
+           *want = malloc(nQ * sizeof *want);
+    for (size_t i = 0; i < nQ; i++) dq64[i] = dq == WBCL_F16 ? round_half(q[i]) : q[i];
+    for (size_t i = 0; i < nK; i++) {
+        dk64[i] = mssa ? dq64[i] : dk == WBCL_F16 ? round_half(k[i]) : k[i];
+        dv64[i] = mssa ? dq64[i] : dv == WBCL_F16 ? round_half(v[i]) : v[i];
+    }
+    wbcl_ref_attention_heads(B, K, nq, nk, p, dq64, dk64, dv64, scale, causal, want);
+    double worst = 0;
+    size_t wi = 0;
+    for (size_t i = 0; i < nQ; i++) {
+        const double tol = 4e-5 + (dout == WBCL_F16 ? ldexp(1, -11) * fabs(want[i]) + ldexp(1, -25) : 0);
+        const double e = isfinite(got[i]) ? fabs(got[i] - want[i]) / tol : INFINITY;
+        if (!(e <= worst)) worst = e, wi = i;
+    }
+    ck_assert_msg(worst <= 1.0, "%s: element %zu got %.9g want %.9g (%.3g x tolerance)", what, wi, (double)got[wi],
+                  want[wi], worst);
+    free(q); free(k); free(v); free(dq64); free(dk64); free(dv64); free(want);
+    tu_guarded_free(got);
+    wbcl_tensor_destroy(Q);
+    wbcl_tensor_destroy(Kt);
+    wbcl_tensor_destroy(V);
+    wbcl_tensor_destroy(O);
+}
+
+/* _i = 0: the CPU variant (packed K/V), 1: the GPU-shaped kernel (reads q, k, v in place) */
+START_TEST(attention_half)
+{
+    wbcl_context *ctx = tu_context();
+    const wbcl_variant var = _i ? WBCL_VARIANT_GPU : WBCL_VARIANT_CPU;
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, var), WBCL_SUCCESS);
+    /* all four half, each one alone, k and v only; p = 16 (whole vectors) and 40 (padded) */
+    const int masks[] = {15, 1, 2, 4, 8, 6};
+    for (size_t i = 0; i < sizeof masks / sizeof masks[0]; i++) {
+        run_attention(ctx, masks[i], 2, 3, 37, 37, 16, 0, 0, 500 + i);
+        run_attention(ctx, masks[i], 1, 2, 29, 70, 40, 1, 0, 510 + i);
+    }
+    /* MSSA: w half with a float32 o, and both half */
+    run_attention(ctx, 7, 2, 2, 45, 45, 24, 0, 1, 520);
+    run_attention(ctx, 15, 1, 3, 33, 33, 16, 1, 1, 521);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("fp16");
@@ -486,6 +569,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, gemm_mixes, 0, 2);
     tcase_add_loop_test(tc, gemm_strided_half, 0, 2);
     tcase_add_loop_test(tc, gemm_accuracy, 0, 2);
+    tcase_add_loop_test(tc, attention_half, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -19,6 +19,8 @@
 #   tssa      generic; -DWBCL_TSSA_P/K (+ALIGNED) for (p, K) in (64, 8) (17, 3) (128, 12)
 #   redunet   fused -DRD_D -DRD_K -DRD_VW (CPU 16, GPU 1) for (d, K) in (3, 3) (16, 32);
 #             GEMM path -DRD_D=0 -DRD_K -DRD_LS (CPU 1, GPU 64)
+#   gemm      plain; float16 storage -DWBCL_GEMM_SRC_HALF=1 (half pack sources) and
+#             -DWBCL_GEMM_C_HALF=1 (half C)
 #
 # usage: tools/portability-check.sh [OUTDIR]     (default build/portability)
 # Exit status 1 if any compile fails; the failing compiler output is printed.
@@ -57,6 +59,7 @@ specs() { # family variant -> one line per extra option set ("-" = none)
     attention) for p in 16 64 128; do att_opts $p "$2"; done ;;
     tssa) echo "-"; echo "-DWBCL_TSSA_P=64 -DWBCL_TSSA_K=8 -DWBCL_TSSA_ALIGNED=1"; echo "-DWBCL_TSSA_P=17 -DWBCL_TSSA_K=3"
           echo "-DWBCL_TSSA_P=128 -DWBCL_TSSA_K=12" ;;
+    gemm) echo "-"; echo "-DWBCL_GEMM_SRC_HALF=1"; echo "-DWBCL_GEMM_C_HALF=1" ;;
     redunet) local vw=16 ls=1; [ "$2" = gpu ] && { vw=1; ls=64; }
           echo "-DRD_D=3 -DRD_K=3 -DRD_VW=$vw"; echo "-DRD_D=16 -DRD_K=32 -DRD_VW=$vw"; echo "-DRD_D=0 -DRD_K=3 -DRD_LS=$ls" ;;
     *) echo "-" ;;

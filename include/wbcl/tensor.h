@@ -9,7 +9,8 @@
  * below 2^-14 become subnormal halves or zero), reads widen exactly. Relative rounding error of
  * one store: <= 2^-11 for normal halves (|x| in [2^-14, 65504]).
  * Which ops accept F16: the tensor functions below, wbcl_gemm / wbcl_gemm_strided (any mix of
- * dtypes; see gemm.h). Every other op refuses an F16 tensor with WBCL_ERROR_DTYPE and a message
+ * dtypes; see gemm.h), the per-head attention kernels wbcl_attention_softmax_heads / _strided and
+ * wbcl_attention_mssa_heads (attention.h). Every other op refuses an F16 tensor with WBCL_ERROR_DTYPE and a message
  * naming the op, the argument and the dtype. */
 #ifndef WBCL_TENSOR_H
 #define WBCL_TENSOR_H
