@@ -160,6 +160,19 @@ size_t wbcl__round_up(size_t x, size_t m);
 wbcl_status wbcl__convert(wbcl_context *ctx, const char *op, cl_mem src, wbcl_dtype sd, size_t src_off, cl_mem dst,
                           wbcl_dtype dd, size_t dst_off, size_t n);
 
+/* Replaces *t (if not NULL and not already float16) by a float16 copy of it (same shape, values
+ * rounded to nearest even), destroying the float32 original: the weight matrices of models loaded
+ * with weight_dtype WBCL_F16. On failure *t is unchanged. (host/core/tensor.c) */
+wbcl_status wbcl__tensor_store_f16(wbcl_context *ctx, wbcl_tensor **t);
+/* The same for the matrices modules hand only to the GEMM (their projections): MSSA U and Wo,
+ * the ISTA layer's W (or folded M), the TSSA layer's W and Wo. */
+struct wbcl_mssa;
+struct wbcl_ista_layer;
+struct wbcl_tssa_layer;
+wbcl_status wbcl__mssa_store_f16(wbcl_context *ctx, struct wbcl_mssa *m);
+wbcl_status wbcl__ista_layer_store_f16(wbcl_context *ctx, struct wbcl_ista_layer *l);
+wbcl_status wbcl__tssa_layer_store_f16(wbcl_context *ctx, struct wbcl_tssa_layer *l);
+
 /* Reusable device scratch buffer for a slot (grow-only, owned by ctx). */
 wbcl_status wbcl__scratch(wbcl_context *ctx, int slot, size_t bytes, cl_mem *out);
 /* Creates a raw buffer, mapping allocation failures to WBCL_ERROR_DEVICE_LIMIT with a message. */

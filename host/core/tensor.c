@@ -195,3 +195,18 @@ int wbcl_tensor_ndim(const wbcl_tensor *t) { return t ? t->ndim : 0; }
 size_t wbcl_tensor_dim(const wbcl_tensor *t, int i) { return t && i >= 0 && i < t->ndim ? t->shape[i] : 0; }
 size_t wbcl_tensor_numel(const wbcl_tensor *t) { return t ? t->numel : 0; }
 wbcl_dtype wbcl_tensor_dtype(const wbcl_tensor *t) { return t ? t->dtype : WBCL_F32; }
+
+wbcl_status wbcl__tensor_store_f16(wbcl_context *ctx, wbcl_tensor **t)
+{
+    if (!*t || (*t)->dtype == WBCL_F16) return WBCL_SUCCESS;
+    wbcl_tensor *h = NULL;
+    wbcl_status st = wbcl_tensor_create(ctx, (*t)->ndim, (*t)->shape, WBCL_F16, NULL, &h);
+    if (!st) st = wbcl_tensor_copy(ctx, *t, h);
+    if (st) {
+        wbcl_tensor_destroy(h);
+        return st;
+    }
+    wbcl_tensor_destroy(*t);
+    *t = h;
+    return WBCL_SUCCESS;
+}
