@@ -28,6 +28,7 @@
 #include "wbcl/models.h"
 
 #define GOLD_TOL 2e-5
+#define F16_TOL 5e-3 /* logits with float16 weight matrices: see f16_weights below */
 
 static char *path_of(const char *name)
 {
@@ -829,6 +830,24 @@ START_TEST(run_tool_writes_nothing_on_failure)
     ck_assert_uint_eq(wbcl_array_numel(&a), n);
     for (size_t i = 0; i < n; i++) ck_assert_msg(fabs(got[i] - want[i]) <= GOLD_TOL, "logit %zu", i);
     free(got);
+    wbcl_array_free(&a);
+    /* --param weight_dtype=f16: within F16_TOL of the golden logits, and not the float32 run's */
+    snprintf(cmd, sizeof cmd,
+             "%s/wbcl-run crate --weights %s --input %s --output %s --param dim=48 --param depth=2 --param heads=4 "
+             "--param dim_head=12 --param patch=8 --param weight_dtype=f16 --quiet 2>/dev/null",
+             WBCL_TOOLS_DIR, path_of("crate.safetensors"), inp, outp);
+    rc = system(cmd);
+    ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "wbcl-run crate f16 failed: %s", cmd);
+    ck_assert(!wbcl_npy_read(outp, &a, err, sizeof err));
+    ck_assert(!wbcl_array_to_f32(&a, &got, err, sizeof err));
+    double dmax = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(fabs(got[i] - want[i]) <= F16_TOL, "f16 logit %zu: %g vs %g", i, got[i], want[i]);
+        dmax = fmax(dmax, fabs(got[i] - want[i]));
+    }
+    /* float32 weights: <= 4.2e-7 here; float16: 4.2e-4 measured */
+    ck_assert_msg(dmax > 1e-5, "weight_dtype=f16 gave float32-accurate logits (%g)", dmax);
+    free(got);
     free(want);
     wbcl_array_free(&a);
     /* failures: NaN weights, truncated weights */
@@ -863,8 +882,6 @@ END_TEST
  * margin > 10x, while a wrongly converted matrix (another weight's values, a transposed or
  * unrounded load) changes the logits by O(0.1). The difference to the float32-weight run must be
  * non-zero, which shows that the half path ran. Measured errors are printed (perf/RESULTS.md). */
-#define F16_TOL 5e-3
-
 static void logits_f16(const char *model, const char *wname, const char *gname, int tost, int which, size_t B,
                        size_t classes)
 {
