@@ -24,6 +24,9 @@
  *   WBCL_ATT_G    CPU: register groups per work-item (K/V reuse from L1)
  *   WBCL_ATT_BQ   GPU: work-group size = queries per work-group
  *   WBCL_ATT_BK   GPU: keys per local-memory tile
+ *   WBCL_ATT_HALF float16 storage, a bit mask (default 0): 1 q, 2 k, 4 v, 8 o. Those tensors are
+ *                 read with vload_half and o written with vstore_half_rte (core OpenCL C 1.2,
+ *                 no cl_khr_fp16); all arithmetic and the packed K/V panels stay float32.
  * OpenCL C 1.2. */
 
 #define P WBCL_ATT_P
@@ -33,6 +36,41 @@
 #define G WBCL_ATT_G
 #define BQ WBCL_ATT_BQ
 #define BK WBCL_ATT_BK
+
+#ifndef WBCL_ATT_HALF
+#define WBCL_ATT_HALF 0
+#endif
+/* storage type of each tensor and its scalar load / store as float */
+#define WBCL_LDF(i, p) ((p)[i])
+#define WBCL_LDH(i, p) vload_half((i), (p))
+#if WBCL_ATT_HALF & 1
+#define Q_T half
+#define LD_Q WBCL_LDH
+#else
+#define Q_T float
+#define LD_Q WBCL_LDF
+#endif
+#if WBCL_ATT_HALF & 2
+#define K_T half
+#define LD_K WBCL_LDH
+#else
+#define K_T float
+#define LD_K WBCL_LDF
+#endif
+#if WBCL_ATT_HALF & 4
+#define V_T half
+#define LD_V WBCL_LDH
+#else
+#define V_T float
+#define LD_V WBCL_LDF
+#endif
+#if WBCL_ATT_HALF & 8
+#define O_T half
+#define ST_O(x, i, p) vstore_half_rte((x), (i), (p))
+#else
+#define O_T float
+#define ST_O(x, i, p) ((p)[i] = (x))
+#endif
 
 #define KP 16 /* keys per packed K panel (one float16 of scores) */
 #define KB 32 /* keys per block: two panels                      */
@@ -108,7 +146,7 @@ inline float16 wbcl_exp2_neg16(float16 x)
  * V rows:   Vp[bh][j][c] = v(b, h, j, c) for c < p, zero for c >= p or j >= n_k;
  *           npan*16 rows of PP.
  * global (npan*16, B*K): one work-item per (key, batch-head). */
-__kernel void wbcl_attn_pack_k(__global const float *restrict k, const ulong off, const ulong sb, const ulong sh,
+__kernel void wbcl_attn_pack_k(__global const K_T *restrict k, const ulong off, const ulong sb, const ulong sh,
                                const ulong sn, const uint H, const uint BH, const uint Nk, const uint npan,
                                __global float *restrict kp)
 {
@@ -117,14 +155,14 @@ __kernel void wbcl_attn_pack_k(__global const float *restrict k, const ulong off
     const uint b = bh / H, h = bh % H;
     __global float *d = kp + ((ulong)bh * npan + j / KP) * (P * KP) + (j % KP);
     if (j < Nk) {
-        const __global float *s = k + off + b * sb + h * sh + (ulong)j * sn;
-        for (uint c = 0; c < P; c++) d[c * KP] = s[c];
+        const __global K_T *s = k + off + b * sb + h * sh + (ulong)j * sn;
+        for (uint c = 0; c < P; c++) d[c * KP] = LD_K(c, s);
     } else {
         for (uint c = 0; c < P; c++) d[c * KP] = 0.0f;
     }
 }
 
-__kernel void wbcl_attn_pack_v(__global const float *restrict v, const ulong off, const ulong sb, const ulong sh,
+__kernel void wbcl_attn_pack_v(__global const V_T *restrict v, const ulong off, const ulong sb, const ulong sh,
                                const ulong sn, const uint H, const uint BH, const uint Nk, const uint npan,
                                __global float *restrict vp)
 {
@@ -133,8 +171,8 @@ __kernel void wbcl_attn_pack_v(__global const float *restrict v, const ulong off
     const uint b = bh / H, h = bh % H;
     __global float *d = vp + ((ulong)bh * npan * KP + j) * PP;
     if (j < Nk) {
-        const __global float *s = v + off + b * sb + h * sh + (ulong)j * sn;
-        for (uint c = 0; c < P; c++) d[c] = s[c];
+        const __global V_T *s = v + off + b * sb + h * sh + (ulong)j * sn;
+        for (uint c = 0; c < P; c++) d[c] = LD_V(c, s);
         for (uint c = P; c < PP; c++) d[c] = 0.0f;
     } else {
         for (uint c = 0; c < PP; c++) d[c] = 0.0f;
@@ -149,9 +187,9 @@ __kernel void wbcl_attn_pack_v(__global const float *restrict v, const ulong off
  * array between groups: L1 traffic, small next to the 2*QB*32*p FMAs per visit). The 32-key
  * block of K and V (32*p*8 bytes) stays in L1 across the G visits. No local memory, no
  * barriers: PoCL runs each work-item as one straight loop nest. */
-__kernel void wbcl_attn_fused_cpu(__global const float *restrict q, const ulong q_off, const ulong q_sb,
+__kernel void wbcl_attn_fused_cpu(__global const Q_T *restrict q, const ulong q_off, const ulong q_sb,
                                   const ulong q_sh, const ulong q_sn, __global const float *restrict kp,
-                                  __global const float *restrict vp, __global float *restrict o, const ulong o_off,
+                                  __global const float *restrict vp, __global O_T *restrict o, const ulong o_off,
                                   const ulong o_sb, const ulong o_sh, const ulong o_sn, const uint H, const uint BH,
                                   const uint Nq, const uint Nk, const uint npan, const uint causal,
                                   const float qscale)
@@ -168,13 +206,13 @@ __kernel void wbcl_attn_fused_cpu(__global const float *restrict q, const ulong 
 
     /* scaled queries; rows past n_q are zero (their results are never written) */
     float qs[G][QB][P];
-    const __global float *qbase = q + q_off + b * q_sb + h * q_sh;
+    const __global Q_T *qbase = q + q_off + b * q_sb + h * q_sh;
     for (uint g = 0; g < G; g++)
         for (uint r = 0; r < QB; r++) {
             const uint i = i0 + g * QB + r;
-            const __global float *row = qbase + (ulong)i * q_sn;
+            const __global Q_T *row = qbase + (ulong)i * q_sn;
             if (i < Nq)
-                for (uint c = 0; c < P; c++) qs[g][r][c] = row[c] * qscale;
+                for (uint c = 0; c < P; c++) qs[g][r][c] = LD_Q(c, row) * qscale;
             else
                 for (uint c = 0; c < P; c++) qs[g][r][c] = 0.0f;
         }
@@ -272,7 +310,7 @@ __kernel void wbcl_attn_fused_cpu(__global const float *restrict q, const ulong 
         }
     }
 
-    __global float *obase = o + o_off + b * o_sb + h * o_sh;
+    __global O_T *obase = o + o_off + b * o_sb + h * o_sh;
     for (uint g = 0; g < G; g++)
         for (uint r = 0; r < QB; r++) {
             const uint i = i0 + g * QB + r;
@@ -280,8 +318,8 @@ __kernel void wbcl_attn_fused_cpu(__global const float *restrict q, const ulong 
             const float inv = 1.0f / wbcl_hsum16(ls[g][r]);
             float row[PP];
             for (uint v = 0; v < NV; v++) vstoreV(Os[g][r][v] * inv, v, row);
-            __global float *dst = obase + (ulong)i * o_sn;
-            for (uint c = 0; c < P; c++) dst[c] = row[c];
+            __global O_T *dst = obase + (ulong)i * o_sn;
+            for (uint c = 0; c < P; c++) ST_O(row[c], c, dst);
         }
 }
 
@@ -291,10 +329,10 @@ __kernel void wbcl_attn_fused_cpu(__global const float *restrict q, const ulong 
  * Per tile: BK scores in registers (unrolled), one online-softmax update, O += P V.
  * Work-items past n_q take part in the loads and barriers but write nothing. */
 __kernel __attribute__((reqd_work_group_size(BQ, 1, 1))) void wbcl_attn_fused_gpu(
-    __global const float *restrict q, const ulong q_off, const ulong q_sb, const ulong q_sh, const ulong q_sn,
-    __global const float *restrict k, const ulong k_off, const ulong k_sb, const ulong k_sh, const ulong k_sn,
-    __global const float *restrict v, const ulong v_off, const ulong v_sb, const ulong v_sh, const ulong v_sn,
-    __global float *restrict o, const ulong o_off, const ulong o_sb, const ulong o_sh, const ulong o_sn,
+    __global const Q_T *restrict q, const ulong q_off, const ulong q_sb, const ulong q_sh, const ulong q_sn,
+    __global const K_T *restrict k, const ulong k_off, const ulong k_sb, const ulong k_sh, const ulong k_sn,
+    __global const V_T *restrict v, const ulong v_off, const ulong v_sb, const ulong v_sh, const ulong v_sn,
+    __global O_T *restrict o, const ulong o_off, const ulong o_sb, const ulong o_sh, const ulong o_sn,
     const uint H, const uint BH, const uint Nq, const uint Nk, const uint causal, const float qscale)
 {
     __local float Ks[BK * P];
@@ -310,14 +348,14 @@ __kernel __attribute__((reqd_work_group_size(BQ, 1, 1))) void wbcl_attn_fused_gp
     const int active = i < Nq;
 
     float qv[P], acc[P];
-    const __global float *qrow = q + q_off + b * q_sb + h * q_sh + (ulong)(active ? i : 0) * q_sn;
+    const __global Q_T *qrow = q + q_off + b * q_sb + h * q_sh + (ulong)(active ? i : 0) * q_sn;
     for (uint c = 0; c < P; c++) {
-        qv[c] = active ? qrow[c] * qscale : 0.0f;
+        qv[c] = active ? LD_Q(c, qrow) * qscale : 0.0f;
         acc[c] = 0.0f;
     }
     float m = NEG_BIG, l = 0.0f;
-    const __global float *kb = k + k_off + b * k_sb + h * k_sh;
-    const __global float *vb = v + v_off + b * v_sb + h * v_sh;
+    const __global K_T *kb = k + k_off + b * k_sb + h * k_sh;
+    const __global V_T *vb = v + v_off + b * v_sb + h * v_sh;
 
     for (uint j0 = 0; j0 < kend; j0 += BK) {
         const uint nk = min((uint)BK, kend - j0);
@@ -325,8 +363,8 @@ __kernel __attribute__((reqd_work_group_size(BQ, 1, 1))) void wbcl_attn_fused_gp
         for (uint e = lid; e < BK * P; e += BQ) {
             const uint jj = e / P, c = e % P;
             const int in = jj < nk;
-            Ks[e] = in ? kb[(ulong)(j0 + jj) * k_sn + c] : 0.0f;
-            Vs[e] = in ? vb[(ulong)(j0 + jj) * v_sn + c] : 0.0f;
+            Ks[e] = in ? LD_K((ulong)(j0 + jj) * k_sn + c, kb) : 0.0f;
+            Vs[e] = in ? LD_V((ulong)(j0 + jj) * v_sn + c, vb) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         float s[BK];
@@ -354,7 +392,7 @@ __kernel __attribute__((reqd_work_group_size(BQ, 1, 1))) void wbcl_attn_fused_gp
     }
     if (active) {
         const float inv = 1.0f / l;
-        __global float *orow = o + o_off + b * o_sb + h * o_sh + (ulong)i * o_sn;
-        for (uint c = 0; c < P; c++) orow[c] = acc[c] * inv;
+        __global O_T *orow = o + o_off + b * o_sb + h * o_sh + (ulong)i * o_sn;
+        for (uint c = 0; c < P; c++) ST_O(acc[c] * inv, c, orow);
     }
 }

@@ -18,6 +18,15 @@
  *
  * WBCL_GEMM_MR (1..16) and WBCL_GEMM_NR (4, 8, 16 or 32) come from the
  * per-device parameter table; the host validates them before building.
+ *
+ * float16 storage (compute stays float32), two independent specializations:
+ *   -DWBCL_GEMM_SRC_HALF=1  the pack kernels read a half source (vload_half*);
+ *                           the packed panels are float, so the main kernel is
+ *                           the same for any mix of A and B dtypes.
+ *   -DWBCL_GEMM_C_HALF=1    wbcl_gemm_packed reads (beta != 0) and writes C as
+ *                           half (vload_half*, vstore_half*_rte: round to
+ *                           nearest even, once, after alpha and beta).
+ * Core OpenCL C 1.2 functions: no cl_khr_fp16 needed.
  * OpenCL C 1.2. */
 
 #define MR WBCL_GEMM_MR
@@ -49,6 +58,43 @@
 #define vloadV WBCL_CAT(vload, VW)
 #define vstoreV WBCL_CAT(vstore, VW)
 
+#ifndef WBCL_GEMM_SRC_HALF
+#define WBCL_GEMM_SRC_HALF 0
+#endif
+#ifndef WBCL_GEMM_C_HALF
+#define WBCL_GEMM_C_HALF 0
+#endif
+
+/* element type of the packed source; SRC_LOADn(i, p): n values from p + i*n, as floats */
+#if WBCL_GEMM_SRC_HALF
+#define SRC_T half
+#define SRC_LOAD(i, p) vload_half((i), (p))
+#define SRC_LOAD4(i, p) vload_half4((i), (p))
+#define SRC_LOAD8(i, p) vload_half8((i), (p))
+#define SRC_LOAD16(i, p) vload_half16((i), (p))
+#else
+#define SRC_T float
+#define SRC_LOAD(i, p) ((p)[i])
+#define SRC_LOAD4(i, p) vload4((i), (p))
+#define SRC_LOAD8(i, p) vload8((i), (p))
+#define SRC_LOAD16(i, p) vload16((i), (p))
+#endif
+
+/* element type of C; C_LOADV / C_STOREV move VW floats, C_LOAD / C_STORE one */
+#if WBCL_GEMM_C_HALF
+#define C_T half
+#define C_LOADV(i, p) WBCL_CAT(vload_half, VW)((i), (p))
+#define C_STOREV(x, i, p) WBCL_CAT(WBCL_CAT(vstore_half, VW), _rte)((x), (i), (p))
+#define C_LOAD(i, p) vload_half((i), (p))
+#define C_STORE(x, i, p) vstore_half_rte((x), (i), (p))
+#else
+#define C_T float
+#define C_LOADV(i, p) vloadV((i), (p))
+#define C_STOREV(x, i, p) vstoreV((x), (i), (p))
+#define C_LOAD(i, p) ((p)[i])
+#define C_STORE(x, i, p) ((p)[i] = (x))
+#endif
+
 /* Packing. Element (x, p) of the matrix being packed (x: row of op(A) or
  * column of op(B), p: the k index) is src[off + b*stride + x*sx + p*sp];
  * panel q holds x in [q*W, q*W + W), W = MR for A and NR for B, zero-padded.
@@ -66,20 +112,20 @@
     if (i >= k * panels) return;                                                              \
     const uint p = i / panels, panel = i - p * panels;                                        \
     const uint x0 = panel * (W);                                                              \
-    const __global float *s = src + off + (ulong)b * stride + (ulong)p * sp + x0;             \
+    const __global SRC_T *s = src + off + (ulong)b * stride + (ulong)p * sp + x0;             \
     __global float *d = dst + (((ulong)b * panels + panel) * k + p) * (W);                    \
     if (x0 + (W) <= rows) { /* the widths below are compile-time: one branch remains */      \
         if ((W) % 16 == 0) {                                                                  \
-            _Pragma("unroll") for (uint r = 0; r < (W) / 16; r++) vstore16(vload16(r, s), r, d); \
+            _Pragma("unroll") for (uint r = 0; r < (W) / 16; r++) vstore16(SRC_LOAD16(r, s), r, d); \
         } else if ((W) % 8 == 0) {                                                            \
-            _Pragma("unroll") for (uint r = 0; r < (W) / 8; r++) vstore8(vload8(r, s), r, d); \
+            _Pragma("unroll") for (uint r = 0; r < (W) / 8; r++) vstore8(SRC_LOAD8(r, s), r, d); \
         } else if ((W) % 4 == 0) {                                                            \
-            _Pragma("unroll") for (uint r = 0; r < (W) / 4; r++) vstore4(vload4(r, s), r, d); \
+            _Pragma("unroll") for (uint r = 0; r < (W) / 4; r++) vstore4(SRC_LOAD4(r, s), r, d); \
         } else {                                                                              \
-            _Pragma("unroll") for (uint r = 0; r < (W); r++) d[r] = s[r];                     \
+            _Pragma("unroll") for (uint r = 0; r < (W); r++) d[r] = SRC_LOAD(r, s);           \
         }                                                                                     \
     } else {                                                                                  \
-        _Pragma("unroll") for (uint r = 0; r < (W); r++) d[r] = x0 + r < rows ? s[r] : 0.0f;  \
+        _Pragma("unroll") for (uint r = 0; r < (W); r++) d[r] = x0 + r < rows ? SRC_LOAD(r, s) : 0.0f; \
     }
 
 #define WBCL_GEMM_PACK_P(W)                                                                   \
@@ -87,23 +133,23 @@
     if (i >= nblk * panels) return;                                                           \
     const uint panel = i / nblk, p0 = (i - panel * nblk) * 16;                                \
     const uint x0 = panel * (W);                                                              \
-    const __global float *s = src + off + (ulong)b * stride + (ulong)x0 * sx + p0;            \
+    const __global SRC_T *s = src + off + (ulong)b * stride + (ulong)x0 * sx + p0;            \
     __global float *d = dst + (((ulong)b * panels + panel) * k + p0) * (W);                   \
     if (x0 + (W) <= rows && p0 + 16 <= k) {                                                   \
         float t[W][16];                                                                       \
         _Pragma("unroll") for (uint r = 0; r < (W); r++)                                      \
-            vstore16(vload16(0, s + (ulong)r * sx), 0, t[r]);                                 \
+            vstore16(SRC_LOAD16(0, s + (ulong)r * sx), 0, t[r]);                              \
         _Pragma("unroll") for (uint q = 0; q < 16; q++)                                       \
             _Pragma("unroll") for (uint r = 0; r < (W); r++) d[q * (W) + r] = t[r][q];        \
     } else {                                                                                  \
         const uint np = min(16u, k - p0);                                                     \
         for (uint q = 0; q < np; q++)                                                         \
             for (uint r = 0; r < (W); r++)                                                    \
-                d[q * (W) + r] = x0 + r < rows ? s[(ulong)r * sx + q] : 0.0f;                 \
+                d[q * (W) + r] = x0 + r < rows ? SRC_LOAD((ulong)r * sx + q, s) : 0.0f;        \
     }
 
 #define WBCL_GEMM_PACK_ARGS                                                                   \
-    __global const float *restrict src, const ulong off, const ulong stride, const ulong sx,  \
+    __global const SRC_T *restrict src, const ulong off, const ulong stride, const ulong sx,  \
         const ulong sp, const uint rows, const uint k, const uint panels,                     \
         __global float *restrict dst
 
@@ -121,7 +167,7 @@ __kernel void wbcl_gemm_pack_b_p(WBCL_GEMM_PACK_ARGS) { (void)sp; WBCL_GEMM_PACK
  * a_batched/b_batched: 0 when one packed A (B) serves every batch entry.
  * beta == 0 never reads C. */
 __kernel void wbcl_gemm_packed(__global const float *restrict Ap, __global const float *restrict Bp,
-                               __global float *restrict C, const ulong off_c, const ulong ldc, const ulong stride_c,
+                               __global C_T *restrict C, const ulong off_c, const ulong ldc, const ulong stride_c,
                                const uint m, const uint n, const uint k, const uint a_batched, const uint b_batched,
                                const float alpha, const float beta, const uint mcb)
 {
@@ -156,15 +202,15 @@ __kernel void wbcl_gemm_packed(__global const float *restrict Ap, __global const
     }
 
     const uint i0 = ip * MR, j0 = jp * NR;
-    __global float *c = C + off_c + (ulong)b * stride_c + (ulong)i0 * ldc + j0;
+    __global C_T *c = C + off_c + (ulong)b * stride_c + (ulong)i0 * ldc + j0;
     if (i0 + MR <= m && j0 + NR <= n) {
 #pragma unroll
         for (int r = 0; r < MR; r++)
 #pragma unroll
             for (int v = 0; v < NV; v++) {
                 floatV x = alpha * acc[r][v];
-                if (beta != 0.0f) x += beta * vloadV(v, c + (ulong)r * ldc);
-                vstoreV(x, v, c + (ulong)r * ldc);
+                if (beta != 0.0f) x += beta * C_LOADV(v, c + (ulong)r * ldc);
+                C_STOREV(x, v, c + (ulong)r * ldc);
             }
     } else {
         /* edge tile: r stays a compile-time index (unrolled) so acc is never
@@ -176,11 +222,11 @@ __kernel void wbcl_gemm_packed(__global const float *restrict Ap, __global const
                 float row[NR];
 #pragma unroll
                 for (int v = 0; v < NV; v++) vstoreV(alpha * acc[r][v], v, row);
-                __global float *cr = c + (ulong)r * ldc;
+                __global C_T *cr = c + (ulong)r * ldc;
                 if (beta != 0.0f)
-                    for (uint j = 0; j < nr; j++) cr[j] = row[j] + beta * cr[j];
+                    for (uint j = 0; j < nr; j++) C_STORE(row[j] + beta * C_LOAD(j, cr), j, cr);
                 else
-                    for (uint j = 0; j < nr; j++) cr[j] = row[j];
+                    for (uint j = 0; j < nr; j++) C_STORE(row[j], j, cr);
             }
         }
     }

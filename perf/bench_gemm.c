@@ -2,11 +2,15 @@
  * by call in one process, plus wbcl's CLBlast path (fewer repetitions: it is
  * slow on PoCL). Reports medians, GFLOP/s, ratios, max relative error.
  *
- *   bench_gemm [--reps N] [--clblast-reps N] [--no-clblast] [--threads T] [--ta] [--tb] [n ...]
+ *   bench_gemm [--reps N] [--clblast-reps N] [--no-clblast] [--threads T] [--ta] [--tb] [--f16] [n ...]
  *
  * Defaults: n = 256 512 1024 1536 2048, 9 repetitions (CLBlast 3) after a
  * warm-up, OpenBLAS on 2 threads, C = A B. --ta / --tb transpose A / B (the
- * same for both libraries; --tb is the nn.Linear case x W^T). Recommended environment (see
+ * same for both libraries; --tb is the nn.Linear case x W^T). --f16 adds the
+ * same product with A, B and C stored as float16 (fp32 compute), timed
+ * interleaved with the float32 packed call and OpenBLAS (and CLBlast, with its
+ * float32 span copies); its error is against OpenBLAS on the unrounded inputs,
+ * so it includes the half rounding (~2^-11). Recommended environment (see
  * perf/RESULTS.md): POCL_AFFINITY=1 OPENBLAS_THREAD_TIMEOUT=1, warm
  * POCL_CACHE_DIR. The ratio "wbcl / OpenBLAS" is a speed ratio (OpenBLAS
  * time / wbcl time = wbcl GFLOP/s / OpenBLAS GFLOP/s): > 1 means wbcl is faster. */
@@ -51,7 +55,7 @@ static double rel_err(const float *c, const float *ref, size_t len)
     return rmax > 0 ? emax / rmax : emax;
 }
 
-static int g_ta, g_tb;
+static int g_ta, g_tb, g_f16;
 
 static double time_wbcl(wbcl_context *ctx, wbcl_tensor *A, wbcl_tensor *B, wbcl_tensor *C)
 {
@@ -81,9 +85,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--ta")) g_ta = 1;
         else if (!strcmp(argv[i], "--tb")) g_tb = 1;
+        else if (!strcmp(argv[i], "--f16")) g_f16 = 1;
         else if (atoi(argv[i]) > 0 && ns < 32) sizes[ns++] = atoi(argv[i]);
         else {
-            fprintf(stderr, "usage: %s [--reps N] [--clblast-reps N] [--no-clblast] [--threads T] [--ta] [--tb] [n ...]\n",
+            fprintf(stderr, "usage: %s [--reps N] [--clblast-reps N] [--no-clblast] [--threads T] [--ta] [--tb] [--f16] [n ...]\n",
                     argv[0]);
             return 2;
         }
@@ -111,9 +116,12 @@ int main(int argc, char **argv)
     printf("C = op(A) op(B), ta=%s tb=%s; reps: %d (CLBlast %d) after warm-up; times are medians; ratio = speed "
            "relative to OpenBLAS (> 1: faster)\n\n",
            g_ta ? "T" : "N", g_tb ? "T" : "N", reps, clreps);
-    printf("| n | packed ms | packed GFLOP/s | OpenBLAS ms | OpenBLAS GFLOP/s | packed / OpenBLAS | packed rel err |%s\n",
-           use_clblast ? " CLBlast ms | CLBlast GFLOP/s | CLBlast / OpenBLAS | CLBlast rel err |" : "");
-    printf("|---|---|---|---|---|---|---|%s\n", use_clblast ? "---|---|---|---|" : "");
+    printf("| n | packed ms | packed GFLOP/s | OpenBLAS ms | OpenBLAS GFLOP/s | packed / OpenBLAS | packed rel err |%s%s%s\n",
+           g_f16 ? " f16 packed ms | f16 packed GFLOP/s | f16 / f32 packed | f16 packed rel err |" : "",
+           use_clblast ? " CLBlast ms | CLBlast GFLOP/s | CLBlast / OpenBLAS | CLBlast rel err |" : "",
+           use_clblast && g_f16 ? " f16 CLBlast ms | f16 / f32 CLBlast | f16 CLBlast rel err |" : "");
+    printf("|---|---|---|---|---|---|---|%s%s%s\n", g_f16 ? "---|---|---|---|" : "", use_clblast ? "---|---|---|---|" : "",
+           use_clblast && g_f16 ? "---|---|---|" : "");
     fflush(stdout);
 
     for (int si = 0; si < ns; si++) {
@@ -123,8 +131,9 @@ int main(int argc, char **argv)
         float *a = malloc(nn * sizeof *a), *b = malloc(nn * sizeof *b), *c = malloc(nn * sizeof *c),
               *ref = malloc(nn * sizeof *ref);
         double *tw = malloc((size_t)reps * sizeof *tw), *tb = malloc((size_t)reps * sizeof *tb),
-               *tc = malloc((size_t)clreps * sizeof *tc), *tb2 = malloc((size_t)clreps * sizeof *tb2);
-        if (!a || !b || !c || !ref || !tw || !tb || !tc || !tb2) return 1;
+               *tc = malloc((size_t)clreps * sizeof *tc), *tb2 = malloc((size_t)clreps * sizeof *tb2),
+               *th = malloc((size_t)reps * sizeof *th), *tch = malloc((size_t)clreps * sizeof *tch);
+        if (!a || !b || !c || !ref || !tw || !tb || !tc || !tb2 || !th || !tch) return 1;
         for (size_t i = 0; i < nn; i++) a[i] = frand();
         for (size_t i = 0; i < nn; i++) b[i] = frand();
         size_t shape[2] = {(size_t)n, (size_t)n};
@@ -132,20 +141,33 @@ int main(int argc, char **argv)
         check(wbcl_tensor_create(ctx, 2, shape, WBCL_F32, a, &A), ctx, "tensor A");
         check(wbcl_tensor_create(ctx, 2, shape, WBCL_F32, b, &B), ctx, "tensor B");
         check(wbcl_tensor_create(ctx, 2, shape, WBCL_F32, NULL, &C), ctx, "tensor C");
+        wbcl_tensor *A16 = NULL, *B16 = NULL, *C16 = NULL;
+        if (g_f16) {
+            check(wbcl_tensor_create(ctx, 2, shape, WBCL_F16, a, &A16), ctx, "tensor A16");
+            check(wbcl_tensor_create(ctx, 2, shape, WBCL_F16, b, &B16), ctx, "tensor B16");
+            check(wbcl_tensor_create(ctx, 2, shape, WBCL_F16, NULL, &C16), ctx, "tensor C16");
+        }
 
         /* correctness first, then warm-up, then interleaved timing */
         time_blas(n, a, b, ref);
         check(wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_PACKED), ctx, "backend");
         time_wbcl(ctx, A, B, C);
         check(wbcl_tensor_read(ctx, C, c, nn), ctx, "read C");
-        double err_p = rel_err(c, ref, nn);
+        double err_p = rel_err(c, ref, nn), err_h = 0;
+        if (g_f16) {
+            time_wbcl(ctx, A16, B16, C16);
+            check(wbcl_tensor_read(ctx, C16, c, nn), ctx, "read C16");
+            err_h = rel_err(c, ref, nn);
+        }
         time_blas(n, a, b, ref);
         time_wbcl(ctx, A, B, C);
         for (int r = 0; r < reps; r++) {
             if (r % 2 == 0) {
                 tw[r] = time_wbcl(ctx, A, B, C);
                 tb[r] = time_blas(n, a, b, ref);
+                if (g_f16) th[r] = time_wbcl(ctx, A16, B16, C16);
             } else {
+                if (g_f16) th[r] = time_wbcl(ctx, A16, B16, C16);
                 tb[r] = time_blas(n, a, b, ref);
                 tw[r] = time_wbcl(ctx, A, B, C);
             }
@@ -153,6 +175,10 @@ int main(int argc, char **argv)
         double mw = median(tw, reps), mb = median(tb, reps);
         printf("| %d | %.2f | %.1f | %.2f | %.1f | %.3f | %.1e |", n, 1e3 * mw, flop / mw * 1e-9, 1e3 * mb,
                flop / mb * 1e-9, mb / mw, err_p);
+        if (g_f16) {
+            double mh = median(th, reps);
+            printf(" %.2f | %.1f | %.3f | %.1e |", 1e3 * mh, flop / mh * 1e-9, mw / mh, err_h);
+        }
         if (use_clblast) {
             check(wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_CLBLAST), ctx, "backend");
             time_wbcl(ctx, A, B, C); /* first call compiles CLBlast's kernels */
@@ -164,13 +190,27 @@ int main(int argc, char **argv)
             }
             double mc = median(tc, clreps), mb2 = median(tb2, clreps);
             printf(" %.2f | %.1f | %.3f | %.1e |", 1e3 * mc, flop / mc * 1e-9, mb2 / mc, err_c);
+            if (g_f16) {
+                time_wbcl(ctx, A16, B16, C16);
+                check(wbcl_tensor_read(ctx, C16, c, nn), ctx, "read C16");
+                double err_ch = rel_err(c, ref, nn);
+                for (int r = 0; r < clreps; r++) {
+                    tch[r] = time_wbcl(ctx, A16, B16, C16);
+                    tc[r] = time_wbcl(ctx, A, B, C);
+                }
+                double mch = median(tch, clreps), mc2 = median(tc, clreps);
+                printf(" %.2f | %.3f | %.1e |", 1e3 * mch, mc2 / mch, err_ch);
+            }
         }
         printf("\n");
         fflush(stdout);
         wbcl_tensor_destroy(A);
         wbcl_tensor_destroy(B);
         wbcl_tensor_destroy(C);
-        free(a); free(b); free(c); free(ref); free(tw); free(tb); free(tc); free(tb2);
+        wbcl_tensor_destroy(A16);
+        wbcl_tensor_destroy(B16);
+        wbcl_tensor_destroy(C16);
+        free(a); free(b); free(c); free(ref); free(tw); free(tb); free(tc); free(tb2); free(th); free(tch);
     }
     wbcl_context_destroy(ctx);
     return 0;

@@ -28,6 +28,7 @@
 #include "wbcl/models.h"
 
 #define GOLD_TOL 2e-5
+#define F16_TOL 5e-3 /* logits with float16 weight matrices: see f16_weights below */
 
 static char *path_of(const char *name)
 {
@@ -829,6 +830,24 @@ START_TEST(run_tool_writes_nothing_on_failure)
     ck_assert_uint_eq(wbcl_array_numel(&a), n);
     for (size_t i = 0; i < n; i++) ck_assert_msg(fabs(got[i] - want[i]) <= GOLD_TOL, "logit %zu", i);
     free(got);
+    wbcl_array_free(&a);
+    /* --param weight_dtype=f16: within F16_TOL of the golden logits, and not the float32 run's */
+    snprintf(cmd, sizeof cmd,
+             "%s/wbcl-run crate --weights %s --input %s --output %s --param dim=48 --param depth=2 --param heads=4 "
+             "--param dim_head=12 --param patch=8 --param weight_dtype=f16 --quiet 2>/dev/null",
+             WBCL_TOOLS_DIR, path_of("crate.safetensors"), inp, outp);
+    rc = system(cmd);
+    ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "wbcl-run crate f16 failed: %s", cmd);
+    ck_assert(!wbcl_npy_read(outp, &a, err, sizeof err));
+    ck_assert(!wbcl_array_to_f32(&a, &got, err, sizeof err));
+    double dmax = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(fabs(got[i] - want[i]) <= F16_TOL, "f16 logit %zu: %g vs %g", i, got[i], want[i]);
+        dmax = fmax(dmax, fabs(got[i] - want[i]));
+    }
+    /* float32 weights: <= 4.2e-7 here; float16: 4.2e-4 measured */
+    ck_assert_msg(dmax > 1e-5, "weight_dtype=f16 gave float32-accurate logits (%g)", dmax);
+    free(got);
     free(want);
     wbcl_array_free(&a);
     /* failures: NaN weights, truncated weights */
@@ -910,6 +929,88 @@ END_TEST
 START_TEST(tost_replicated_batch) { replicated_batch_run(1); }
 END_TEST
 
+/* weight_dtype = WBCL_F16 (models.h): the GEMM weight matrices stored as half, activations float32.
+ * Logits against the golden float64 logits (computed from the float32 weights) and against our own
+ * float32-weight logits. Tolerance F16_TOL = 5e-3 max-abs: storing a weight rounds it by at most
+ * 2^-11 = 4.9e-4 relative, so a dot product sum_j x_j w_j moves by at most 2^-11 sum_j |x_j w_j|
+ * and, with independent rounding errors, typically by ~2^-12 of its own O(1) scale; LayerNorms
+ * renormalize between stages, and these models pass through 4 to 10 linear stages to logits of
+ * magnitude ~1, so a few 1e-4 is the expected size (measured: 2e-4 .. 4.3e-4) and 5e-3 leaves a
+ * margin > 10x, while a wrongly converted matrix (another weight's values, a transposed or
+ * unrounded load) changes the logits by O(0.1). The difference to the float32-weight run must be
+ * non-zero, which shows that the half path ran. Measured errors are printed (perf/RESULTS.md). */
+static void logits_f16(const char *model, const char *wname, const char *gname, int tost, int which, size_t B,
+                       size_t classes)
+{
+    wbcl_context *ctx = tu_context();
+    wbcl_safetensors *gold = open_st(path_of(gname));
+    wbcl_tensor *img = upload(ctx, gold, "image");
+    size_t so[2] = {B, classes};
+    wbcl_tensor *out = NULL;
+    ck_assert(!wbcl_tensor_create(ctx, 2, so, WBCL_F32, NULL, &out));
+    float *res[2];
+    for (int h = 0; h < 2; h++) {
+        const wbcl_dtype dt = h ? WBCL_F16 : WBCL_F32;
+        wbcl_status s;
+        if (tost) {
+            wbcl_tost_config cfg = tost_cfg(which);
+            cfg.weight_dtype = dt;
+            wbcl_tost *m = NULL;
+            s = wbcl_tost_load_file(ctx, path_of(wname), &cfg, &m);
+            ck_assert_msg(s == WBCL_SUCCESS, "load: %s", wbcl_context_last_error(ctx));
+            s = wbcl_tost_forward(ctx, m, img, WBCL_MODEL_LOGITS, out, NULL);
+            wbcl_tost_destroy(m);
+        } else {
+            wbcl_crate_config cfg = crate_cfg();
+            cfg.weight_dtype = dt;
+            wbcl_crate *m = NULL;
+            s = wbcl_crate_load_file(ctx, path_of(wname), &cfg, &m);
+            ck_assert_msg(s == WBCL_SUCCESS, "load: %s", wbcl_context_last_error(ctx));
+            s = wbcl_crate_forward(ctx, m, img, WBCL_MODEL_LOGITS, out, NULL);
+            wbcl_crate_destroy(m);
+        }
+        ck_assert_msg(s == WBCL_SUCCESS, "%s forward (%s weights): %s", model, h ? "f16" : "f32",
+                      wbcl_context_last_error(ctx));
+        res[h] = read_t(ctx, out);
+    }
+    size_t n;
+    float *want = st_f32(gold, "logits", NULL, &n);
+    ck_assert_uint_eq(n, B * classes);
+    double e32 = 0, e16 = 0, d = 0, scale = 0;
+    for (size_t i = 0; i < n; i++) {
+        e32 = fmax(e32, fabs((double)res[0][i] - want[i]));
+        e16 = fmax(e16, isfinite(res[1][i]) ? fabs((double)res[1][i] - want[i]) : INFINITY);
+        d = fmax(d, fabs((double)res[1][i] - res[0][i]));
+        scale = fmax(scale, fabs((double)want[i]));
+    }
+    fprintf(stderr, "%s logits with f16 weights: max-abs error %.3g vs golden (f32 weights: %.3g), %.3g vs the f32-weight "
+            "run; largest |logit| %.3g\n", model, e16, e32, d, scale);
+    ck_assert_msg(e32 <= GOLD_TOL, "%s f32 weights: %.3g", model, e32);
+    ck_assert_msg(e16 <= F16_TOL, "%s f16 weights: max-abs logit error %.3g > %g", model, e16, F16_TOL);
+    ck_assert_msg(d > 0, "%s: f16 weights gave the float32 logits bit for bit: the half path did not run", model);
+    /* an invalid dtype is refused */
+    wbcl_crate_config bad = crate_cfg();
+    bad.weight_dtype = (wbcl_dtype)5;
+    wbcl_crate *m = NULL;
+    ck_assert_int_eq(wbcl_crate_load_file(ctx, path_of("crate.safetensors"), &bad, &m), WBCL_ERROR_DTYPE);
+    ck_assert_ptr_null(m);
+    free(want);
+    free(res[0]);
+    free(res[1]);
+    wbcl_tensor_destroy(img);
+    wbcl_tensor_destroy(out);
+    wbcl_safetensors_close(gold);
+    wbcl_context_destroy(ctx);
+}
+
+START_TEST(f16_weights)
+{
+    if (_i == 0) logits_f16("crate", "crate.safetensors", "crate_golden.safetensors", 0, 0, 2, 10);
+    if (_i == 1) logits_f16("tost16", "tost16.safetensors", "tost16_golden.safetensors", 1, 16, 2, 10);
+    if (_i == 2) logits_f16("tost8", "tost8.safetensors", "tost8_golden.safetensors", 1, 8, 1, 7);
+}
+END_TEST
+
 START_TEST(presets)
 {
     wbcl_crate_config c;
@@ -933,6 +1034,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, presets);
     tcase_add_test(tc, crate_golden);
+    tcase_add_loop_test(tc, f16_weights, 0, 3);
     tcase_add_test(tc, tost16_golden);
     tcase_add_test(tc, tost8_golden);
     tcase_add_test(tc, crate_replicated_batch);

@@ -47,13 +47,24 @@ static double relerr(const float *got, const double *want, size_t n)
 #define FAIL(st_) do { st = (st_); goto done; } while (0)
 #define TRY(x) do { if ((st = (x)) != WBCL_SUCCESS) goto done; } while (0)
 
-static wbcl_tensor *tens(env *e, wbcl_status *st, int nd, size_t a, size_t b, size_t c, size_t d, const float *data)
+static wbcl_tensor *tens_dt(env *e, wbcl_status *st, wbcl_dtype dt, int nd, size_t a, size_t b, size_t c, size_t d,
+                            const float *data)
 {
     size_t s[4] = {a, b, c, d};
     wbcl_tensor *t = NULL;
     if (*st) return NULL;
-    *st = wbcl_tensor_create(e->ctx, nd, s, WBCL_F32, data, &t);
+    *st = wbcl_tensor_create(e->ctx, nd, s, dt, data, &t);
     return t;
+}
+static wbcl_tensor *tens(env *e, wbcl_status *st, int nd, size_t a, size_t b, size_t c, size_t d, const float *data)
+{
+    return tens_dt(e, st, WBCL_F32, nd, a, b, c, d, data);
+}
+
+/* float16 rows: the reference's inputs become the values as stored (rounded to nearest even) */
+static void round_half(double *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++) d[i] = wbcl_f16_to_f32(wbcl_f32_to_f16((float)d[i]));
 }
 
 /* read back n floats */
@@ -86,7 +97,9 @@ static void gemm_free(void *s_)
     wbcl_tensor_destroy(s->A); wbcl_tensor_destroy(s->B); wbcl_tensor_destroy(s->C);
     free(s);
 }
-static wbcl_status gemm_prep(env *e, op_case *c, char *why, size_t wl, wbcl_gemm_backend be)
+/* dt WBCL_F16: A, B and C stored as float16 (fp32 compute); verified against the reference on
+ * the half-rounded inputs, with the one rounding of C (2^-11 relative) added to the bound */
+static wbcl_status gemm_prep(env *e, op_case *c, char *why, size_t wl, wbcl_gemm_backend be, wbcl_dtype dt)
 {
     size_t n = e->quick ? 67 : 512, m = n, k = n;
     wbcl_status st = WBCL_SUCCESS;
@@ -96,17 +109,18 @@ static wbcl_status gemm_prep(env *e, op_case *c, char *why, size_t wl, wbcl_gemm
     Cd = calloc(m * n, sizeof *Cd);
     if (!A || !B || !s || !Cd) FAIL(WBCL_ERROR_OUT_OF_MEMORY);
     s->be = be;
-    s->A = tens(e, &st, 2, m, k, 0, 0, A);
-    s->B = tens(e, &st, 2, k, n, 0, 0, B);
-    s->C = tens(e, &st, 2, m, n, 0, 0, NULL);
+    s->A = tens_dt(e, &st, dt, 2, m, k, 0, 0, A);
+    s->B = tens_dt(e, &st, dt, 2, k, n, 0, 0, B);
+    s->C = tens_dt(e, &st, dt, 2, m, n, 0, 0, NULL);
     if (st) goto done;
     TRY(gemm_call(e->ctx, s));
     TRY(readback(e, s->C, &C));
+    if (dt == WBCL_F16) round_half(Ad, m * k), round_half(Bd, k * n);
     wbcl_ref_gemm(0, 0, m, n, k, 1.0, Ad, k, Bd, n, 0.0, Cd, n);
     c->err = relerr(C, Cd, m * n);
-    c->tol = 1e-5 * sqrt((double)k);
+    c->tol = 1e-5 * sqrt((double)k) + (dt == WBCL_F16 ? ldexp(1, -11) : 0);
     c->flops = 2.0 * m * n * k;
-    c->bytes = 4.0 * (m * k + k * n + m * n);
+    c->bytes = (dt == WBCL_F16 ? 2.0 : 4.0) * (m * k + k * n + m * n);
     snprintf(c->shape, sizeof c->shape, "m=n=k=%zu", n);
 done:
     if (st) { msg(why, wl, e, st); if (s) gemm_free(s); s = NULL; }
@@ -114,8 +128,10 @@ done:
     free(A); free(B); free(C); free(Ad); free(Bd); free(Cd);
     return st;
 }
-static wbcl_status gemm_packed_prep(env *e, op_case *c, char *w, size_t l) { return gemm_prep(e, c, w, l, WBCL_GEMM_PACKED); }
-static wbcl_status gemm_clblast_prep(env *e, op_case *c, char *w, size_t l) { return gemm_prep(e, c, w, l, WBCL_GEMM_CLBLAST); }
+static wbcl_status gemm_packed_prep(env *e, op_case *c, char *w, size_t l) { return gemm_prep(e, c, w, l, WBCL_GEMM_PACKED, WBCL_F32); }
+static wbcl_status gemm_clblast_prep(env *e, op_case *c, char *w, size_t l) { return gemm_prep(e, c, w, l, WBCL_GEMM_CLBLAST, WBCL_F32); }
+static wbcl_status gemm_packed_f16_prep(env *e, op_case *c, char *w, size_t l) { return gemm_prep(e, c, w, l, WBCL_GEMM_PACKED, WBCL_F16); }
+static wbcl_status gemm_clblast_f16_prep(env *e, op_case *c, char *w, size_t l) { return gemm_prep(e, c, w, l, WBCL_GEMM_CLBLAST, WBCL_F16); }
 
 /* ---- basic ops (row-wise and elementwise) ---------------------------------------------------- */
 enum { B_LAYERNORM, B_GELU, B_SOFTMAX, B_ADD, B_SCALE, B_RELU, B_AXPBY, B_REDUCE_ROWS, B_REDUCE_COLS };
@@ -219,7 +235,9 @@ static void att_free(void *s_)
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) wbcl_tensor_destroy(t[i]);
     free(s);
 }
-static wbcl_status att_prep(env *e, op_case *c, char *why, size_t wl, int kind)
+/* dt WBCL_F16 (softmax and MSSA): q, k, v and o stored as float16, fp32 compute; verified against
+ * the reference on the half-rounded inputs with o's rounding (2^-11 relative) added to the bound */
+static wbcl_status att_prep_dt(env *e, op_case *c, char *why, size_t wl, int kind, wbcl_dtype dt)
 {
     size_t B = 1, K = e->quick ? 2 : 8, N = e->quick ? 45 : 1024, p = e->quick ? 16 : 64, n = B * K * N * p;
     wbcl_status st = WBCL_SUCCESS;
@@ -232,16 +250,17 @@ static wbcl_status att_prep(env *e, op_case *c, char *why, size_t wl, int kind)
     if (!q || !k || !v || !tmp || !bias || !s || !od) FAIL(WBCL_ERROR_OUT_OF_MEMORY);
     s->kind = kind;
     s->heads = K;
-    s->q = tens(e, &st, 4, B, K, N, p, q);
-    s->k = tens(e, &st, 4, B, K, N, p, k);
-    s->v = tens(e, &st, 4, B, K, N, p, v);
-    s->o = tens(e, &st, 4, B, K, N, p, NULL);
+    s->q = tens_dt(e, &st, dt, 4, B, K, N, p, q);
+    s->k = tens_dt(e, &st, dt, 4, B, K, N, p, k);
+    s->v = tens_dt(e, &st, dt, 4, B, K, N, p, v);
+    s->o = tens_dt(e, &st, dt, 4, B, K, N, p, NULL);
     s->temp = tens(e, &st, 1, K, 0, 0, 0, tmp);
     s->bias = tens(e, &st, 2, K, N, 0, 0, bias);
     s->x = tens(e, &st, 3, B, N, K * p, 0, kind == A_SPLIT ? q : NULL);
     if (st) goto done;
     TRY(att_call(e->ctx, s));
     TRY(readback(e, kind == A_MERGE ? s->x : s->o, &o));
+    if (dt == WBCL_F16) round_half(qd, n), round_half(kd, n), round_half(vd, n);
     double nn = (double)N * N, work = 0;
     switch (kind) {
     case A_SOFTMAX: case A_CAUSAL:
@@ -268,9 +287,10 @@ static wbcl_status att_prep(env *e, op_case *c, char *why, size_t wl, int kind)
     c->err = relerr(o, od, no);
     c->tol = kind == A_SPLIT || kind == A_MERGE ? 0 : 2e-5 * sqrt((double)p) + 1e-5 * log2((double)N);
     if (kind == A_TSSA_CAUSAL || kind == A_TSSA) c->tol = 1e-4;
+    if (dt == WBCL_F16) c->tol += ldexp(1, -11);
     c->flops = work;
-    c->bytes = 4.0 * n * (kind == A_SOFTMAX || kind == A_CAUSAL || kind == A_XCA ? 4 : 2);
-    snprintf(c->shape, sizeof c->shape, "B=%zu K=%zu N=%zu p=%zu", B, K, N, p);
+    c->bytes = (dt == WBCL_F16 ? 2.0 : 4.0) * n * (kind == A_SOFTMAX || kind == A_CAUSAL || kind == A_XCA ? 4 : 2);
+    snprintf(c->shape, sizeof c->shape, "B=%zu K=%zu N=%zu p=%zu%s", B, K, N, p, dt == WBCL_F16 ? " f16" : "");
 done:
     if (st) { msg(why, wl, e, st); if (s) att_free(s); s = NULL; }
     c->call = att_call; c->state = s; c->cleanup = att_free;
@@ -278,6 +298,12 @@ done:
     free(qd); free(kd); free(vd); free(td); free(bd); free(od);
     return st;
 }
+static wbcl_status att_prep(env *e, op_case *c, char *why, size_t wl, int kind)
+{
+    return att_prep_dt(e, c, why, wl, kind, WBCL_F32);
+}
+static wbcl_status att_softmax_f16_prep(env *e, op_case *c, char *w, size_t l) { return att_prep_dt(e, c, w, l, A_SOFTMAX, WBCL_F16); }
+static wbcl_status att_mssa_f16_prep(env *e, op_case *c, char *w, size_t l) { return att_prep_dt(e, c, w, l, A_MSSA, WBCL_F16); }
 #define ATT(fn, kind) static wbcl_status fn(env *e, op_case *c, char *w, size_t l) { return att_prep(e, c, w, l, kind); }
 ATT(att_softmax_prep, A_SOFTMAX)
 ATT(att_causal_prep, A_CAUSAL)
@@ -835,6 +861,8 @@ static wbcl_status tost_fwd_prep(env *e, op_case *c, char *w, size_t l) { return
 const bench_op wbcl_bench_ops[] = {
     {"gemm.packed", "gemm", gemm_packed_prep},
     {"gemm.clblast", "gemm", gemm_clblast_prep},
+    {"gemm.packed.f16", "gemm", gemm_packed_f16_prep},
+    {"gemm.clblast.f16", "gemm", gemm_clblast_f16_prep},
     {"layernorm", "ops", layernorm_prep},
     {"gelu", "ops", gelu_prep},
     {"softmax", "ops", softmax_prep},
@@ -849,6 +877,8 @@ const bench_op wbcl_bench_ops[] = {
     {"attention.softmax", "attention", att_softmax_prep},
     {"attention.causal", "attention", att_causal_prep},
     {"attention.mssa", "attention", att_mssa_prep},
+    {"attention.softmax.f16", "attention", att_softmax_f16_prep},
+    {"attention.mssa.f16", "attention", att_mssa_f16_prep},
     {"attention.tssa", "tssa", att_tssa_prep},
     {"attention.tssa_causal", "tssa", att_tssa_causal_prep},
     {"attention.xca", "xca", att_xca_prep},

@@ -15,11 +15,14 @@
 # The specializations (keep in step with host/core/program.c prelude and host/ops/*.c):
 #   prelude   CPU variant (wbcl_params cpu) and GPU variant (gpu), with fp64 on, and off for the
 #             families whose code depends on it
-#   attention -DWBCL_ATT_P/PP/VW/QB/G/BQ/BK from choose_params() for p in 16 64 128 (VW 16, QB 4/1/1)
+#   attention -DWBCL_ATT_P/PP/VW/QB/G/BQ/BK from choose_params() for p in 16 64 128 (VW 16, QB 4/1/1);
+#             float16 storage: p = 64 with -DWBCL_ATT_HALF=15 (q, k, v, o half) and =8 (o only)
 #   tssa      generic; -DWBCL_TSSA_P/K (+ALIGNED) for (p, K) in (64, 8) (17, 3) (128, 12); P alone (32: more
 #             than WBCL_TSSA_K_MAX heads), K alone (4, aligned: p above WBCL_TSSA_P_MAX)
 #   redunet   fused -DRD_D -DRD_K -DRD_VW (CPU 16, GPU 1) for (d, K) in (3, 3) (16, 32);
 #             GEMM path -DRD_D=0 -DRD_K -DRD_LS (CPU 1, GPU 64)
+#   gemm      plain; float16 storage -DWBCL_GEMM_SRC_HALF=1 (half pack sources) and
+#             -DWBCL_GEMM_C_HALF=1 (half C)
 #   circulant -DCI_C=C (host/ops/circulant.c: the channel count, 1..WBCL_CIRCULANT_MAX_CHANNELS = 64) for
 #             C in 1 (the default) 3 16 64
 # Self-check (run first, and alone with --check-specs, no clang needed): every -D option name the host
@@ -57,10 +60,12 @@ att_opts() { # p variant
 
 specs() { # family variant -> one line per extra option set ("-" = none)
   case $1 in
-    attention) for p in 16 64 128; do att_opts $p "$2"; done ;;
+    attention) for p in 16 64 128; do att_opts $p "$2"; done
+          echo "$(att_opts 64 "$2") -DWBCL_ATT_HALF=15"; echo "$(att_opts 64 "$2") -DWBCL_ATT_HALF=8" ;;
     tssa) echo "-"; echo "-DWBCL_TSSA_P=64 -DWBCL_TSSA_K=8 -DWBCL_TSSA_ALIGNED=1"; echo "-DWBCL_TSSA_P=17 -DWBCL_TSSA_K=3"
           echo "-DWBCL_TSSA_P=128 -DWBCL_TSSA_K=12"
           echo "-DWBCL_TSSA_P=32"; echo "-DWBCL_TSSA_K=4 -DWBCL_TSSA_ALIGNED=1" ;; # K > 64 heads; p > 1024
+    gemm) echo "-"; echo "-DWBCL_GEMM_SRC_HALF=1"; echo "-DWBCL_GEMM_C_HALF=1" ;;
     redunet) local vw=16 ls=1; [ "$2" = gpu ] && { vw=1; ls=64; }
           echo "-DRD_D=3 -DRD_K=3 -DRD_VW=$vw"; echo "-DRD_D=16 -DRD_K=32 -DRD_VW=$vw"; echo "-DRD_D=0 -DRD_K=3 -DRD_LS=$ls" ;;
     circulant) echo "-"; for c in 3 16 64; do echo "-DCI_C=$c"; done ;;

@@ -64,6 +64,8 @@ int main(int argc, char **argv)
                mib(d->max_alloc_size), (double)d->local_mem_size / 1024.0, d->local_mem_is_global ? " (emulated in global)" : "");
         printf("    fp16 %s, fp64 %s, profiling %s, native float vector width %u\n", d->has_fp16 ? "yes" : "no",
                d->has_fp64 ? "yes" : "no", d->has_profiling ? "yes" : "no", d->native_vector_width_float);
+        printf("    float16 tensors: storage via core vload_half/vstore_half (cl_khr_fp16 %s, not needed), "
+               "float32 compute\n", d->has_fp16 ? "present" : "absent");
         printf("    kernel variants: %s-shaped ops, GEMM via %s\n", d->type == WBCL_DEVICE_CPU ? "CPU" : "GPU",
                d->type == WBCL_DEVICE_CPU ? "wbcl packed register-tile kernel" : "CLBlast");
     }

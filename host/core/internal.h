@@ -109,9 +109,19 @@ void wbcl__msg(char *err, size_t errlen, const char *fmt, ...) WBCL_PRINTF(3, 4)
 /* Formats a shape as "(2, 3, 4)" into buf. */
 const char *wbcl__shape_str(char *buf, size_t len, int ndim, const size_t *shape);
 
+/* ---- element types ------------------------------------------------------- */
+/* Bytes per element of a tensor dtype (4 or 2; 0 outside the enum) and its name ("float32",
+ * "float16", "invalid"). Every allocation, transfer and bounds check multiplies by this. */
+size_t wbcl__dtype_size(wbcl_dtype d);
+const char *wbcl__dtype_name(wbcl_dtype d);
+
 /* ---- argument checks (set message, return status) ------------------------ */
-/* NULL tensor pointer or tensor from another context. `what` names the argument. */
+/* NULL tensor pointer, tensor from another context, or a dtype other than float32: the check of
+ * every op that computes on float32 storage only. The dtype message names the op, the argument
+ * and the dtype, e.g. "wbcl_relu: tensor 'x' is float16; this operation supports float32 only". */
 wbcl_status wbcl__check_tensor(wbcl_context *ctx, const wbcl_tensor *t, const char *op, const char *what);
+/* The same for ops that read or write float16 storage too (computing in float32): any dtype. */
+wbcl_status wbcl__check_tensor_any(wbcl_context *ctx, const wbcl_tensor *t, const char *op, const char *what);
 /* a and b must have identical shapes. */
 wbcl_status wbcl__check_same_shape(wbcl_context *ctx, const wbcl_tensor *a, const wbcl_tensor *b,
                                    const char *op, const char *an, const char *bn);
@@ -151,6 +161,25 @@ size_t wbcl__round_up(size_t x, size_t m);
 size_t wbcl__wg_fit(size_t want, size_t kernel_limit);
 /* CL_KERNEL_WORK_GROUP_SIZE of k on the context's device; a failure is recorded and returned. */
 wbcl_status wbcl__kernel_wg_limit(wbcl_context *ctx, wbcl_kern *k, size_t *limit);
+
+/* Element-wise dtype conversion on the device: dst[dst_off + i] = src[src_off + i] for i < n,
+ * float16 -> float32 exactly (vload_half), float32 -> float16 rounding to nearest even
+ * (vstore_half_rte), same dtype a plain copy. Offsets and n in elements. (host/core/convert.c) */
+wbcl_status wbcl__convert(wbcl_context *ctx, const char *op, cl_mem src, wbcl_dtype sd, size_t src_off, cl_mem dst,
+                          wbcl_dtype dd, size_t dst_off, size_t n);
+
+/* Replaces *t (if not NULL and not already float16) by a float16 copy of it (same shape, values
+ * rounded to nearest even), destroying the float32 original: the weight matrices of models loaded
+ * with weight_dtype WBCL_F16. On failure *t is unchanged. (host/core/tensor.c) */
+wbcl_status wbcl__tensor_store_f16(wbcl_context *ctx, wbcl_tensor **t);
+/* The same for the matrices modules hand only to the GEMM (their projections): MSSA U and Wo,
+ * the ISTA layer's W (or folded M), the TSSA layer's W and Wo. */
+struct wbcl_mssa;
+struct wbcl_ista_layer;
+struct wbcl_tssa_layer;
+wbcl_status wbcl__mssa_store_f16(wbcl_context *ctx, struct wbcl_mssa *m);
+wbcl_status wbcl__ista_layer_store_f16(wbcl_context *ctx, struct wbcl_ista_layer *l);
+wbcl_status wbcl__tssa_layer_store_f16(wbcl_context *ctx, struct wbcl_tssa_layer *l);
 
 /* Reusable device scratch buffer for a slot (grow-only, owned by ctx). */
 wbcl_status wbcl__scratch(wbcl_context *ctx, int slot, size_t bytes, cl_mem *out);

@@ -122,13 +122,25 @@ const char *wbcl__shape_str(char *buf, size_t len, int ndim, const size_t *shape
     return buf;
 }
 
-wbcl_status wbcl__check_tensor(wbcl_context *ctx, const wbcl_tensor *t, const char *op, const char *what)
+size_t wbcl__dtype_size(wbcl_dtype d) { return d == WBCL_F32 ? 4 : d == WBCL_F16 ? 2 : 0; }
+
+const char *wbcl__dtype_name(wbcl_dtype d) { return d == WBCL_F32 ? "float32" : d == WBCL_F16 ? "float16" : "invalid"; }
+
+wbcl_status wbcl__check_tensor_any(wbcl_context *ctx, const wbcl_tensor *t, const char *op, const char *what)
 {
     if (!t) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: tensor '%s' is NULL", op, what);
     if (t->ctx != ctx)
         return wbcl__fail(ctx, WBCL_ERROR_CONTEXT_MISMATCH, "%s: tensor '%s' belongs to another context", op, what);
+    return WBCL_SUCCESS;
+}
+
+wbcl_status wbcl__check_tensor(wbcl_context *ctx, const wbcl_tensor *t, const char *op, const char *what)
+{
+    wbcl_status st = wbcl__check_tensor_any(ctx, t, op, what);
+    if (st) return st;
     if (t->dtype != WBCL_F32)
-        return wbcl__fail(ctx, WBCL_ERROR_DTYPE, "%s: tensor '%s' must be float32", op, what);
+        return wbcl__fail(ctx, WBCL_ERROR_DTYPE, "%s: tensor '%s' is %s; this operation supports float32 only", op,
+                          what, wbcl__dtype_name(t->dtype));
     return WBCL_SUCCESS;
 }
 

@@ -310,20 +310,6 @@ size_t wbcl_array_numel(const wbcl_array *a)
     return n;
 }
 
-float wbcl_f16_to_f32(uint16_t h)
-{
-    int sign = h >> 15, exp = (h >> 10) & 0x1f;
-    unsigned mant = h & 0x3ffu;
-    float v;
-    if (exp == 0)
-        v = ldexpf((float)mant, -24); /* zero or subnormal */
-    else if (exp == 31)
-        v = mant ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(mant | 0x400u), exp - 25);
-    return sign ? -v : v;
-}
-
 float wbcl_bf16_to_f32(uint16_t b)
 {
     uint32_t u = (uint32_t)b << 16;

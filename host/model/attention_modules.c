@@ -517,3 +517,10 @@ wbcl_status wbcl_mssa_decode_step(wbcl_context *ctx, wbcl_mssa_cache *c, const w
     c->len = t + 1;
     return WBCL_SUCCESS;
 }
+
+wbcl_status wbcl__mssa_store_f16(wbcl_context *ctx, wbcl_mssa *m)
+{
+    /* U and Wo are GEMM operands only (forward and the decode step) */
+    wbcl_status st = wbcl__tensor_store_f16(ctx, &m->U);
+    return st ? st : wbcl__tensor_store_f16(ctx, &m->Wo);
+}

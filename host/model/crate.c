@@ -131,6 +131,9 @@ wbcl_status wbcl_crate_load(wbcl_context *ctx, const wbcl_safetensors *st, const
         return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: need eta > 0, lambd >= 0, ln_eps > 0 (finite)", op);
     if (cfg->depth > 4096 || cfg->patch > 4096 || cfg->channels > 4096)
         return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: config out of range", op);
+    if (cfg->weight_dtype != WBCL_F32 && cfg->weight_dtype != WBCL_F16)
+        return wbcl__fail(ctx, WBCL_ERROR_DTYPE, "%s: weight_dtype %d is neither WBCL_F32 nor WBCL_F16", op,
+                          (int)cfg->weight_dtype);
     wbcl_crate *m = calloc(1, sizeof *m);
     if (!m) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of memory", op);
     m->cfg = *cfg;
@@ -177,6 +180,14 @@ wbcl_status wbcl_crate_load(wbcl_context *ctx, const wbcl_safetensors *st, const
         snprintf(key, sizeof key, "transformer.layers.%zu.1.fn.weight", cfg->depth);
         if (wbcl_safetensors_has(st, key))
             r = wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: has '%s' but the config says depth %zu", file, key, cfg->depth);
+    }
+    if (!r && cfg->weight_dtype == WBCL_F16) { /* the GEMM operands (models.h) */
+        r = wbcl__tensor_store_f16(ctx, &m->pe_W);
+        if (!r) r = wbcl__tensor_store_f16(ctx, &m->head_W);
+        for (size_t i = 0; i < cfg->depth && !r; i++) {
+            r = wbcl__mssa_store_f16(ctx, m->layers[i].attn);
+            if (!r) r = wbcl__ista_layer_store_f16(ctx, m->layers[i].ista);
+        }
     }
     if (r) {
         wbcl_crate_destroy(m);

@@ -272,6 +272,9 @@ wbcl_status wbcl_tost_load(wbcl_context *ctx, const wbcl_safetensors *st, const 
                           op, cfg->dim, cfg->depth, cfg->heads, cfg->patch);
     if (!(cfg->ln_eps > 0.0f) || !(cfg->bn_eps > 0.0f) || !isfinite(cfg->ln_eps) || !isfinite(cfg->bn_eps))
         return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: need ln_eps > 0 and bn_eps > 0 (finite)", op);
+    if (cfg->weight_dtype != WBCL_F32 && cfg->weight_dtype != WBCL_F16)
+        return wbcl__fail(ctx, WBCL_ERROR_DTYPE, "%s: weight_dtype %d is neither WBCL_F32 nor WBCL_F16", op,
+                          (int)cfg->weight_dtype);
     wbcl_tost *m = calloc(1, sizeof *m);
     if (!m) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of memory", op);
     m->cfg = *cfg;
@@ -291,6 +294,23 @@ wbcl_status wbcl_tost_load(wbcl_context *ctx, const wbcl_safetensors *st, const 
             r = wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: 'blocks.0.mlp.fc1.weight' has 0 rows", file);
     }
     if (!r) r = tost_load_body(ctx, st, file, m);
+    if (!r && cfg->weight_dtype == WBCL_F16) { /* the GEMM operands (models.h) */
+        for (size_t j = 0; j < m->nconv && !r; j++) r = wbcl__tensor_store_f16(ctx, &m->conv[j].W);
+        for (size_t i = 0; i < cfg->depth && !r; i++) {
+            tost_block *b = &m->blocks[i];
+            r = wbcl__tssa_layer_store_f16(ctx, b->attn);
+            if (!r) r = wbcl__tensor_store_f16(ctx, &b->mlp.W1);
+            if (!r) r = wbcl__tensor_store_f16(ctx, &b->mlp.W2);
+        }
+        for (size_t i = 0; i < cfg->cls_layers && !r; i++) {
+            tost_cab *b = &m->cabs[i];
+            r = wbcl__tensor_store_f16(ctx, &b->qkv_W);
+            if (!r) r = wbcl__tensor_store_f16(ctx, &b->proj_W);
+            if (!r) r = wbcl__tensor_store_f16(ctx, &b->mlp.W1);
+            if (!r) r = wbcl__tensor_store_f16(ctx, &b->mlp.W2);
+        }
+        if (!r) r = wbcl__tensor_store_f16(ctx, &m->head_W);
+    }
     if (r) {
         wbcl_tost_destroy(m);
         return r;

@@ -10,7 +10,10 @@
  *   GPU  wbcl_attn_fused_gpu: one query per work-item, K/V tiles in local
  *        memory; reads q, k, v in place (no packing).
  * Kernel parameters are compile-time (-D): the head dimension p and the
- * tile shapes derived from it, so each distinct p builds one program. */
+ * tile shapes derived from it, so each distinct p builds one program.
+ * float16 storage of q, k, v and/or o (any mix, fp32 compute): -DWBCL_ATT_HALF,
+ * a bit mask (1 q, 2 k, 4 v, 8 o), added only when some tensor is half so the
+ * float32 programs keep their options. The packed K/V scratch stays float32. */
 #include "internal.h"
 
 #include <limits.h>
@@ -62,12 +65,13 @@ static void choose_params(const wbcl_context *ctx, size_t p, att_params *a)
     a->bk = bk;
 }
 
-static void options(const att_params *a, char *buf, size_t len)
+static void options(const att_params *a, int half, char *buf, size_t len)
 {
-    snprintf(buf, len,
-             "-DWBCL_ATT_P=%zu -DWBCL_ATT_PP=%zu -DWBCL_ATT_VW=%d -DWBCL_ATT_QB=%d -DWBCL_ATT_G=%d "
-             "-DWBCL_ATT_BQ=%d -DWBCL_ATT_BK=%d",
-             a->p, a->pp, a->vw, a->qb, a->g, a->bq, a->bk);
+    int n = snprintf(buf, len,
+                     "-DWBCL_ATT_P=%zu -DWBCL_ATT_PP=%zu -DWBCL_ATT_VW=%d -DWBCL_ATT_QB=%d -DWBCL_ATT_G=%d "
+                     "-DWBCL_ATT_BQ=%d -DWBCL_ATT_BK=%d",
+                     a->p, a->pp, a->vw, a->qb, a->g, a->bq, a->bk);
+    if (half && n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_HALF=%d", half);
 }
 
 /* ---- validation ------------------------------------------------------------------- */
@@ -101,10 +105,10 @@ static wbcl_status check_operand(wbcl_context *ctx, const char *op, const char *
 static wbcl_status validate(wbcl_context *ctx, const char *op, const wbcl_attention_desc *d, const wbcl_tensor *q,
                             const wbcl_tensor *k, const wbcl_tensor *v, const wbcl_tensor *o)
 {
-    wbcl_status st = wbcl__check_tensor(ctx, q, op, "q");
-    if (!st) st = wbcl__check_tensor(ctx, k, op, "k");
-    if (!st) st = wbcl__check_tensor(ctx, v, op, "v");
-    if (!st) st = wbcl__check_tensor(ctx, o, op, "o");
+    wbcl_status st = wbcl__check_tensor_any(ctx, q, op, "q");
+    if (!st) st = wbcl__check_tensor_any(ctx, k, op, "k");
+    if (!st) st = wbcl__check_tensor_any(ctx, v, op, "v");
+    if (!st) st = wbcl__check_tensor_any(ctx, o, op, "o");
     if (st) return st;
     if (o->mem == q->mem || o->mem == k->mem || o->mem == v->mem)
         return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: 'o' must not be the same tensor as '%s' (in place)",
@@ -220,7 +224,7 @@ static wbcl_status run_cpu(wbcl_context *ctx, const char *op, const wbcl_attenti
  * the compiled kernel may accept fewer work-items (CL_KERNEL_WORK_GROUP_SIZE: registers, local memory): then
  * it is rebuilt for the largest power of two the kernel accepts, and if none fits (or the rebuilt kernel
  * still refuses it) the CPU-shaped kernel, which launches work-groups of one work-item, runs instead. */
-static wbcl_status gpu_kernel(wbcl_context *ctx, att_params *a, char *opts, size_t optlen, wbcl_kern **kf)
+static wbcl_status gpu_kernel(wbcl_context *ctx, att_params *a, int half, char *opts, size_t optlen, wbcl_kern **kf)
 {
     *kf = NULL;
     for (int tries = 0; tries < 2; tries++) {
@@ -236,7 +240,7 @@ static wbcl_status gpu_kernel(wbcl_context *ctx, att_params *a, char *opts, size
         }
         if (!bq) break;
         a->bq = (int)bq;
-        options(a, opts, optlen);
+        options(a, half, opts, optlen);
     }
     return WBCL_SUCCESS; /* no fitting work-group size: *kf NULL, the caller takes the CPU-shaped path */
 }
@@ -290,14 +294,16 @@ static wbcl_status attention(wbcl_context *ctx, const char *op, const wbcl_atten
     if (st) return st;
     att_params a;
     choose_params(ctx, d->p, &a);
+    const int half = (q->dtype == WBCL_F16 ? 1 : 0) | (k->dtype == WBCL_F16 ? 2 : 0) |
+                     (v->dtype == WBCL_F16 ? 4 : 0) | (o->dtype == WBCL_F16 ? 8 : 0);
     char opts[256];
-    options(&a, opts, sizeof opts);
+    options(&a, half, opts, sizeof opts);
     if (ctx->variant == WBCL_VARIANT_GPU) {
         wbcl_kern *kf;
         att_params g = a;
         char gopts[256];
         memcpy(gopts, opts, sizeof gopts);
-        st = gpu_kernel(ctx, &g, gopts, sizeof gopts, &kf);
+        st = gpu_kernel(ctx, &g, half, gopts, sizeof gopts, &kf);
         if (st) return st;
         if (kf) return run_gpu(ctx, d, &g, kf, q, k, v, o);
     }
@@ -318,7 +324,7 @@ wbcl_status wbcl_attention_softmax_strided(wbcl_context *ctx, const wbcl_attenti
 /* A (B, K, N, p) tensor, or a failure naming `what`. */
 static wbcl_status check_heads(wbcl_context *ctx, const char *op, const char *what, const wbcl_tensor *t)
 {
-    wbcl_status st = wbcl__check_tensor(ctx, t, op, what);
+    wbcl_status st = wbcl__check_tensor_any(ctx, t, op, what);
     if (st) return st;
     if (t->ndim != 4) {
         char s[96];

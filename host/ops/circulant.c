@@ -124,7 +124,6 @@ static wbcl_status signal_geom(wbcl_context *ctx, const char *op, const char *wh
     wbcl_status st = wbcl__check_tensor(ctx, t, op, what);
     if (st) return st;
     char sh[96];
-    if (t->dtype != WBCL_F32) return wbcl__fail(ctx, WBCL_ERROR_DTYPE, "%s: %s must be float32", op, what);
     if (t->ndim != 3 && t->ndim != 4)
         return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: %s has shape %s; expected (m, C, T) or (m, C, H, W)", op, what,
                           wbcl__shape_str(sh, sizeof sh, t->ndim, t->shape));

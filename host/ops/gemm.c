@@ -7,7 +7,19 @@
  *                      then one work-item per MR x NR register tile of C.
  *                      The CPU fast path (../shared/PERF-NOTES.md).
  *   WBCL_GEMM_CLBLAST  CLBlast's SGEMM (host/core/blas.c). The GPU path.
- * wbcl_gemm is wbcl_gemm_strided on whole tensors. */
+ * wbcl_gemm is wbcl_gemm_strided on whole tensors.
+ *
+ * float16 storage (any of A, B, C; compute and accumulation in float32):
+ *   packed   the pack kernels of a half operand are built with
+ *            -DWBCL_GEMM_SRC_HALF=1 (panels are float: no extra memory), the
+ *            main kernel with -DWBCL_GEMM_C_HALF=1 when C is half.
+ *   CLBlast  CLBlast's HGEMM would compute in half and needs cl_khr_fp16, so
+ *            it is not used: each half operand's touched span is widened into
+ *            a temporary float32 buffer (cl/convert.cl), SGEMM runs on those,
+ *            and a half C span is narrowed back with round-to-nearest-even.
+ *            Extra device memory: 4 bytes per element of each half operand's
+ *            span (released when the queue is done with it); C's span is
+ *            widened first so that beta and the gaps between rows survive. */
 #include "internal.h"
 #include "blas.h"
 #include "wbcl/gemm.h"
@@ -72,9 +84,9 @@ static wbcl_status check_operand(wbcl_context *ctx, const char *op, const char *
 static wbcl_status check_common(wbcl_context *ctx, const char *op, wbcl_transpose ta, wbcl_transpose tb,
                                 const wbcl_tensor *A, const wbcl_tensor *B, const wbcl_tensor *C)
 {
-    wbcl_status st = wbcl__check_tensor(ctx, A, op, "A");
-    if (!st) st = wbcl__check_tensor(ctx, B, op, "B");
-    if (!st) st = wbcl__check_tensor(ctx, C, op, "C");
+    wbcl_status st = wbcl__check_tensor_any(ctx, A, op, "A");
+    if (!st) st = wbcl__check_tensor_any(ctx, B, op, "B");
+    if (!st) st = wbcl__check_tensor_any(ctx, C, op, "C");
     if (st) return st;
     if ((ta != WBCL_NO_TRANS && ta != WBCL_TRANS) || (tb != WBCL_NO_TRANS && tb != WBCL_TRANS))
         return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT,
@@ -176,10 +188,12 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
     const size_t a_sx = ta ? 1 : d->lda, a_sp = ta ? d->lda : 1;
     const size_t b_sx = tb ? d->ldb : 1, b_sp = tb ? 1 : d->ldb;
 
+    static const char src_half[] = "-DWBCL_GEMM_SRC_HALF=1", c_half[] = "-DWBCL_GEMM_C_HALF=1";
+    const char *xa = A->dtype == WBCL_F16 ? src_half : NULL, *xb = B->dtype == WBCL_F16 ? src_half : NULL;
     wbcl_kern *kpa, *kpb, *kmm;
-    wbcl_status st = wbcl__kernel(ctx, "gemm", NULL, ta ? "wbcl_gemm_pack_a_x" : "wbcl_gemm_pack_a_p", &kpa);
-    if (!st) st = wbcl__kernel(ctx, "gemm", NULL, tb ? "wbcl_gemm_pack_b_p" : "wbcl_gemm_pack_b_x", &kpb);
-    if (!st) st = wbcl__kernel(ctx, "gemm", NULL, "wbcl_gemm_packed", &kmm);
+    wbcl_status st = wbcl__kernel(ctx, "gemm", xa, ta ? "wbcl_gemm_pack_a_x" : "wbcl_gemm_pack_a_p", &kpa);
+    if (!st) st = wbcl__kernel(ctx, "gemm", xb, tb ? "wbcl_gemm_pack_b_p" : "wbcl_gemm_pack_b_x", &kpb);
+    if (!st) st = wbcl__kernel(ctx, "gemm", C->dtype == WBCL_F16 ? c_half : NULL, "wbcl_gemm_packed", &kmm);
     if (st) return st;
     cl_mem ap, bp;
     st = wbcl__scratch(ctx, SCRATCH_A, ea * (a_batched ? chunk : 1) * sizeof(float), &ap);
@@ -218,6 +232,65 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
     return st;
 }
 
+/* ---- CLBlast backend ------------------------------------------------------------ */
+/* Elements from an operand's offset to one past the last element it touches (validated). */
+static size_t span(size_t ld, size_t stride, size_t rows, size_t cols, size_t batch)
+{
+    return (batch - 1) * stride + (rows - 1) * ld + cols;
+}
+
+/* A float32 view of [off, off + n) of t: t itself, or a new buffer holding the widened span
+ * (then *off_out = 0 and *tmp is the buffer to release). */
+static wbcl_status widen(wbcl_context *ctx, const char *op, const char *name, const wbcl_tensor *t, size_t off,
+                         size_t n, cl_mem *mem, size_t *off_out, cl_mem *tmp)
+{
+    *tmp = NULL;
+    if (t->dtype == WBCL_F32) {
+        *mem = t->mem;
+        *off_out = off;
+        return WBCL_SUCCESS;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "%s: float32 copy of float16 operand %s for CLBlast", op, name);
+    wbcl_status st = wbcl__buffer(ctx, n * sizeof(float), what, tmp);
+    if (!st) st = wbcl__convert(ctx, op, t->mem, WBCL_F16, off, *tmp, WBCL_F32, 0, n);
+    if (st) {
+        if (*tmp) clReleaseMemObject(*tmp);
+        *tmp = NULL;
+        return st;
+    }
+    *mem = *tmp;
+    *off_out = 0;
+    return WBCL_SUCCESS;
+}
+
+static wbcl_status run_clblast(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *d, const wbcl_tensor *A,
+                               const wbcl_tensor *B, wbcl_tensor *C)
+{
+    const int ta = d->ta == WBCL_TRANS, tb = d->tb == WBCL_TRANS;
+    if (A->dtype == WBCL_F32 && B->dtype == WBCL_F32 && C->dtype == WBCL_F32)
+        return wbcl__blas_sgemm(ctx, op, ta, tb, d->m, d->n, d->k, d->alpha, A->mem, d->off_a, d->lda, d->stride_a,
+                                B->mem, d->off_b, d->ldb, d->stride_b, d->beta, C->mem, d->off_c, d->ldc, d->stride_c,
+                                d->batch);
+    const size_t na = span(d->lda, d->stride_a, ta ? d->k : d->m, ta ? d->m : d->k, d->batch);
+    const size_t nb = span(d->ldb, d->stride_b, tb ? d->n : d->k, tb ? d->k : d->n, d->batch);
+    const size_t nc = span(d->ldc, d->stride_c, d->m, d->n, d->batch);
+    cl_mem a, b, c, ta_ = NULL, tb_ = NULL, tc_ = NULL;
+    size_t oa, ob, oc;
+    wbcl_status st = widen(ctx, op, "A", A, d->off_a, na, &a, &oa, &ta_);
+    if (!st) st = widen(ctx, op, "B", B, d->off_b, nb, &b, &ob, &tb_);
+    if (!st) st = widen(ctx, op, "C", C, d->off_c, nc, &c, &oc, &tc_);
+    if (!st)
+        st = wbcl__blas_sgemm(ctx, op, ta, tb, d->m, d->n, d->k, d->alpha, a, oa, d->lda, d->stride_a, b, ob, d->ldb,
+                              d->stride_b, d->beta, c, oc, d->ldc, d->stride_c, d->batch);
+    if (!st && tc_) st = wbcl__convert(ctx, op, tc_, WBCL_F32, 0, C->mem, WBCL_F16, d->off_c, nc);
+    /* released once the queued commands that use them are done (OpenCL 1.2, clReleaseMemObject) */
+    if (ta_) clReleaseMemObject(ta_);
+    if (tb_) clReleaseMemObject(tb_);
+    if (tc_) clReleaseMemObject(tc_);
+    return st;
+}
+
 /* ---- common path ------------------------------------------------------------- */
 /* d is fully validated; dispatches on the backend. */
 static wbcl_status run(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *desc, const wbcl_tensor *A,
@@ -235,10 +308,7 @@ static wbcl_status run(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *
         merged.stride_a = merged.stride_c = 0;
         d = &merged;
     }
-    if (ctx->gemm_backend == WBCL_GEMM_CLBLAST)
-        return wbcl__blas_sgemm(ctx, op, d->ta == WBCL_TRANS, d->tb == WBCL_TRANS, d->m, d->n, d->k, d->alpha,
-                                A->mem, d->off_a, d->lda, d->stride_a, B->mem, d->off_b, d->ldb, d->stride_b, d->beta,
-                                C->mem, d->off_c, d->ldc, d->stride_c, d->batch);
+    if (ctx->gemm_backend == WBCL_GEMM_CLBLAST) return run_clblast(ctx, op, d, A, B, C);
     if (ctx->gemm_backend == WBCL_GEMM_PACKED) return run_packed(ctx, op, d, A, B, C);
     return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: unknown GEMM backend %d", op, (int)ctx->gemm_backend);
 }

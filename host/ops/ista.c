@@ -651,3 +651,8 @@ done:
     free(objf);
     return st;
 }
+
+wbcl_status wbcl__ista_layer_store_f16(wbcl_context *ctx, wbcl_ista_layer *l)
+{
+    return wbcl__tensor_store_f16(ctx, &l->W); /* used only as a GEMM operand by the forward pass */
+}

@@ -700,3 +700,10 @@ wbcl_status wbcl_tssa_causal_layer_forward(wbcl_context *ctx, wbcl_tssa_causal_l
     if ((st = wbcl_tssa_causal_tokens(ctx, L->w, L->K, L->temp, L->bias, state, L->y, NULL))) return st;
     return wbcl__linear(ctx, L->y, L->Wo, L->bo, out);
 }
+
+wbcl_status wbcl__tssa_layer_store_f16(wbcl_context *ctx, wbcl_tssa_layer *l)
+{
+    /* both projections go only through wbcl__linear (a GEMM) */
+    wbcl_status st = wbcl__tensor_store_f16(ctx, &l->W);
+    return st ? st : wbcl__tensor_store_f16(ctx, &l->Wo);
+}

@@ -44,6 +44,10 @@ extern "C" {
 #endif
 
 /* ---- per-head kernels ------------------------------------------------------------------ */
+/* Storage: q, k, v (or w) and o may each be WBCL_F32 or WBCL_F16 (tensor.h), in any mix; all
+ * arithmetic is float32 and a half o is rounded once to nearest even. Accuracy against the
+ * float32 result on the same (half-rounded) inputs: the float32 error plus 2^-11 |o| for a half
+ * o. The modules (level 2) take float32 x only. */
 
 /* o = softmax(q kᵀ * scale + M) v per (batch, head), M the causal mask if causal != 0.
  * q and o: (B, K, n_q, p); k and v: (B, K, n_k, p); n_q == n_k unless causal (n_q <= n_k,

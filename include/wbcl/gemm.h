@@ -1,6 +1,12 @@
 /* wbcl — dense matrix products.
  *
- * C = alpha * op(A) * op(B) + beta * C, row-major, float32.
+ * C = alpha * op(A) * op(B) + beta * C, row-major, float32 arithmetic.
+ * A, B and C may each be WBCL_F32 or WBCL_F16 tensors, in any mix (see
+ * tensor.h): half operands are widened exactly, products are accumulated in
+ * float32, and a half C is read (beta != 0) and written once, rounded to
+ * nearest even. Accuracy with half storage: the float32 bound of the result
+ * plus one half rounding of C (2^-11 relative); relative to the unrounded
+ * float32 inputs, each half operand adds up to 2^-11 (|A||B|)_ij.
  * Two backends (see wbcl_context_set_gemm_backend): wbcl's packed
  * register-tile kernel (the fast path on CPU devices) and CLBlast (the fast
  * path on GPUs). Both give the same results to float rounding. */

@@ -69,6 +69,11 @@ const char *wbcl_elem_name(wbcl_elem e);
 /* Decodes one IEEE binary16 / bfloat16 value exactly (subnormals, infinities, NaN included). */
 float wbcl_f16_to_f32(uint16_t h);
 float wbcl_bf16_to_f32(uint16_t b);
+/* Encodes a float as IEEE binary16, rounding to nearest with ties to even (the rounding of
+ * OpenCL's vstore_half_rte): subnormal halves are produced exactly, magnitudes from 65520 up
+ * become +-inf, inf stays inf, NaN stays a quiet NaN with its sign. Independent of the host's
+ * rounding mode. */
+uint16_t wbcl_f32_to_f16(float f);
 
 /* Converts any element type to a newly malloc'd float32 buffer of numel elements (never NULL on
  * success, even for numel 0; caller frees with free()). F16/BF16 are decoded exactly, F64 is

@@ -42,6 +42,7 @@ typedef struct wbcl_crate_config {
     size_t num_classes;                 /* 0: read from mlp_head.1.weight                  */
     float eta, lambd;                   /* ISTA step and threshold (0.1, 0.1)              */
     float ln_eps;                       /* 1e-5                                            */
+    wbcl_dtype weight_dtype;            /* WBCL_F32 (0, default) or WBCL_F16: see below    */
 } wbcl_crate_config;
 
 /* Published CRATE configurations (CRATE paper Table 1, crate.py): "tiny" (d 384, L 12, K 6),
@@ -57,7 +58,16 @@ typedef struct wbcl_tost_config {
     size_t cls_layers;        /* class-attention blocks (2)                                  */
     size_t num_classes;       /* 0: read from head.weight                                     */
     float ln_eps, bn_eps;     /* 1e-6, 1e-5                                                  */
+    wbcl_dtype weight_dtype;  /* WBCL_F32 (0, default) or WBCL_F16: see below                */
 } wbcl_tost_config;
+
+/* weight_dtype WBCL_F16: the weight matrices that the forward pass only multiplies with (GEMM
+ * operands) are converted to float16 at load (rounded to nearest even), halving their device
+ * memory; the GEMMs read them through the float16 path (tensor.h, gemm.h) and everything else
+ * stays float32: activations, biases, norms, embeddings, CRATE's subspaces for Rc.
+ * CRATE: patch embedding, MSSA U and output projection, ISTA dictionary (or its folded matrix),
+ * head. ToST: conv stack (BN folded first), TSSA and class-attention projections, MLPs, head.
+ * Measured effect on the logits of the committed golden models: perf/RESULTS.md (issue 7). */
 
 /* Published ToST configurations (ToST paper Table 5): "tiny" (d 192, L 12, K 4), "small"
  * (384, 12, 8), "medium" (512, 24, 8); patch 16, MLP ratio 4, two class-attention blocks. */

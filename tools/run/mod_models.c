@@ -13,6 +13,16 @@
 #include "wbcl/models.h"
 
 static const char *const out_choices[] = {"logits", "features", NULL};
+static const char *const dtype_choices[] = {"f32", "f16", NULL};
+
+/* --param weight_dtype=f32|f16 (models.h: f16 stores the GEMM weight matrices as float16) */
+static int weight_dtype_param(wbcl_run *r, wbcl_dtype *out)
+{
+    const char *w;
+    if (wbcl_run_param_choice(r, "weight_dtype", "f32", dtype_choices, &w)) return 1;
+    *out = !strcmp(w, "f16") ? WBCL_F16 : WBCL_F32;
+    return 0;
+}
 
 static int load_images(wbcl_run *r, wbcl_run_array *h, wbcl_tensor **x)
 {
@@ -58,7 +68,7 @@ static int run_crate(wbcl_run *r)
         size_param(r, "channels", c.channels, &c.channels) || size_param(r, "classes", 0, &c.num_classes) ||
         wbcl_run_param_pos(r, "eta", c.eta, &c.eta) || wbcl_run_param_float(r, "lambd", c.lambd, 0, HUGE_VAL, &c.lambd) ||
         wbcl_run_param_choice(r, "output", "logits", out_choices, &what) ||
-        wbcl_run_param_bool(r, "diagnostics", 0, &diag))
+        wbcl_run_param_bool(r, "diagnostics", 0, &diag) || weight_dtype_param(r, &c.weight_dtype))
         return 1;
     if (diag && r->par && r->par->size > 1) /* only rank 0 prints: the other ranks' samples would be lost */
         return wbcl_run_fail(r, "--param diagnostics=1 does not run over ranks; run it with wbcl-run");
@@ -110,7 +120,8 @@ done:
 }
 
 static const char *const crate_params[] = {"config", "dim",   "depth",  "heads",       "dim_head", "patch",
-                                           "channels", "classes", "eta", "lambd", "output", "diagnostics", NULL};
+                                           "channels", "classes", "eta", "lambd", "output", "diagnostics", "weight_dtype",
+                                           NULL};
 
 const wbcl_run_module wbcl_mod_crate = {
     "crate",
@@ -121,6 +132,7 @@ const wbcl_run_module wbcl_mod_crate = {
     "          patch, channels, classes (0: from the weights), eta (0.1), lambd (0.1)\n"
     "  --param output=logits|features   (B, classes) or the final tokens (B, N+1, d)\n"
     "  --param diagnostics=1   prints per-layer Rc(z_half | U) (eps^2 = 1) and the nonzero fraction of z\n"
+    "  --param weight_dtype=f32|f16   f16: GEMM weight matrices stored as float16 (fp32 compute)\n"
     "  --output Y.npy",
     crate_params,
     NULL,
@@ -147,7 +159,7 @@ static int run_tost(wbcl_run *r)
         size_param(r, "heads", c.heads, &c.heads) || size_param(r, "patch", c.patch, &c.patch) ||
         size_param(r, "mlp_hidden", 0, &c.mlp_hidden) || size_param(r, "cls_layers", c.cls_layers, &c.cls_layers) ||
         size_param(r, "classes", 0, &c.num_classes) ||
-        wbcl_run_param_choice(r, "output", "logits", out_choices, &what))
+        wbcl_run_param_choice(r, "output", "logits", out_choices, &what) || weight_dtype_param(r, &c.weight_dtype))
         return 1;
     wbcl_run_array xh = {0};
     wbcl_tensor *x = NULL, *y = NULL;
@@ -171,7 +183,7 @@ done:
 }
 
 static const char *const tost_params[] = {"config", "dim",        "depth",   "heads", "patch",
-                                          "mlp_hidden", "cls_layers", "classes", "output", NULL};
+                                          "mlp_hidden", "cls_layers", "classes", "output", "weight_dtype", NULL};
 
 const wbcl_run_module wbcl_mod_tost = {
     "tost",
@@ -181,6 +193,7 @@ const wbcl_run_module wbcl_mod_tost = {
     "  --param config=tiny|small|medium (default sizes: tiny), or dim, depth, heads, patch (16|8),\n"
     "          mlp_hidden (0: from the weights), cls_layers (2), classes (0: from the weights)\n"
     "  --param output=logits|features   (B, classes) or the normed CLS feature (B, d)\n"
+    "  --param weight_dtype=f32|f16   f16: GEMM weight matrices stored as float16 (fp32 compute)\n"
     "  --output Y.npy",
     tost_params,
     NULL,
