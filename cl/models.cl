@@ -47,68 +47,6 @@ __kernel void wbcl_model_im2col3(__global const float *in, __global float *col, 
     }
 }
 
-/* erfc with fractional error < 1.2e-7 everywhere (Numerical Recipes' erfcc, a Chebyshev fit of
- * erfc(z) exp(z^2)): one exp and one division, no branches but a select, so it vectorizes.
- * PoCL's erfc compiled to a scalar library call here that cost ~70 ns per element and made the
- * GELUs the largest part of a ToST forward. */
-inline float model_erfc(const float x)
-{
-    const float z = fabs(x);
-    const float t = 1.0f / (1.0f + 0.5f * z);
-    const float p = -z * z - 1.26551223f +
-                    t * (1.00002368f +
-                         t * (0.37409196f +
-                              t * (0.09678418f +
-                                   t * (-0.18628806f +
-                                        t * (0.27886807f +
-                                             t * (-1.13520398f +
-                                                  t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
-    const float r = t * exp(p);
-    return x >= 0.0f ? r : 2.0f - r;
-}
-
-/* y[r, j] = act(y[r, j] + bias[j]) on (rows, d); act 0 = identity, 1 = exact GELU
- * 0.5 v erfc(-v / sqrt 2) (PyTorch's default; relative error ~2e-7 for all v). Range (d, rows). */
-__kernel void wbcl_model_bias_act(__global float *y, __global const float *bias, const uint d, const uint rows,
-                                  const int act)
-{
-    const uint j = get_global_id(0), r = get_global_id(1);
-    if (j >= d || r >= rows) return;
-    const size_t i = (size_t)r * d + j;
-    float v = y[i] + bias[j];
-    if (act == 1) v = 0.5f * v * model_erfc(-v * M_SQRT1_2_F);
-    y[i] = v;
-}
-
-/* The same on 8-float vectors (d % 8 == 0): explicit float8 arithmetic, so that exp is the
- * vector routine; ~10x faster than the scalar kernel on PoCL (CPU). Range (d / 8, rows). */
-inline float8 model_erfc8(const float8 x)
-{
-    const float8 z = fabs(x);
-    const float8 t = 1.0f / (1.0f + 0.5f * z);
-    const float8 p = -z * z - 1.26551223f +
-                     t * (1.00002368f +
-                          t * (0.37409196f +
-                               t * (0.09678418f +
-                                    t * (-0.18628806f +
-                                         t * (0.27886807f +
-                                              t * (-1.13520398f +
-                                                   t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
-    const float8 r = t * exp(p);
-    return select(2.0f - r, r, isgreaterequal(x, (float8)(0.0f)));
-}
-
-__kernel void wbcl_model_bias_act8(__global float *y, __global const float *bias, const uint d8, const uint rows,
-                                   const int act)
-{
-    const uint j = get_global_id(0), r = get_global_id(1);
-    if (j >= d8 || r >= rows) return;
-    const size_t i = (size_t)r * d8 + j;
-    float8 v = vload8(i, y) + vload8(j, bias);
-    if (act == 1) v = 0.5f * v * model_erfc8(-v * M_SQRT1_2_F);
-    vstore8(v, i, y);
-}
-
 /* Layer-scale residual on (rows, d): x += g * (a + b) (b absent: has_b = 0). Range (d, rows). */
 __kernel void wbcl_model_residual_scaled(__global float *x, __global const float *g, __global const float *a,
                                          __global const float *b, const int has_b, const uint d, const uint rows)
