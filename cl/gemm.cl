@@ -221,24 +221,46 @@ __kernel void wbcl_gemm_packed(__global const float *restrict Ap, __global const
         /* edge tile: r stays a compile-time index (unrolled) so acc is never
          * indexed dynamically and stays in registers */
         const uint mr = min((uint)MR, m - i0), nr = min((uint)NR, n - j0);
+#if WBCL_GEMM_EPILOGUE
+        /* the epilogue on whole vectors (bias 0 past n), then the nr valid columns stored:
+         * the GELU stays vectorized on tiles narrower than NR (n = 24, 48 in the models) */
+        floatV bias_v[NV];
+        {
+            float bb[NR];
+            for (uint j = 0; j < NR; j++) bb[j] = j < nr ? bias[j0 + j] : 0.0f;
+#pragma unroll
+            for (int v = 0; v < NV; v++) bias_v[v] = vloadV(v, bb);
+        }
+#endif
 #pragma unroll
         for (int r = 0; r < MR; r++) {
             if ((uint)r < mr) {
                 float row[NR];
-#pragma unroll
-                for (int v = 0; v < NV; v++) vstoreV(alpha * acc[r][v], v, row);
                 __global float *cr = c + (ulong)r * ldc;
 #if WBCL_GEMM_EPILOGUE
-                for (uint j = 0; j < nr; j++) {
-                    float x = row[j];
-                    if (beta != 0.0f) x += beta * cr[j];
-                    x += bias[j0 + j];
+                if (beta != 0.0f)
+                    for (uint j = 0; j < NR; j++) row[j] = j < nr ? cr[j] : 0.0f;
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    floatV x = alpha * acc[r][v];
+                    if (beta != 0.0f) x += beta * vloadV(v, row);
+                    x += bias_v[v];
 #if WBCL_GEMM_EPILOGUE == 2
-                    x = wbcl_gelu1(x);
+                    x = WBCL_CAT(wbcl_gelu, VW)(x);
 #endif
-                    cr[j] = x;
+                    vstoreV(x, v, row);
                 }
+                uint j = 0;
+#pragma unroll
+                for (int v = 0; v < NV; v++)
+                    if (j + VW <= nr) {
+                        vstoreV(vloadV(v, row), 0, cr + j);
+                        j += VW;
+                    }
+                for (; j < nr; j++) cr[j] = row[j];
 #else
+#pragma unroll
+                for (int v = 0; v < NV; v++) vstoreV(alpha * acc[r][v], v, row);
                 if (beta != 0.0f)
                     for (uint j = 0; j < nr; j++) cr[j] = row[j] + beta * cr[j];
                 else
