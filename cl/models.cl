@@ -58,6 +58,50 @@ __kernel void wbcl_model_residual_scaled(__global float *x, __global const float
     x[i] = x[i] + g[j] * v;
 }
 
+/* Layer-scale residual followed by the next LayerNorm (ToST blocks: x + g1 attn, then norm2;
+ * x + g2 (mlp + b2), then the next block's norm1), one pass instead of two on CPU devices:
+ *   x[r] += g * (a[r] (+ b)),   y[r] = (x[r] - mean) rstd gamma + beta
+ * with wbcl_layernorm's corrected two-pass statistics (mean = m0 + s1/d, var = (s2 - s1^2/d)/d,
+ * s1, s2 the sums of the deviations from the first-pass mean m0). One row per work-item (the
+ * row stays in L1 between the passes), float16 vectors, d = 16 d16. Range (rows). */
+inline float model_hsum16(const float16 v)
+{
+    const float8 a = v.lo + v.hi;
+    const float4 b = a.lo + a.hi;
+    const float2 c = b.lo + b.hi;
+    return c.x + c.y;
+}
+
+__kernel void wbcl_model_residual_ln(__global float *x, __global const float *g, __global const float *a,
+                                     __global const float *b, const int has_b, __global const float *gamma,
+                                     __global const float *beta, const float eps, __global float *y, const uint rows,
+                                     const uint d16)
+{
+    const uint r = get_global_id(0);
+    if (r >= rows) return;
+    __global float *p = x + (size_t)r * d16 * 16;
+    __global const float *ar = a + (size_t)r * d16 * 16;
+    __global float *q = y + (size_t)r * d16 * 16;
+    float16 s = 0.0f;
+    for (uint v = 0; v < d16; v++) {
+        const float16 av = has_b ? vload16(v, ar) + vload16(v, b) : vload16(v, ar);
+        const float16 t = vload16(v, p) + vload16(v, g) * av;
+        vstore16(t, v, p);
+        s += t;
+    }
+    const float dd = (float)(d16 * 16), m0 = model_hsum16(s) / dd;
+    float16 s1 = 0.0f, s2 = 0.0f;
+    for (uint v = 0; v < d16; v++) {
+        const float16 t = vload16(v, p) - m0;
+        s1 += t;
+        s2 += t * t;
+    }
+    const float S1 = model_hsum16(s1), S2 = model_hsum16(s2);
+    const float var = fmax((S2 - S1 * (S1 / dd)) / dd, 0.0f), mean = m0 + S1 / dd, rstd = 1.0f / sqrt(var + eps);
+    for (uint v = 0; v < d16; v++)
+        vstore16((vload16(v, p) - mean) * rstd * vload16(v, gamma) + vload16(v, beta), v, q);
+}
+
 /* Prepends a token: out (B, N+1, d), row 0 = first (d), row t >= 1 = x[b, t-1]; plus
  * add[t] ((N+1, d) rows) when has_add. CRATE: first = cls_token, add = pos_embedding; ToST:
  * first = cls_token, no add. Range (d, N+1, B). */
