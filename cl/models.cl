@@ -47,6 +47,40 @@ __kernel void wbcl_model_im2col3(__global const float *in, __global float *col, 
     }
 }
 
+/* The same for NHWC activations (the second and later convolutions: in[((b*H + y)*W + x)*C + c]),
+ * with the columns in (ky, kx, c) order: col (B*Ho*Wo, 9*C), column (ky*3 + kx)*C + c; the host
+ * permutes the weights to match (host/model/tost.c, load_conv). Each tap is then one contiguous
+ * run of C floats in both in and col: one work-item per output pixel copies the 9 runs with
+ * float8 loads and stores (C % 8 == 0; scalar otherwise). The (c, ky, kx) order of the kernel
+ * above made every store a stride-9 scatter. Range (Wo, Z = B*Ho). */
+__kernel void wbcl_model_im2col3_nhwc(__global const float *in, __global float *col, const uint C, const uint H,
+                                      const uint W, const uint Ho, const uint Wo, const uint S, const uint Z)
+{
+    const uint ox = get_global_id(0), z = get_global_id(1);
+    if (ox >= Wo || z >= Z) return; /* Z = B * Ho */
+    const uint b = z / Ho, oy = z % Ho;
+    __global const float *src = in + (size_t)b * H * W * C;
+    __global float *dst = col + ((size_t)z * Wo + ox) * (size_t)(C * 9);
+    for (int ky = 0; ky < 3; ky++) {
+        const int y = (int)(oy * S) + ky - 1;
+        for (int kx = 0; kx < 3; kx++, dst += C) {
+            const int x = (int)(ox * S) + kx - 1;
+            if (y >= 0 && x >= 0 && y < (int)H && x < (int)W) {
+                __global const float *s = src + ((size_t)y * W + (size_t)x) * C;
+                if (C % 8 == 0)
+                    for (uint c = 0; c < C / 8; c++) vstore8(vload8(c, s), c, dst);
+                else
+                    for (uint c = 0; c < C; c++) dst[c] = s[c];
+            } else {
+                if (C % 8 == 0)
+                    for (uint c = 0; c < C / 8; c++) vstore8((float8)(0.0f), c, dst);
+                else
+                    for (uint c = 0; c < C; c++) dst[c] = 0.0f;
+            }
+        }
+    }
+}
+
 /* Layer-scale residual on (rows, d): x += g * (a + b) (b absent: has_b = 0). Range (d, rows). */
 __kernel void wbcl_model_residual_scaled(__global float *x, __global const float *g, __global const float *a,
                                          __global const float *b, const int has_b, const uint d, const uint rows)

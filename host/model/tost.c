@@ -19,7 +19,7 @@
 
 typedef struct tost_conv {
     size_t cin, cout;
-    wbcl_tensor *W, *b; /* (cout, cin*9) and (cout), BatchNorm folded */
+    wbcl_tensor *W, *b; /* (cout, cin*9), columns (c, ky, kx) for conv 0, (ky, kx, c) after; (cout); BN folded */
 } tost_conv;
 
 typedef struct tost_mlp {
@@ -174,10 +174,21 @@ static wbcl_status load_conv(wbcl_context *ctx, const wbcl_safetensors *st, cons
     if (!r) {
         float *bf = malloc(cout * sizeof *bf);
         if (!bf) r = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "wbcl_tost_load: out of memory");
+        /* j >= 1 reads NHWC activations through wbcl_model_im2col3_nhwc, whose columns are in
+         * (ky, kx, c) order: the folded weights are stored in that order, W'[o][t*cin + c] */
+        float *Wp = !r && j ? malloc(cout * cin * 9 * sizeof *Wp) : NULL;
+        if (!r && j && !Wp) r = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "wbcl_tost_load: out of memory");
         for (size_t o = 0; !r && o < cout; o++) {
             double s = (double)g[o] / sqrt((double)var[o] + (double)eps);
             for (size_t i = 0; i < cin * 9; i++) W[o * cin * 9 + i] = (float)((double)W[o * cin * 9 + i] * s);
+            if (j)
+                for (size_t c = 0; c < cin; c++)
+                    for (size_t t = 0; t < 9; t++) Wp[o * cin * 9 + t * cin + c] = W[o * cin * 9 + c * 9 + t];
             bf[o] = (float)((double)be[o] - (double)mu[o] * s);
+        }
+        if (Wp) {
+            free(W);
+            W = Wp;
         }
         size_t s2[2] = {cout, cin * 9};
         if (!r) r = wbcl_tensor_create(ctx, 2, s2, WBCL_F32, W, &cv->W);
@@ -445,9 +456,11 @@ static wbcl_status tost_patch_embed(wbcl_context *ctx, wbcl_tost *m, const wbcl_
             return r;
         }
         wbcl_kern *k;
-        if ((r = wbcl__model_kernel(ctx, "wbcl_model_im2col3", &k))) return r;
+        /* the image (NCHW): columns (c, ky, kx); activations (NHWC): columns (ky, kx, c) */
+        if ((r = wbcl__model_kernel(ctx, j ? "wbcl_model_im2col3_nhwc" : "wbcl_model_im2col3", &k))) return r;
         if ((r = wbcl__model_check32(ctx, "wbcl_tost_forward", h, w, B * h)) ||
-            (r = wbcl__model_check32(ctx, "wbcl_tost_forward", rows, cv->cout, 1)))
+            (r = wbcl__model_check32(ctx, "wbcl_tost_forward", rows, cv->cout, 1)) ||
+            (r = wbcl__model_check32(ctx, "wbcl_tost_forward", B * h * w, C, 1)))
             return r;
         cl_uint uC = (cl_uint)C, uH = (cl_uint)h, uW = (cl_uint)w, uHo = (cl_uint)ho, uWo = (cl_uint)wo, S = 2;
         WBCL_ARG(ctx, k, 0, in->mem);
@@ -458,11 +471,16 @@ static wbcl_status tost_patch_embed(wbcl_context *ctx, wbcl_tost *m, const wbcl_
         WBCL_ARG(ctx, k, 5, uHo);
         WBCL_ARG(ctx, k, 6, uWo);
         WBCL_ARG(ctx, k, 7, S);
-        WBCL_ARG(ctx, k, 8, sb);
-        WBCL_ARG(ctx, k, 9, sc);
-        WBCL_ARG(ctx, k, 10, sy);
-        WBCL_ARG(ctx, k, 11, sx);
-        if ((r = wbcl__model_launch(ctx, k, C, wo, B * ho))) return r;
+        if (j) {
+            cl_uint Z = (cl_uint)(B * ho);
+            WBCL_ARG(ctx, k, 8, Z);
+        } else {
+            WBCL_ARG(ctx, k, 8, sb);
+            WBCL_ARG(ctx, k, 9, sc);
+            WBCL_ARG(ctx, k, 10, sy);
+            WBCL_ARG(ctx, k, 11, sx);
+        }
+        if ((r = j ? wbcl__model_launch(ctx, k, wo, B * ho, 1) : wbcl__model_launch(ctx, k, C, wo, B * ho))) return r;
         const int act = j + 1 == m->nconv ? 0 : 1; /* GELU between the convs */
         if ((r = wbcl__model_linear(ctx, m->col, rows, K, cv->W, cv->cout, cv->b, act, *dst))) return r;
         in = *dst;
