@@ -27,7 +27,27 @@
  *                           half (vload_half*, vstore_half*_rte: round to
  *                           nearest even, once, after alpha and beta).
  * Core OpenCL C 1.2 functions: no cl_khr_fp16 needed.
+ *
+ * Two optional build options of wbcl_gemm_packed (host/ops/gemm.c,
+ * wbcl__gemm_linear; both default to 0, which is the plain GEMM above):
+ *   WBCL_GEMM_EPILOGUE  1: C = alpha*acc + beta*C + bias[j] (extra argument
+ *                       `bias`, n floats); 2: the same, then the exact GELU
+ *                       x Phi(x) (wbcl_gelu16 etc. in common.cl). Saves the
+ *                       separate pass over C that adding a bias (and GELU)
+ *                       after the product would take.
+ *   WBCL_GEMM_A_ROWS    1: op(A) is read in place as row-major (m, k) rows
+ *                       (extra arguments off_a, lda; argument Ap is A itself)
+ *                       instead of from packed panels: no packing pass over A.
+ *                       The MR rows of a tile are MR unit-stride streams; rows
+ *                       past m reread row m - 1 (their results are not stored).
  * OpenCL C 1.2. */
+
+#ifndef WBCL_GEMM_EPILOGUE
+#define WBCL_GEMM_EPILOGUE 0
+#endif
+#ifndef WBCL_GEMM_A_ROWS
+#define WBCL_GEMM_A_ROWS 0
+#endif
 
 #define MR WBCL_GEMM_MR
 #define NR WBCL_GEMM_NR
@@ -169,7 +189,14 @@ __kernel void wbcl_gemm_pack_b_p(WBCL_GEMM_PACK_ARGS) { (void)sp; WBCL_GEMM_PACK
 __kernel void wbcl_gemm_packed(__global const float *restrict Ap, __global const float *restrict Bp,
                                __global C_T *restrict C, const ulong off_c, const ulong ldc, const ulong stride_c,
                                const uint m, const uint n, const uint k, const uint a_batched, const uint b_batched,
-                               const float alpha, const float beta, const uint mcb)
+                               const float alpha, const float beta, const uint mcb
+#if WBCL_GEMM_A_ROWS
+                               , const ulong off_a, const ulong lda
+#endif
+#if WBCL_GEMM_EPILOGUE
+                               , __global const float *restrict bias
+#endif
+                               )
 {
     const uint t = get_global_id(0), b = get_global_id(1);
     const uint pa = (m + MR - 1) / MR, pb = (n + NR - 1) / NR;
@@ -178,7 +205,14 @@ __kernel void wbcl_gemm_packed(__global const float *restrict Ap, __global const
     const uint rows_blk = min(mcb, pa - blk * mcb);
     const uint jp = rem / rows_blk, ip = blk * mcb + (rem - jp * rows_blk);
 
+#if WBCL_GEMM_A_ROWS
+    (void)a_batched; /* the host uses A_ROWS for batch 1 only */
+    const __global float *arow[MR];
+#pragma unroll
+    for (int r = 0; r < MR; r++) arow[r] = Ap + off_a + (ulong)min(ip * MR + (uint)r, m - 1) * lda;
+#else
     const __global float *a = Ap + ((ulong)(a_batched ? b : 0) * pa + ip) * k * MR;
+#endif
     const __global float *bp = Bp + ((ulong)(b_batched ? b : 0) * pb + jp) * k * NR;
 
     floatV acc[MR][NV];
@@ -193,41 +227,118 @@ __kernel void wbcl_gemm_packed(__global const float *restrict Ap, __global const
         for (int v = 0; v < NV; v++) bv[v] = vloadV(v, bp);
 #pragma unroll
         for (int r = 0; r < MR; r++) {
+#if WBCL_GEMM_A_ROWS
+            const floatV ar = (floatV)(arow[r][p]);
+#else
             const floatV ar = (floatV)(a[r]);
+#endif
 #pragma unroll
             for (int v = 0; v < NV; v++) acc[r][v] = fma(ar, bv[v], acc[r][v]);
         }
+#if !WBCL_GEMM_A_ROWS
         a += MR;
+#endif
         bp += NR;
     }
 
     const uint i0 = ip * MR, j0 = jp * NR;
     __global C_T *c = C + off_c + (ulong)b * stride_c + (ulong)i0 * ldc + j0;
     if (i0 + MR <= m && j0 + NR <= n) {
+#if WBCL_GEMM_EPILOGUE
+        floatV bias_v[NV];
+#pragma unroll
+        for (int v = 0; v < NV; v++) bias_v[v] = vloadV(v, bias + j0);
+#endif
 #pragma unroll
         for (int r = 0; r < MR; r++)
 #pragma unroll
             for (int v = 0; v < NV; v++) {
                 floatV x = alpha * acc[r][v];
                 if (beta != 0.0f) x += beta * C_LOADV(v, c + (ulong)r * ldc);
+#if WBCL_GEMM_EPILOGUE
+                x += bias_v[v];
+#if WBCL_GEMM_EPILOGUE == 2
+                x = WBCL_CAT(wbcl_gelu, VW)(x);
+#endif
+#endif
                 C_STOREV(x, v, c + (ulong)r * ldc);
             }
     } else {
         /* edge tile: r stays a compile-time index (unrolled) so acc is never
          * indexed dynamically and stays in registers */
         const uint mr = min((uint)MR, m - i0), nr = min((uint)NR, n - j0);
+#if WBCL_GEMM_EPILOGUE
+        /* the epilogue on whole vectors (bias 0 past n), then the nr valid columns stored:
+         * the GELU stays vectorized on tiles narrower than NR (n = 24, 48 in the models) */
+        floatV bias_v[NV];
+        {
+            float bb[NR];
+            for (uint j = 0; j < NR; j++) bb[j] = j < nr ? bias[j0 + j] : 0.0f;
+#pragma unroll
+            for (int v = 0; v < NV; v++) bias_v[v] = vloadV(v, bb);
+        }
+#endif
 #pragma unroll
         for (int r = 0; r < MR; r++) {
             if ((uint)r < mr) {
                 float row[NR];
+                __global C_T *cr = c + (ulong)r * ldc;
+#if WBCL_GEMM_EPILOGUE
+                if (beta != 0.0f)
+                    for (uint j = 0; j < NR; j++) row[j] = j < nr ? C_LOAD(j, cr) : 0.0f;
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    floatV x = alpha * acc[r][v];
+                    if (beta != 0.0f) x += beta * vloadV(v, row);
+                    x += bias_v[v];
+#if WBCL_GEMM_EPILOGUE == 2
+                    x = WBCL_CAT(wbcl_gelu, VW)(x);
+#endif
+                    vstoreV(x, v, row);
+                }
+                uint j = 0;
+#pragma unroll
+                for (int v = 0; v < NV; v++)
+                    if (j + VW <= nr) {
+                        C_STOREV(vloadV(v, row), 0, cr + j);
+                        j += VW;
+                    }
+                for (; j < nr; j++) C_STORE(row[j], j, cr);
+#else
 #pragma unroll
                 for (int v = 0; v < NV; v++) vstoreV(alpha * acc[r][v], v, row);
-                __global C_T *cr = c + (ulong)r * ldc;
                 if (beta != 0.0f)
                     for (uint j = 0; j < nr; j++) C_STORE(row[j] + beta * C_LOAD(j, cr), j, cr);
                 else
                     for (uint j = 0; j < nr; j++) C_STORE(row[j], j, cr);
+#endif
             }
         }
     }
+}
+
+/* The unfused tail of wbcl__gemm_linear (CLBlast backend, or the benchmarks' unfused mode):
+ * y[i, j] = act(y[i, j] + bias[j]) on (m, n) row-major, act 1 = GELU. Range (n, m). */
+__kernel void wbcl_gemm_bias_act(__global float *y, __global const float *bias, const uint n, const uint m,
+                                 const int gelu)
+{
+    const uint j = get_global_id(0), i = get_global_id(1);
+    if (j >= n || i >= m) return;
+    const size_t x = (size_t)i * n + j;
+    float v = y[x] + bias[j];
+    if (gelu) v = wbcl_gelu1(v);
+    y[x] = v;
+}
+
+/* The same on float8 vectors when n % 8 == 0 (explicit vector arithmetic is several times
+ * faster than the scalar kernel on PoCL, CPU). Range (n / 8, m). */
+__kernel void wbcl_gemm_bias_act8(__global float *y, __global const float *bias, const uint n8, const uint m,
+                                  const int gelu)
+{
+    const uint j = get_global_id(0), i = get_global_id(1);
+    if (j >= n8 || i >= m) return;
+    const size_t x = (size_t)i * n8 + j;
+    float8 v = vload8(x, y) + vload8(j, bias);
+    if (gelu) v = wbcl_gelu8(v);
+    vstore8(v, x, y);
 }

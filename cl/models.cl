@@ -47,66 +47,38 @@ __kernel void wbcl_model_im2col3(__global const float *in, __global float *col, 
     }
 }
 
-/* erfc with fractional error < 1.2e-7 everywhere (Numerical Recipes' erfcc, a Chebyshev fit of
- * erfc(z) exp(z^2)): one exp and one division, no branches but a select, so it vectorizes.
- * PoCL's erfc compiled to a scalar library call here that cost ~70 ns per element and made the
- * GELUs the largest part of a ToST forward. */
-inline float model_erfc(const float x)
+/* The same for NHWC activations (the second and later convolutions: in[((b*H + y)*W + x)*C + c]),
+ * with the columns in (ky, kx, c) order: col (B*Ho*Wo, 9*C), column (ky*3 + kx)*C + c; the host
+ * permutes the weights to match (host/model/tost.c, load_conv). Each tap is then one contiguous
+ * run of C floats in both in and col: one work-item per output pixel copies the 9 runs with
+ * float8 loads and stores (C % 8 == 0; scalar otherwise). The (c, ky, kx) order of the kernel
+ * above made every store a stride-9 scatter. Range (Wo, Z = B*Ho). */
+__kernel void wbcl_model_im2col3_nhwc(__global const float *in, __global float *col, const uint C, const uint H,
+                                      const uint W, const uint Ho, const uint Wo, const uint S, const uint Z)
 {
-    const float z = fabs(x);
-    const float t = 1.0f / (1.0f + 0.5f * z);
-    const float p = -z * z - 1.26551223f +
-                    t * (1.00002368f +
-                         t * (0.37409196f +
-                              t * (0.09678418f +
-                                   t * (-0.18628806f +
-                                        t * (0.27886807f +
-                                             t * (-1.13520398f +
-                                                  t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
-    const float r = t * exp(p);
-    return x >= 0.0f ? r : 2.0f - r;
-}
-
-/* y[r, j] = act(y[r, j] + bias[j]) on (rows, d); act 0 = identity, 1 = exact GELU
- * 0.5 v erfc(-v / sqrt 2) (PyTorch's default; relative error ~2e-7 for all v). Range (d, rows). */
-__kernel void wbcl_model_bias_act(__global float *y, __global const float *bias, const uint d, const uint rows,
-                                  const int act)
-{
-    const uint j = get_global_id(0), r = get_global_id(1);
-    if (j >= d || r >= rows) return;
-    const size_t i = (size_t)r * d + j;
-    float v = y[i] + bias[j];
-    if (act == 1) v = 0.5f * v * model_erfc(-v * M_SQRT1_2_F);
-    y[i] = v;
-}
-
-/* The same on 8-float vectors (d % 8 == 0): explicit float8 arithmetic, so that exp is the
- * vector routine; ~10x faster than the scalar kernel on PoCL (CPU). Range (d / 8, rows). */
-inline float8 model_erfc8(const float8 x)
-{
-    const float8 z = fabs(x);
-    const float8 t = 1.0f / (1.0f + 0.5f * z);
-    const float8 p = -z * z - 1.26551223f +
-                     t * (1.00002368f +
-                          t * (0.37409196f +
-                               t * (0.09678418f +
-                                    t * (-0.18628806f +
-                                         t * (0.27886807f +
-                                              t * (-1.13520398f +
-                                                   t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
-    const float8 r = t * exp(p);
-    return select(2.0f - r, r, isgreaterequal(x, (float8)(0.0f)));
-}
-
-__kernel void wbcl_model_bias_act8(__global float *y, __global const float *bias, const uint d8, const uint rows,
-                                   const int act)
-{
-    const uint j = get_global_id(0), r = get_global_id(1);
-    if (j >= d8 || r >= rows) return;
-    const size_t i = (size_t)r * d8 + j;
-    float8 v = vload8(i, y) + vload8(j, bias);
-    if (act == 1) v = 0.5f * v * model_erfc8(-v * M_SQRT1_2_F);
-    vstore8(v, i, y);
+    const uint ox = get_global_id(0), z = get_global_id(1);
+    if (ox >= Wo || z >= Z) return; /* Z = B * Ho */
+    const uint b = z / Ho, oy = z % Ho;
+    __global const float *src = in + (size_t)b * H * W * C;
+    __global float *dst = col + ((size_t)z * Wo + ox) * (size_t)(C * 9);
+    for (int ky = 0; ky < 3; ky++) {
+        const int y = (int)(oy * S) + ky - 1;
+        for (int kx = 0; kx < 3; kx++, dst += C) {
+            const int x = (int)(ox * S) + kx - 1;
+            if (y >= 0 && x >= 0 && y < (int)H && x < (int)W) {
+                __global const float *s = src + ((size_t)y * W + (size_t)x) * C;
+                if (C % 8 == 0)
+                    for (uint c = 0; c < C / 8; c++) vstore8(vload8(c, s), c, dst);
+                else
+                    for (uint c = 0; c < C; c++) dst[c] = s[c];
+            } else {
+                if (C % 8 == 0)
+                    for (uint c = 0; c < C / 8; c++) vstore8((float8)(0.0f), c, dst);
+                else
+                    for (uint c = 0; c < C; c++) dst[c] = 0.0f;
+            }
+        }
+    }
 }
 
 /* Layer-scale residual on (rows, d): x += g * (a + b) (b absent: has_b = 0). Range (d, rows). */
@@ -118,6 +90,50 @@ __kernel void wbcl_model_residual_scaled(__global float *x, __global const float
     const size_t i = (size_t)r * d + j;
     const float v = has_b ? a[i] + b[j] : a[i];
     x[i] = x[i] + g[j] * v;
+}
+
+/* Layer-scale residual followed by the next LayerNorm (ToST blocks: x + g1 attn, then norm2;
+ * x + g2 (mlp + b2), then the next block's norm1), one pass instead of two on CPU devices:
+ *   x[r] += g * (a[r] (+ b)),   y[r] = (x[r] - mean) rstd gamma + beta
+ * with wbcl_layernorm's corrected two-pass statistics (mean = m0 + s1/d, var = (s2 - s1^2/d)/d,
+ * s1, s2 the sums of the deviations from the first-pass mean m0). One row per work-item (the
+ * row stays in L1 between the passes), float16 vectors, d = 16 d16. Range (rows). */
+inline float model_hsum16(const float16 v)
+{
+    const float8 a = v.lo + v.hi;
+    const float4 b = a.lo + a.hi;
+    const float2 c = b.lo + b.hi;
+    return c.x + c.y;
+}
+
+__kernel void wbcl_model_residual_ln(__global float *x, __global const float *g, __global const float *a,
+                                     __global const float *b, const int has_b, __global const float *gamma,
+                                     __global const float *beta, const float eps, __global float *y, const uint rows,
+                                     const uint d16)
+{
+    const uint r = get_global_id(0);
+    if (r >= rows) return;
+    __global float *p = x + (size_t)r * d16 * 16;
+    __global const float *ar = a + (size_t)r * d16 * 16;
+    __global float *q = y + (size_t)r * d16 * 16;
+    float16 s = 0.0f;
+    for (uint v = 0; v < d16; v++) {
+        const float16 av = has_b ? vload16(v, ar) + vload16(v, b) : vload16(v, ar);
+        const float16 t = vload16(v, p) + vload16(v, g) * av;
+        vstore16(t, v, p);
+        s += t;
+    }
+    const float dd = (float)(d16 * 16), m0 = model_hsum16(s) / dd;
+    float16 s1 = 0.0f, s2 = 0.0f;
+    for (uint v = 0; v < d16; v++) {
+        const float16 t = vload16(v, p) - m0;
+        s1 += t;
+        s2 += t * t;
+    }
+    const float S1 = model_hsum16(s1), S2 = model_hsum16(s2);
+    const float var = fmax((S2 - S1 * (S1 / dd)) / dd, 0.0f), mean = m0 + S1 / dd, rstd = 1.0f / sqrt(var + eps);
+    for (uint v = 0; v < d16; v++)
+        vstore16((vload16(v, p) - mean) * rstd * vload16(v, gamma) + vload16(v, beta), v, q);
 }
 
 /* Prepends a token: out (B, N+1, d), row 0 = first (d), row t >= 1 = x[b, t-1]; plus

@@ -364,6 +364,53 @@ static void tost_golden_run(int which, const char *wname, const char *gname, siz
     wbcl_context_destroy(ctx);
 }
 
+/* Batch and size independence at a size the golden data do not have: 3 images of 80 x 48
+ * (grids 40x24 .. 5x3, so the conv ranges are padded to whole work-groups and the NHWC im2col
+ * meets channel counts 6 and 12 (scalar copies) and 24 (float8)). Each image's logits from the
+ * batch of 3 must equal those of the image alone: every op treats batch entries and rows
+ * independently with the same arithmetic order, so they agree to rounding (tolerance 1e-6
+ * relative to max(1, |logit|)); a kernel that mixed images or rows, or wrote past its range,
+ * would differ by O(1). */
+START_TEST(tost_batch_consistency)
+{
+    wbcl_context *ctx = tu_context();
+    wbcl_tost_config cfg = tost_cfg(16);
+    wbcl_tost *m = NULL;
+    ck_assert_msg(!wbcl_tost_load_file(ctx, path_of("tost16.safetensors"), &cfg, &m), "%s",
+                  wbcl_context_last_error(ctx));
+    const size_t B = 3, H = 80, W = 48, C = 10, per = 3 * H * W;
+    tu_rng r;
+    tu_rng_seed(&r, 77);
+    float *img = tu_random_f32(&r, B * per, -2, 2), all[3 * 10], one[10];
+    size_t si[4] = {B, 3, H, W}, so[2] = {B, C}, si1[4] = {1, 3, H, W}, so1[2] = {1, C};
+    wbcl_tensor *X = NULL, *Y = NULL, *X1 = NULL, *Y1 = NULL;
+    ck_assert(!wbcl_tensor_create(ctx, 4, si, WBCL_F32, img, &X));
+    ck_assert(!wbcl_tensor_create(ctx, 2, so, WBCL_F32, NULL, &Y));
+    ck_assert(!wbcl_tensor_create(ctx, 2, so1, WBCL_F32, NULL, &Y1));
+    ck_assert_msg(!wbcl_tost_forward(ctx, m, X, WBCL_MODEL_LOGITS, Y, NULL), "%s", wbcl_context_last_error(ctx));
+    ck_assert(!wbcl_tensor_read(ctx, Y, all, B * C));
+    for (size_t b = 0; b < B; b++) {
+        ck_assert(!wbcl_tensor_create(ctx, 4, si1, WBCL_F32, img + b * per, &X1));
+        ck_assert_msg(!wbcl_tost_forward(ctx, m, X1, WBCL_MODEL_LOGITS, Y1, NULL), "%s",
+                      wbcl_context_last_error(ctx));
+        ck_assert(!wbcl_tensor_read(ctx, Y1, one, C));
+        for (size_t j = 0; j < C; j++) {
+            ck_assert_msg(isfinite(one[j]), "image %zu alone: logit %zu is %g", b, j, (double)one[j]);
+            ck_assert_msg(fabs((double)all[b * C + j] - one[j]) <= 1e-6 * fmax(1.0, fabs((double)one[j])),
+                          "image %zu logit %zu: %.9g in the batch, %.9g alone", b, j, (double)all[b * C + j],
+                          (double)one[j]);
+        }
+        wbcl_tensor_destroy(X1);
+    }
+    free(img);
+    wbcl_tensor_destroy(X);
+    wbcl_tensor_destroy(Y);
+    wbcl_tensor_destroy(Y1);
+    wbcl_tost_destroy(m);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 /* patch, embed, block0.out, block1.out, cls0.in, cls0.out, cls1.in, cls1.out, feature, logits */
 START_TEST(tost16_golden)
 {
@@ -1041,6 +1088,7 @@ int main(void)
     tcase_add_test(tc, tost_replicated_batch);
     tcase_add_test(tc, golden_other_variant);
     tcase_add_test(tc, tost_class_attention_quirk);
+    tcase_add_test(tc, tost_batch_consistency);
     tcase_add_test(tc, crate_ista_zero_weight);
     tcase_add_test(tc, crate_swapped_dictionary_fails_golden);
     tcase_add_test(tc, bad_files);

@@ -22,7 +22,8 @@
 #   redunet   fused -DRD_D -DRD_K -DRD_VW (CPU 16, GPU 1) for (d, K) in (3, 3) (16, 32);
 #             GEMM path -DRD_D=0 -DRD_K -DRD_LS (CPU 1, GPU 64)
 #   gemm      plain; float16 storage -DWBCL_GEMM_SRC_HALF=1 (half pack sources) and
-#             -DWBCL_GEMM_C_HALF=1 (half C)
+#             -DWBCL_GEMM_C_HALF=1 (half C); the linear-layer epilogue -DWBCL_GEMM_EPILOGUE=1|2 (bias, bias+GELU)
+#             with -DWBCL_GEMM_A_ROWS=0|1 (A read in place), also with a half C
 #   circulant -DCI_C=C (host/ops/circulant.c: the channel count, 1..WBCL_CIRCULANT_MAX_CHANNELS = 64) for
 #             C in 1 (the default) 3 16 64
 # Self-check (run first, and alone with --check-specs, no clang needed): every -D option name the host
@@ -65,7 +66,9 @@ specs() { # family variant -> one line per extra option set ("-" = none)
     tssa) echo "-"; echo "-DWBCL_TSSA_P=64 -DWBCL_TSSA_K=8 -DWBCL_TSSA_ALIGNED=1"; echo "-DWBCL_TSSA_P=17 -DWBCL_TSSA_K=3"
           echo "-DWBCL_TSSA_P=128 -DWBCL_TSSA_K=12"
           echo "-DWBCL_TSSA_P=32"; echo "-DWBCL_TSSA_K=4 -DWBCL_TSSA_ALIGNED=1" ;; # K > 64 heads; p > 1024
-    gemm) echo "-"; echo "-DWBCL_GEMM_SRC_HALF=1"; echo "-DWBCL_GEMM_C_HALF=1" ;;
+    gemm) echo "-"; echo "-DWBCL_GEMM_SRC_HALF=1"; echo "-DWBCL_GEMM_C_HALF=1"
+          echo "-DWBCL_GEMM_EPILOGUE=1 -DWBCL_GEMM_A_ROWS=0"; echo "-DWBCL_GEMM_EPILOGUE=2 -DWBCL_GEMM_A_ROWS=1"
+          echo "-DWBCL_GEMM_EPILOGUE=0 -DWBCL_GEMM_A_ROWS=1"; echo "-DWBCL_GEMM_EPILOGUE=2 -DWBCL_GEMM_A_ROWS=1 -DWBCL_GEMM_C_HALF=1" ;;
     redunet) local vw=16 ls=1; [ "$2" = gpu ] && { vw=1; ls=64; }
           echo "-DRD_D=3 -DRD_K=3 -DRD_VW=$vw"; echo "-DRD_D=16 -DRD_K=32 -DRD_VW=$vw"; echo "-DRD_D=0 -DRD_K=3 -DRD_LS=$ls" ;;
     circulant) echo "-"; for c in 3 16 64; do echo "-DCI_C=$c"; done ;;

@@ -86,6 +86,7 @@ struct wbcl_context {
     cl_mem scratch[WBCL_SCRATCH_SLOTS];
     size_t scratch_bytes[WBCL_SCRATCH_SLOTS];
     struct wbcl__fft_cache *fft;    /* clFFT plans (host/core/fft.c); NULL until the first FFT */
+    int gemm_linear_mode;           /* wbcl__gemm_linear: 0 fused (default), 1 epilogue only, 2 unfused */
 };
 
 struct wbcl_tensor {
@@ -141,6 +142,19 @@ void wbcl__programs_release(wbcl_context *ctx);
 const char *wbcl__embedded_source(const char *family, size_t *len);
 /* Name of embedded kernel family i (alphabetical; "common" is the shared prelude), NULL past the end. */
 const char *wbcl__embedded_family(size_t i);
+
+/* ---- linear layers on the GEMM (host/ops/gemm.c) ---------------------------------- */
+/* Y (m, n) = act(X (m, k) Wᵀ + bias), W (n, k) row-major, X and Y contiguous from offset 0,
+ * bias (n) or NULL, gelu 0/1 (exact GELU, wbcl_gelu* in cl/common.cl; needs a bias). On the
+ * packed backend one kernel launch after packing W: bias and GELU in the GEMM's epilogue,
+ * X read in place (WBCL_GEMM_EPILOGUE, WBCL_GEMM_A_ROWS in cl/gemm.cl). Otherwise (CLBlast,
+ * or ctx->gemm_linear_mode 2) the GEMM, then one pass for bias and GELU. Validates like
+ * wbcl_gemm_strided (shapes, sizes, Y distinct from X and W). */
+wbcl_status wbcl__gemm_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t m, size_t k, const wbcl_tensor *W,
+                              size_t n, const wbcl_tensor *bias, int gelu, wbcl_tensor *Y);
+/* Benchmarks and tests: 0 = the fused path above (default), 1 = epilogue but A packed as in
+ * wbcl_gemm (no in-place A), 2 = unfused (GEMM, then a bias/GELU pass). */
+wbcl_status wbcl__gemm_set_linear_mode(wbcl_context *ctx, int mode);
 
 /* ---- launching -------------------------------------------------------------- */
 wbcl_status wbcl__set_arg(wbcl_context *ctx, wbcl_kern *k, cl_uint idx, size_t size, const void *value);

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wbcl/gemm.h"
 
 wbcl_status wbcl__model_kernel(wbcl_context *ctx, const char *name, wbcl_kern **k)
 {
@@ -39,48 +38,11 @@ wbcl_status wbcl__model_check32(wbcl_context *ctx, const char *op, size_t a, siz
     return WBCL_SUCCESS;
 }
 
-wbcl_status wbcl__model_bias_act(wbcl_context *ctx, wbcl_tensor *y, size_t n, const wbcl_tensor *bias, size_t d,
-                                 int act)
-{
-    if (!d || n % d) return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "model bias: %zu elements, rows of %zu", n, d);
-    wbcl_status st = wbcl__model_check32(ctx, "model bias", d, n / d, 1);
-    if (st) return st;
-    const int vec = d % 8 == 0;
-    wbcl_kern *k;
-    if ((st = wbcl__model_kernel(ctx, vec ? "wbcl_model_bias_act8" : "wbcl_model_bias_act", &k))) return st;
-    cl_uint ud = (cl_uint)(vec ? d / 8 : d), rows = (cl_uint)(n / d);
-    cl_int a = act;
-    WBCL_ARG(ctx, k, 0, y->mem);
-    WBCL_ARG(ctx, k, 1, bias->mem);
-    WBCL_ARG(ctx, k, 2, ud);
-    WBCL_ARG(ctx, k, 3, rows);
-    WBCL_ARG(ctx, k, 4, a);
-    return wbcl__model_launch(ctx, k, ud, rows, 1);
-}
-
 wbcl_status wbcl__model_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t rows, size_t k, const wbcl_tensor *W,
                                size_t n, const wbcl_tensor *bias, int act, wbcl_tensor *Y)
 {
-    wbcl_gemm_desc g;
-    memset(&g, 0, sizeof g);
-    g.ta = WBCL_NO_TRANS;
-    g.tb = WBCL_TRANS;
-    g.m = rows;
-    g.n = n;
-    g.k = k;
-    g.batch = 1;
-    g.alpha = 1.0f;
-    g.beta = 0.0f;
-    g.lda = k;
-    g.ldb = k;
-    g.ldc = n;
-    wbcl_status st = wbcl_gemm_strided(ctx, &g, X, W, Y);
-    if (st) return st;
-    if (bias || act) {
-        if (!bias) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "model linear: activation needs a bias");
-        return wbcl__model_bias_act(ctx, Y, rows * n, bias, n, act);
-    }
-    return WBCL_SUCCESS;
+    /* bias and GELU in the GEMM's epilogue, X read in place (host/ops/gemm.c) */
+    return wbcl__gemm_linear(ctx, X, rows, k, W, n, bias, act == 1, Y);
 }
 
 wbcl_status wbcl__model_ensure(wbcl_context *ctx, wbcl_tensor **t, int ndim, const size_t *shape)

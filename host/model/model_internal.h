@@ -5,13 +5,10 @@
 #include "internal.h"
 #include "wbcl/io.h"
 
-/* Y (rows, n) = X (rows, k) Wᵀ (+ bias (n)), act 0 = none, 1 = GELU; W (n, k) row-major.
- * X and Y are read/written from offset 0, contiguous. */
+/* Y (rows, n) = X (rows, k) Wᵀ (+ bias (n)), act 0 = none, 1 = GELU (needs the bias); W (n, k)
+ * row-major. X and Y are read/written from offset 0, contiguous. wbcl__gemm_linear. */
 wbcl_status wbcl__model_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t rows, size_t k, const wbcl_tensor *W,
                                size_t n, const wbcl_tensor *bias, int act, wbcl_tensor *Y);
-/* y[i] = act(y[i] + bias[i % d]) over n elements. */
-wbcl_status wbcl__model_bias_act(wbcl_context *ctx, wbcl_tensor *y, size_t n, const wbcl_tensor *bias, size_t d,
-                                 int act);
 /* Launches a models.cl kernel on the range (g0, g1, g2) (g2 = 1: 2-D), local size left to the runtime. */
 wbcl_status wbcl__model_launch(wbcl_context *ctx, wbcl_kern *k, size_t g0, size_t g1, size_t g2);
 /* WBCL_ERROR_SHAPE unless a, b, c and a*b fit in 32 bits (the kernels' index type). */

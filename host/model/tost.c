@@ -19,7 +19,7 @@
 
 typedef struct tost_conv {
     size_t cin, cout;
-    wbcl_tensor *W, *b; /* (cout, cin*9) and (cout), BatchNorm folded */
+    wbcl_tensor *W, *b; /* (cout, cin*9), columns (c, ky, kx) for conv 0, (ky, kx, c) after; (cout); BN folded */
 } tost_conv;
 
 typedef struct tost_mlp {
@@ -174,10 +174,21 @@ static wbcl_status load_conv(wbcl_context *ctx, const wbcl_safetensors *st, cons
     if (!r) {
         float *bf = malloc(cout * sizeof *bf);
         if (!bf) r = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "wbcl_tost_load: out of memory");
+        /* j >= 1 reads NHWC activations through wbcl_model_im2col3_nhwc, whose columns are in
+         * (ky, kx, c) order: the folded weights are stored in that order, W'[o][t*cin + c] */
+        float *Wp = !r && j ? malloc(cout * cin * 9 * sizeof *Wp) : NULL;
+        if (!r && j && !Wp) r = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "wbcl_tost_load: out of memory");
         for (size_t o = 0; !r && o < cout; o++) {
             double s = (double)g[o] / sqrt((double)var[o] + (double)eps);
             for (size_t i = 0; i < cin * 9; i++) W[o * cin * 9 + i] = (float)((double)W[o * cin * 9 + i] * s);
+            if (j)
+                for (size_t c = 0; c < cin; c++)
+                    for (size_t t = 0; t < 9; t++) Wp[o * cin * 9 + t * cin + c] = W[o * cin * 9 + c * 9 + t];
             bf[o] = (float)((double)be[o] - (double)mu[o] * s);
+        }
+        if (Wp) {
+            free(W);
+            W = Wp;
         }
         size_t s2[2] = {cout, cin * 9};
         if (!r) r = wbcl_tensor_create(ctx, 2, s2, WBCL_F32, W, &cv->W);
@@ -415,6 +426,37 @@ static wbcl_status residual(wbcl_context *ctx, wbcl_tensor *x, const wbcl_tensor
     return wbcl__model_launch(ctx, k, d, n / d, 1);
 }
 
+/* x += g (a + b), then t = LayerNorm(x) (ln_g, ln_b, eps): one pass on CPU devices
+ * (wbcl_model_residual_ln), else the residual kernel and wbcl_layernorm. */
+static wbcl_status residual_ln(wbcl_context *ctx, wbcl_tensor *x, const wbcl_tensor *g, const wbcl_tensor *a,
+                               const wbcl_tensor *b, const wbcl_tensor *ln_g, const wbcl_tensor *ln_b, float eps,
+                               wbcl_tensor *t, size_t n, size_t d)
+{
+    if (wbcl_context_variant(ctx) != WBCL_VARIANT_CPU || d % 16) {
+        wbcl_status r = residual(ctx, x, g, a, b, n, d);
+        return r ? r : wbcl_layernorm(ctx, x, ln_g, ln_b, eps, t);
+    }
+    wbcl_kern *k;
+    wbcl_status r = wbcl__model_kernel(ctx, "wbcl_model_residual_ln", &k);
+    if (r) return r;
+    cl_int has_b = b != NULL;
+    cl_uint rows = (cl_uint)(n / d), d16 = (cl_uint)(d / 16);
+    cl_mem bm = b ? b->mem : g->mem;
+    WBCL_ARG(ctx, k, 0, x->mem);
+    WBCL_ARG(ctx, k, 1, g->mem);
+    WBCL_ARG(ctx, k, 2, a->mem);
+    WBCL_ARG(ctx, k, 3, bm);
+    WBCL_ARG(ctx, k, 4, has_b);
+    WBCL_ARG(ctx, k, 5, ln_g->mem);
+    WBCL_ARG(ctx, k, 6, ln_b->mem);
+    WBCL_ARG(ctx, k, 7, eps);
+    WBCL_ARG(ctx, k, 8, t->mem);
+    WBCL_ARG(ctx, k, 9, rows);
+    WBCL_ARG(ctx, k, 10, d16);
+    size_t global[1] = {rows}, local[1] = {rows >= 512 ? 32 : 8};
+    return wbcl__launch(ctx, k, 1, global, local);
+}
+
 /* the conv stack: images (B, 3, H, W) NCHW -> X (B, Hp*Wp, d) (NHWC = flatten(2).transpose(1, 2)) */
 static wbcl_status tost_patch_embed(wbcl_context *ctx, wbcl_tost *m, const wbcl_tensor *img, size_t B, size_t H,
                                     size_t W, size_t *Hp, size_t *Wp)
@@ -435,9 +477,11 @@ static wbcl_status tost_patch_embed(wbcl_context *ctx, wbcl_tost *m, const wbcl_
             return r;
         }
         wbcl_kern *k;
-        if ((r = wbcl__model_kernel(ctx, "wbcl_model_im2col3", &k))) return r;
+        /* the image (NCHW): columns (c, ky, kx); activations (NHWC): columns (ky, kx, c) */
+        if ((r = wbcl__model_kernel(ctx, j ? "wbcl_model_im2col3_nhwc" : "wbcl_model_im2col3", &k))) return r;
         if ((r = wbcl__model_check32(ctx, "wbcl_tost_forward", h, w, B * h)) ||
-            (r = wbcl__model_check32(ctx, "wbcl_tost_forward", rows, cv->cout, 1)))
+            (r = wbcl__model_check32(ctx, "wbcl_tost_forward", rows, cv->cout, 1)) ||
+            (r = wbcl__model_check32(ctx, "wbcl_tost_forward", B * h * w, C, 1)))
             return r;
         cl_uint uC = (cl_uint)C, uH = (cl_uint)h, uW = (cl_uint)w, uHo = (cl_uint)ho, uWo = (cl_uint)wo, S = 2;
         WBCL_ARG(ctx, k, 0, in->mem);
@@ -448,11 +492,16 @@ static wbcl_status tost_patch_embed(wbcl_context *ctx, wbcl_tost *m, const wbcl_
         WBCL_ARG(ctx, k, 5, uHo);
         WBCL_ARG(ctx, k, 6, uWo);
         WBCL_ARG(ctx, k, 7, S);
-        WBCL_ARG(ctx, k, 8, sb);
-        WBCL_ARG(ctx, k, 9, sc);
-        WBCL_ARG(ctx, k, 10, sy);
-        WBCL_ARG(ctx, k, 11, sx);
-        if ((r = wbcl__model_launch(ctx, k, C, wo, B * ho))) return r;
+        if (j) {
+            cl_uint Z = (cl_uint)(B * ho);
+            WBCL_ARG(ctx, k, 8, Z);
+        } else {
+            WBCL_ARG(ctx, k, 8, sb);
+            WBCL_ARG(ctx, k, 9, sc);
+            WBCL_ARG(ctx, k, 10, sy);
+            WBCL_ARG(ctx, k, 11, sx);
+        }
+        if ((r = j ? wbcl__model_launch(ctx, k, wo, B * ho, 1) : wbcl__model_launch(ctx, k, C, wo, B * ho))) return r;
         const int act = j + 1 == m->nconv ? 0 : 1; /* GELU between the convs */
         if ((r = wbcl__model_linear(ctx, m->col, rows, K, cv->W, cv->cout, cv->b, act, *dst))) return r;
         in = *dst;
@@ -568,15 +617,23 @@ wbcl_status wbcl_tost_forward(wbcl_context *ctx, wbcl_tost *m, const wbcl_tensor
     if ((r = tost_positions(ctx, m, Hp, Wp))) return r;
     if ((r = wbcl_add(ctx, m->X, m->pos, m->X))) return r;
     if ((r = trace(opts, "embed", m->X))) return r;
+    /* each residual is fused with the LayerNorm that follows it (the next block's norm1 after
+     * the MLP); the first norm1 runs alone, the last residual too */
+    if (c->depth && (r = wbcl_layernorm(ctx, m->X, m->blocks[0].ln1_g, m->blocks[0].ln1_b, c->ln_eps, m->T)))
+        return r;
     for (size_t i = 0; i < c->depth; i++) {
-        const tost_block *b = &m->blocks[i];
-        if ((r = wbcl_layernorm(ctx, m->X, b->ln1_g, b->ln1_b, c->ln_eps, m->T))) return r;
+        const tost_block *b = &m->blocks[i], *next = i + 1 < c->depth ? &m->blocks[i + 1] : NULL;
         if ((r = wbcl_tssa_layer_forward(ctx, b->attn, m->T, m->A))) return r;
-        if ((r = residual(ctx, m->X, b->g1, m->A, NULL, B * N * d, d))) return r;
-        if ((r = wbcl_layernorm(ctx, m->X, b->ln2_g, b->ln2_b, c->ln_eps, m->T))) return r;
+        if ((r = residual_ln(ctx, m->X, b->g1, m->A, NULL, b->ln2_g, b->ln2_b, c->ln_eps, m->T, B * N * d, d)))
+            return r;
         if ((r = wbcl__model_linear(ctx, m->T, B * N, d, b->mlp.W1, hid, b->mlp.b1, 1, m->Hd))) return r;
         if ((r = wbcl__model_linear(ctx, m->Hd, B * N, hid, b->mlp.W2, d, NULL, 0, m->A))) return r;
-        if ((r = residual(ctx, m->X, b->g2, m->A, b->mlp.b2, B * N * d, d))) return r;
+        if (next)
+            r = residual_ln(ctx, m->X, b->g2, m->A, b->mlp.b2, next->ln1_g, next->ln1_b, c->ln_eps, m->T, B * N * d,
+                            d);
+        else
+            r = residual(ctx, m->X, b->g2, m->A, b->mlp.b2, B * N * d, d);
+        if (r) return r;
         char name[64];
         snprintf(name, sizeof name, "block%zu.out", i);
         if ((r = trace(opts, name, m->X))) return r;

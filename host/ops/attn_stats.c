@@ -173,9 +173,18 @@ wbcl_status wbcl__zero(wbcl_context *ctx, cl_mem m, size_t floats)
 wbcl_status wbcl__linear(wbcl_context *ctx, const wbcl_tensor *x, const wbcl_tensor *W, const wbcl_tensor *b,
                          wbcl_tensor *y)
 {
-    wbcl_status st = wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_TRANS, 1.0f, x, W, 0.0f, y);
-    if (!st && b) st = wbcl_add(ctx, y, b, y);
-    return st;
+    /* one GEMM with the bias in its epilogue (host/ops/gemm.c); the layers pass shapes they
+     * have validated, checked again here because a mismatch would read out of bounds */
+    wbcl_status st = wbcl__check_tensor(ctx, x, "linear layer", "x");
+    if (!st) st = wbcl__check_tensor_any(ctx, W, "linear layer", "W"); /* float16 weights: models.h weight_dtype */
+    if (!st) st = wbcl__check_tensor(ctx, y, "linear layer", "y");
+    if (st) return st;
+    const size_t in = x->shape[x->ndim - 1], out = W->ndim == 2 ? W->shape[0] : 0;
+    if (W->ndim != 2 || !out || W->shape[1] != in || y->shape[y->ndim - 1] != out || y->numel / out != x->numel / in)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "linear layer: x (.., %zu), W (%zu, %zu) and y (.., %zu) do not match",
+                          in, W->ndim == 2 ? W->shape[0] : 0, W->ndim == 2 ? W->shape[1] : 0,
+                          y->shape[y->ndim - 1]);
+    return wbcl__gemm_linear(ctx, x, x->numel / in, in, W, out, b, 0, y);
 }
 
 wbcl_status wbcl__work(wbcl_context *ctx, wbcl_tensor **t, const wbcl_tensor *x, size_t cols)

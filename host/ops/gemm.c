@@ -7,7 +7,9 @@
  *                      then one work-item per MR x NR register tile of C.
  *                      The CPU fast path (../shared/PERF-NOTES.md).
  *   WBCL_GEMM_CLBLAST  CLBlast's SGEMM (host/core/blas.c). The GPU path.
- * wbcl_gemm is wbcl_gemm_strided on whole tensors.
+ * wbcl_gemm is wbcl_gemm_strided on whole tensors. wbcl__gemm_linear (the
+ * linear layers of the models) adds an epilogue to the packed kernel: bias,
+ * GELU, and A read in place instead of packed (cl/gemm.cl; a float32 A only).
  *
  * float16 storage (any of A, B, C; compute and accumulation in float32):
  *   packed   the pack kernels of a half operand are built with
@@ -118,8 +120,15 @@ static wbcl_status pack(wbcl_context *ctx, wbcl_kern *kern, int along_p, cl_mem 
     return wbcl__launch(ctx, kern, 2, global, local);
 }
 
+/* Optional epilogue of the packed kernel (wbcl__gemm_linear): C = act(alpha op(A) op(B) +
+ * beta C + bias); a_rows: A read in place (not transposed, batch 1), no packed copy. */
+typedef struct gemm_epilogue {
+    const wbcl_tensor *bias; /* NULL: none */
+    int gelu, a_rows;
+} gemm_epilogue;
+
 static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *d, const wbcl_tensor *A,
-                              const wbcl_tensor *B, wbcl_tensor *C)
+                              const wbcl_tensor *B, wbcl_tensor *C, const gemm_epilogue *epi)
 {
     const size_t MR = (size_t)ctx->params.gemm_mr, NR = (size_t)ctx->params.gemm_nr;
     if (MR < 1 || MR > 16 || (NR != 4 && NR != 8 && NR != 16 && NR != 32))
@@ -149,6 +158,8 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
                           "%s: the maximum allocation of %llu bytes on '%s' cannot hold one packed step of %zu floats",
                           op, (unsigned long long)ctx->info.max_alloc_size, ctx->info.name, W);
     if (k > limit / W || ea > limit || eb > limit) {
+        if (epi) /* wbcl__gemm_linear checks this before; a split would need the epilogue per part */
+            return wbcl__fail(ctx, WBCL_ERROR_UNSUPPORTED, "%s: the fused epilogue needs one packed launch", op);
         wbcl_gemm_desc s = *d;
         const int along_k = k > limit / W, along_m = !along_k && ea > limit;
         const size_t total = along_k ? k : along_m ? m : n;
@@ -169,7 +180,7 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
                 s.off_b = d->off_b + x0 * (tb ? d->ldb : 1);
                 s.off_c = d->off_c + x0;
             }
-            wbcl_status st = run_packed(ctx, op, &s, A, B, C);
+            wbcl_status st = run_packed(ctx, op, &s, A, B, C, NULL);
             if (st) return st;
         }
         return WBCL_SUCCESS;
@@ -188,19 +199,40 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
     const size_t a_sx = ta ? 1 : d->lda, a_sp = ta ? d->lda : 1;
     const size_t b_sx = tb ? d->ldb : 1, b_sp = tb ? 1 : d->ldb;
 
-    static const char src_half[] = "-DWBCL_GEMM_SRC_HALF=1", c_half[] = "-DWBCL_GEMM_C_HALF=1";
+    static const char src_half[] = "-DWBCL_GEMM_SRC_HALF=1";
     const char *xa = A->dtype == WBCL_F16 ? src_half : NULL, *xb = B->dtype == WBCL_F16 ? src_half : NULL;
+    const int epilogue = epi ? (epi->gelu ? 2 : epi->bias ? 1 : 0) : 0;
+    /* A read in place: float32 rows only (the in-place loads are float) */
+    const int a_rows = epi && epi->a_rows && !ta && batch == 1 && A->dtype == WBCL_F32;
+    char opts[128] = "";
+    if (epilogue || a_rows)
+        snprintf(opts, sizeof opts, "-DWBCL_GEMM_EPILOGUE=%d -DWBCL_GEMM_A_ROWS=%d", epilogue, a_rows);
+    if (C->dtype == WBCL_F16) {
+        size_t used = strlen(opts);
+        snprintf(opts + used, sizeof opts - used, "%s-DWBCL_GEMM_C_HALF=1", used ? " " : "");
+    }
     wbcl_kern *kpa, *kpb, *kmm;
     wbcl_status st = wbcl__kernel(ctx, "gemm", xa, ta ? "wbcl_gemm_pack_a_x" : "wbcl_gemm_pack_a_p", &kpa);
     if (!st) st = wbcl__kernel(ctx, "gemm", xb, tb ? "wbcl_gemm_pack_b_p" : "wbcl_gemm_pack_b_x", &kpb);
-    if (!st) st = wbcl__kernel(ctx, "gemm", C->dtype == WBCL_F16 ? c_half : NULL, "wbcl_gemm_packed", &kmm);
+    if (!st) st = wbcl__kernel(ctx, "gemm", opts[0] ? opts : NULL, "wbcl_gemm_packed", &kmm);
     if (st) return st;
-    cl_mem ap, bp;
-    st = wbcl__scratch(ctx, SCRATCH_A, ea * (a_batched ? chunk : 1) * sizeof(float), &ap);
+    cl_mem ap = NULL, bp;
+    if (!a_rows) st = wbcl__scratch(ctx, SCRATCH_A, ea * (a_batched ? chunk : 1) * sizeof(float), &ap);
     if (!st) st = wbcl__scratch(ctx, SCRATCH_B, eb * (b_batched ? chunk : 1) * sizeof(float), &bp);
     if (st) return st;
 
-    if (!a_batched) st = pack(ctx, kpa, !ta, A->mem, d->off_a, 0, a_sx, a_sp, m, k, pa, 1, ap);
+    if (a_rows) {
+        cl_ulong off_a = d->off_a, lda = d->lda;
+        ap = A->mem; /* the kernel's Ap argument is A itself */
+        WBCL_ARG(ctx, kmm, 14, off_a);
+        WBCL_ARG(ctx, kmm, 15, lda);
+    }
+    if (epilogue) {
+        if (!epi->bias)
+            return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: the GELU epilogue needs a bias", op);
+        WBCL_ARG(ctx, kmm, a_rows ? 16 : 14, epi->bias->mem);
+    }
+    if (!a_batched && !a_rows) st = pack(ctx, kpa, !ta, A->mem, d->off_a, 0, a_sx, a_sp, m, k, pa, 1, ap);
     if (!st && !b_batched) st = pack(ctx, kpb, tb, B->mem, d->off_b, 0, b_sx, b_sp, n, k, pb, 1, bp);
     for (size_t b0 = 0; !st && b0 < batch; b0 += chunk) {
         const size_t nb = batch - b0 < chunk ? batch - b0 : chunk;
@@ -309,7 +341,7 @@ static wbcl_status run(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *
         d = &merged;
     }
     if (ctx->gemm_backend == WBCL_GEMM_CLBLAST) return run_clblast(ctx, op, d, A, B, C);
-    if (ctx->gemm_backend == WBCL_GEMM_PACKED) return run_packed(ctx, op, d, A, B, C);
+    if (ctx->gemm_backend == WBCL_GEMM_PACKED) return run_packed(ctx, op, d, A, B, C, NULL);
     return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: unknown GEMM backend %d", op, (int)ctx->gemm_backend);
 }
 
@@ -408,4 +440,83 @@ wbcl_status wbcl_gemm(wbcl_context *ctx, wbcl_transpose ta, wbcl_transpose tb, f
         return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: m=%zu n=%zu k=%zu batch=%zu: each must be at most %zu", op, m, n,
                           ka, batch, DIM_MAX);
     return run(ctx, op, &d, A, B, C);
+}
+
+/* ---- linear layers: GEMM with a bias/GELU epilogue ----------------------------- */
+wbcl_status wbcl__gemm_set_linear_mode(wbcl_context *ctx, int mode)
+{
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    if (mode < 0 || mode > 2)
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "wbcl__gemm_set_linear_mode: mode %d is not 0, 1 or 2",
+                          mode);
+    ctx->gemm_linear_mode = mode;
+    return WBCL_SUCCESS;
+}
+
+/* The unfused tail: y = act(y + bias) over (m, n). */
+static wbcl_status bias_act_pass(wbcl_context *ctx, wbcl_tensor *Y, size_t m, size_t n,
+                                 const wbcl_tensor *bias, int gelu)
+{
+    const int vec = n % 8 == 0;
+    if (vec) n /= 8;
+    wbcl_kern *k;
+    wbcl_status st = wbcl__kernel(ctx, "gemm", NULL, vec ? "wbcl_gemm_bias_act8" : "wbcl_gemm_bias_act", &k);
+    if (st) return st;
+    cl_uint un = (cl_uint)n, um = (cl_uint)m;
+    cl_int g = gelu;
+    WBCL_ARG(ctx, k, 0, Y->mem);
+    WBCL_ARG(ctx, k, 1, bias->mem);
+    WBCL_ARG(ctx, k, 2, un);
+    WBCL_ARG(ctx, k, 3, um);
+    WBCL_ARG(ctx, k, 4, g);
+    /* groups of 256 items, the contiguous dimension first (PoCL's own choice for 2-D ranges
+     * was one short row per group) */
+    const size_t l0 = n < 64 ? n : 64, l1 = 256 / l0 < m ? 256 / l0 : m;
+    size_t global[2] = {n, m}, local[2] = {l0, l1};
+    return wbcl__launch(ctx, k, 2, global, local);
+}
+
+wbcl_status wbcl__gemm_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t m, size_t k, const wbcl_tensor *W,
+                              size_t n, const wbcl_tensor *bias, int gelu, wbcl_tensor *Y)
+{
+    static const char op[] = "linear layer";
+    if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
+    wbcl_status st = check_common(ctx, op, WBCL_NO_TRANS, WBCL_TRANS, X, W, Y);
+    if (!st && bias) st = wbcl__check_tensor(ctx, bias, op, "bias");
+    if (st) return st;
+    if (gelu && !bias) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: GELU needs a bias", op);
+    if (!m || !n || !k || m > DIM_MAX || n > DIM_MAX || k > DIM_MAX || (size_t)UINT32_MAX / n < m)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: m=%zu n=%zu k=%zu: each must be positive, m*n < 2^32", op, m,
+                          n, k);
+    if (bias && bias->numel != n)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: bias has %zu elements, the output %zu columns", op,
+                          bias->numel, n);
+    wbcl_gemm_desc d;
+    memset(&d, 0, sizeof d);
+    d.ta = WBCL_NO_TRANS;
+    d.tb = WBCL_TRANS;
+    d.m = m;
+    d.n = n;
+    d.k = k;
+    d.batch = 1;
+    d.alpha = 1.0f;
+    d.beta = 0.0f;
+    d.lda = d.ldb = k;
+    d.ldc = n;
+    st = check_operand(ctx, op, "X", X, 0, k, 0, m, k, 1);
+    if (!st) st = check_operand(ctx, op, "W", W, 0, k, 0, n, k, 1);
+    if (!st) st = check_operand(ctx, op, "Y", Y, 0, n, 0, m, n, 1);
+    if (st) return st;
+    /* fused: the packed backend in one launch (no split of the packed panels needed) */
+    const size_t MR = (size_t)ctx->params.gemm_mr, NR = (size_t)ctx->params.gemm_nr, Wd = MR > NR ? MR : NR;
+    const size_t limit = (size_t)(ctx->info.max_alloc_size / sizeof(float));
+    const size_t pb = (n + NR - 1) / NR, pa = (m + MR - 1) / MR;
+    const int one_launch = MR >= 1 && NR >= 1 && k <= limit / Wd && pb * NR <= limit / k && pa * MR <= limit / k;
+    if (ctx->gemm_backend == WBCL_GEMM_PACKED && ctx->gemm_linear_mode != 2 && one_launch) {
+        gemm_epilogue e = {bias, gelu, ctx->gemm_linear_mode == 0};
+        return run_packed(ctx, op, &d, X, W, Y, &e);
+    }
+    st = run(ctx, op, &d, X, W, Y);
+    if (!st && bias) st = bias_act_pass(ctx, Y, m, n, bias, gelu);
+    return st;
 }

@@ -8,11 +8,17 @@ Random weights (seeded) are written to a safetensors file that wbcl loads, so bo
 the same network on the same images; the max-abs difference of the logits is printed as a check.
 
   python perf/peers/models_torch.py --lib build/libwbcl.so [--models crate,tost] [--batch 1,8]
-         [--reps 7] [--threads 2] [--image 224] [--csv out.csv]
+         [--reps 7] [--threads 2] [--image 224] [--csv out.csv] [--base-lib OTHER/libwbcl.so]
+
+--base-lib: a second build of wbcl (e.g. the main branch) loaded into the same process (its own
+context) and timed in the same rounds, for A/B comparisons of a change; "base/wbcl" > 1 means
+--lib is faster.
 
 Timing: per (model, batch), one warm-up call each, then `reps` rounds of (wbcl call, then one torch
 call per thread count in --threads), each timed with time.perf_counter around the whole forward
-(wbcl: the images are already on the device; the call ends with clFinish). Reported: median and
+(wbcl: the images are already on the device; the call ends with clFinish). For wbcl (and the base
+build) the process CPU time of the call (all threads, time.process_time) is printed too: unlike
+wall time it does not grow when other jobs take a share of the shared machine. Reported: median and
 min in ms for wbcl and for torch at each thread count, and the ratio best-torch-median /
 wbcl-median (> 1: wbcl faster), the peer being PyTorch at its faster thread count (on the shared
 2-core machine torch with 2 OpenMP threads was often slower than with 1). Needs torch, numpy,
@@ -108,6 +114,21 @@ def build(model, image):
     return m.float().eval()
 
 
+def load(w, model, path):
+    """Loads the preset 'tiny' model from a safetensors file; returns (handle, forward function)."""
+    if model == "crate":
+        cfg = CrateConfig()
+        w.L.wbcl_crate_config_preset(b"tiny", C.byref(cfg))
+        mh = C.c_void_p()
+        w.check(w.L.wbcl_crate_load_file(w.ctx, path.encode(), C.byref(cfg), C.byref(mh)), "load")
+        return mh, w.L.wbcl_crate_forward
+    cfg = TostConfig()
+    w.L.wbcl_tost_config_preset(b"tiny", C.byref(cfg))
+    mh = C.c_void_p()
+    w.check(w.L.wbcl_tost_load_file(w.ctx, path.encode(), C.byref(cfg), C.byref(mh)), "load")
+    return mh, w.L.wbcl_tost_forward
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lib", required=True)
@@ -117,6 +138,7 @@ def main():
     ap.add_argument("--threads", default="1,2", help="torch thread counts to time (the best is the peer)")
     ap.add_argument("--image", type=int, default=224)
     ap.add_argument("--csv")
+    ap.add_argument("--base-lib", help="a second wbcl build timed in the same rounds (A/B)")
     a = ap.parse_args()
     import numpy as np
     import torch
@@ -124,24 +146,16 @@ def main():
     from safetensors.torch import save_file
     threads = [int(t) for t in a.threads.split(",")]
     w = Wbcl(a.lib)
+    wb = Wbcl(a.base_lib) if a.base_lib else None
     rows = []
     tmp = tempfile.mkdtemp(prefix="wbcl_models_bench_")
     for model in a.models.split(","):
         tm = build(model, a.image)
         path = os.path.join(tmp, model + ".safetensors")
         save_file(mm.f32_state(tm), path)
-        if model == "crate":
-            cfg = CrateConfig()
-            w.L.wbcl_crate_config_preset(b"tiny", C.byref(cfg))
-            mh = C.c_void_p()
-            w.check(w.L.wbcl_crate_load_file(w.ctx, path.encode(), C.byref(cfg), C.byref(mh)), "load")
-            fwd = w.L.wbcl_crate_forward
-        else:
-            cfg = TostConfig()
-            w.L.wbcl_tost_config_preset(b"tiny", C.byref(cfg))
-            mh = C.c_void_p()
-            w.check(w.L.wbcl_tost_load_file(w.ctx, path.encode(), C.byref(cfg), C.byref(mh)), "load")
-            fwd = w.L.wbcl_tost_forward
+        mh, fwd = load(w, model, path)
+        if wb:
+            mhb, fwdb = load(wb, model, path)
         for B in [int(b) for b in a.batch.split(",")]:
             g = torch.Generator().manual_seed(B)
             img = torch.randn(B, 3, a.image, a.image, generator=g)
@@ -152,6 +166,15 @@ def main():
                 w.check(fwd(w.ctx, mh, x, 0, y, None), "forward")
                 w.check(w.L.wbcl_context_finish(w.ctx), "finish")
 
+            if wb:
+                xb = wb.tensor(img.numpy())
+                yb = wb.empty((B, 1000))
+
+                def run_base():
+                    wb.check(fwdb(wb.ctx, mhb, xb, 0, yb, None), "forward")
+                    wb.check(wb.L.wbcl_context_finish(wb.ctx), "finish")
+                run_base()
+
             def run_torch():
                 with torch.inference_mode():
                     return tm(img, {})
@@ -161,11 +184,18 @@ def main():
                 torch.set_num_threads(th)
                 ref = run_torch()
             diff = float(np.max(np.abs(w.read(y, (B, 1000)) - ref.numpy())))
-            tw, tt = [], {th: [] for th in threads}
+            tw, tb, tt = [], [], {th: [] for th in threads}
+            cw, cb = [], []  # process CPU time (all threads) per call
             for _ in range(a.reps):
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 run_wbcl()
                 tw.append(time.perf_counter() - t0)
+                cw.append(time.process_time() - c0)
+                if wb:
+                    c0, t0 = time.process_time(), time.perf_counter()
+                    run_base()
+                    tb.append(time.perf_counter() - t0)
+                    cb.append(time.process_time() - c0)
                 for th in threads:
                     torch.set_num_threads(th)
                     t0 = time.perf_counter()
@@ -178,11 +208,22 @@ def main():
             row = (model, B, mw, min(tw) * 1e3, best, mt, min(tt[best]) * 1e3, mt / mw, diff)
             rows.append(row)
             tstr = "  ".join(f"torch@{th} {med[th]:8.1f} ms (min {min(tt[th]) * 1e3:8.1f})" for th in threads)
-            print(f"{model:5s} B={B:2d}  wbcl {mw:8.1f} ms (min {row[3]:8.1f})  {tstr}  best-torch/wbcl "
-                  f"{mt / mw:5.2f}x  max|logit diff| {diff:.2e}", flush=True)
+            bstr = ""
+            if wb:
+                mb = statistics.median(tb) * 1e3
+                mcb = statistics.median(cb) * 1e3
+                bstr = (f"  base {mb:8.1f} ms (min {min(tb) * 1e3:8.1f}, cpu {mcb:8.1f}) base/wbcl {mb / mw:5.2f}x"
+                        f" (cpu {mcb / statistics.median(cw) / 1e3:5.2f}x)")
+            print(f"{model:5s} B={B:2d}  wbcl {mw:8.1f} ms (min {row[3]:8.1f}, cpu {statistics.median(cw) * 1e3:8.1f})  {tstr}  best-torch/wbcl "
+                  f"{mt / mw:5.2f}x  max|logit diff| {diff:.2e}{bstr}", flush=True)
             w.L.wbcl_tensor_destroy(x)
             w.L.wbcl_tensor_destroy(y)
+            if wb:
+                wb.L.wbcl_tensor_destroy(xb)
+                wb.L.wbcl_tensor_destroy(yb)
         (w.L.wbcl_crate_destroy if model == "crate" else w.L.wbcl_tost_destroy)(mh)
+        if wb:
+            (wb.L.wbcl_crate_destroy if model == "crate" else wb.L.wbcl_tost_destroy)(mhb)
     if a.csv:
         new = not os.path.exists(a.csv)
         with open(a.csv, "a") as f:
@@ -191,6 +232,8 @@ def main():
             for r in rows:
                 f.write(",".join(str(v) for v in r) + "\n")
     w.L.wbcl_context_destroy(w.ctx)
+    if wb:
+        wb.L.wbcl_context_destroy(wb.ctx)
 
 
 if __name__ == "__main__":
