@@ -4,8 +4,10 @@
  * Complex numbers are float2 (re, im). Spectra V are (m, C, P) as clFFT writes them, P = H (W/2+1)
  * stored bins of the real FFT (bin p = ph*Wh + pw); the per-frequency kernels use a copy in the lane
  * layout Vt (P, C, re/im, mp) described below (circ_to_lanes / circ_from_lanes). A full-spectrum sum weights bin p by ci_weight (1 for pw = 0 and
- * pw = W/2, else 2: the bin and its conjugate twin). A layer's operators are (K+1, P, C, C) row-major:
- * entries 0..K-1 = C_{j,p}, entry K = E_p; the Gram matrices / factorization work in batch lanes (CI_MW).
+ * pw = W/2, else 2: the bin and its conjugate twin). A layer's operators are the (K+1) P matrices
+ * t = j P + p (j < K: C_{j,p}, j = K: E_p), full C x C Hermitian, in batch lanes like the Gram matrices
+ * (CI_MW matrices per block, see circ_shifted_inverse and ci_op): the factorization stores them with
+ * contiguous 16-lane vectors; the host converts to and from (K+1, P, C, C) row-major (model files, read_layer).
  *
  * CPU-shaped throughout (PERF-NOTES.md): every work-item owns a register tile (the application: 4 matrix
  * rows x 16 samples in float16 lanes; the Gram: 1 x 4 entries x 8 lanes; the Cholesky: 16 matrices in
@@ -130,58 +132,80 @@ __kernel void circ_from_lanes(__global const float *Vt, __global float2 *V, __gl
 #define CI_MW 16
 typedef float16 ci_w;
 
-/* S[j,p] lower triangle, row c per work-item (p, j, c): S[j,p][c][d] = sum_b mask[j][b] v_b[c,p] conj(v_b[d,p]),
- * d <= c, mask (K+1, mp) of 0/1 over lanes (group K: every sample; padding lanes 0), summed only over the
- * blocks of 8 lanes listed for the group: blocks[boff[j] .. boff[j+1]) (block index = first lane / 8). */
+/* S[j,p] lower triangle, row c of every group per work-item (p, c): S[j,p][c][d] = sum_b mask[j][b] v_b[c,p]
+ * conj(v_b[d,p]), d <= c, mask (K+1, mp) of 0/1 over lanes (padding lanes 0), summed only over the blocks of
+ * 8 lanes listed for the group: blocks[boff[j] .. boff[j+1]) (block index = first lane / 8). The groups
+ * j < K partition the samples (every valid lane is in exactly one), so group K (every sample) is their sum
+ * S[K,p] = sum_j S[j,p], added in class order: its own pass over all lanes would be ~40% of the work. */
 __kernel void circ_gram(__global const float *Vt, __global const float *mask, __global const int *boff,
                         __global const int *blocks, __global float *S, const uint mp, const uint P, const uint K,
                         __global const int *skip, const uint skip_off)
 {
     if (skip[skip_off]) return; /* the fit's objective when the predicted groups are the true ones */
     const size_t gid = get_global_id(0);
-    if (gid >= (size_t)(K + 1) * P * CI_C) return;
-    /* c fastest, then the group j, then the bin p: the K+1 groups of a bin run back to back and share its
-     * spectra in cache (with j outermost the whole Vt was streamed from memory K+1 times) */
-    const uint c = (uint)(gid % CI_C), j = (uint)((gid / CI_C) % (K + 1)), p = (uint)(gid / ((size_t)CI_C * (K + 1)));
-    const __global float *base = Vt + (size_t)p * CI_C * 2 * mp, *mk = mask + (size_t)j * mp;
+    if (gid >= (size_t)P * CI_C) return;
+    /* c fastest, then the bin p: the K groups of a bin run back to back and share its spectra in cache */
+    const uint c = (uint)(gid % CI_C), p = (uint)(gid / CI_C);
+    const __global float *base = Vt + (size_t)p * CI_C * 2 * mp;
     const __global float *xr = base + (size_t)c * 2 * mp, *xi = xr + mp;
-    const size_t t = (size_t)j * P + p; /* batch entry: block t / 16, lane t % 16 */
-    __global float *s = S + ((t / CI_MW) * CI_C * CI_C + (size_t)c * CI_C) * 2 * CI_MW + t % CI_MW;
-    /* four columns d at a time: the masked row c (pr, pi) is loaded once per block for the four */
-    for (uint d0 = 0; d0 <= c; d0 += 4) {
-        const uint d1 = min(d0 + 1, c), d2 = min(d0 + 2, c), d3 = min(d0 + 3, c);
-        const __global float *y0 = base + (size_t)d0 * 2 * mp, *y1 = base + (size_t)d1 * 2 * mp,
-                             *y2 = base + (size_t)d2 * 2 * mp, *y3 = base + (size_t)d3 * 2 * mp;
-        ci_v a0r = (ci_v)(0.0f), a0i = a0r, a1r = a0r, a1i = a0r, a2r = a0r, a2i = a0r, a3r = a0r, a3i = a0r;
-        for (int q = boff[j]; q < boff[j + 1]; q++) {
-            const uint b = (uint)blocks[q] * CI_VW;
-            const ci_v w = vload8(0, mk + b), pr = w * vload8(0, xr + b), pi_ = w * vload8(0, xi + b);
-            ci_v qr, qi;
+    float tr[CI_C], ti[CI_C]; /* row c of the sum over the classes */
+    for (uint d = 0; d <= c; d++) tr[d] = ti[d] = 0.0f;
+    for (uint j = 0; j < K; j++) {
+        const __global float *mk = mask + (size_t)j * mp;
+        const size_t t = (size_t)j * P + p; /* batch entry: block t / 16, lane t % 16 */
+        __global float *s = S + ((t / CI_MW) * CI_C * CI_C + (size_t)c * CI_C) * 2 * CI_MW + t % CI_MW;
+        /* four columns d at a time: the masked row c (pr, pi) is loaded once per block for the four */
+        for (uint d0 = 0; d0 <= c; d0 += 4) {
+            const uint d1 = min(d0 + 1, c), d2 = min(d0 + 2, c), d3 = min(d0 + 3, c);
+            const __global float *y0 = base + (size_t)d0 * 2 * mp, *y1 = base + (size_t)d1 * 2 * mp,
+                                 *y2 = base + (size_t)d2 * 2 * mp, *y3 = base + (size_t)d3 * 2 * mp;
+            ci_v a0r = (ci_v)(0.0f), a0i = a0r, a1r = a0r, a1i = a0r, a2r = a0r, a2i = a0r, a3r = a0r, a3i = a0r;
+            for (int q = boff[j]; q < boff[j + 1]; q++) {
+                const uint b = (uint)blocks[q] * CI_VW;
+                const ci_v w = vload8(0, mk + b), pr = w * vload8(0, xr + b), pi_ = w * vload8(0, xi + b);
+                ci_v qr, qi;
 #define CI_GACC(ar, ai, y)                                                                       \
     qr = vload8(0, (y) + b);                                                                     \
     qi = vload8(0, (y) + mp + b);                                                                \
     ar = fma(pr, qr, fma(pi_, qi, ar)); /* x conj(y) */                                          \
     ai = fma(pi_, qr, fma(-pr, qi, ai));
-            CI_GACC(a0r, a0i, y0)
-            CI_GACC(a1r, a1i, y1)
-            CI_GACC(a2r, a2i, y2)
-            CI_GACC(a3r, a3i, y3)
+                CI_GACC(a0r, a0i, y0)
+                CI_GACC(a1r, a1i, y1)
+                CI_GACC(a2r, a2i, y2)
+                CI_GACC(a3r, a3i, y3)
 #undef CI_GACC
+            }
+            const float e0r = ci_hsum(a0r), e0i = ci_hsum(a0i), e1r = ci_hsum(a1r), e1i = ci_hsum(a1i),
+                        e2r = ci_hsum(a2r), e2i = ci_hsum(a2i), e3r = ci_hsum(a3r), e3i = ci_hsum(a3i);
+            s[(size_t)d0 * 2 * CI_MW] = e0r;
+            s[(size_t)d0 * 2 * CI_MW + CI_MW] = e0i;
+            tr[d0] += e0r;
+            ti[d0] += e0i;
+            if (d0 + 1 <= c) {
+                s[(size_t)(d0 + 1) * 2 * CI_MW] = e1r;
+                s[(size_t)(d0 + 1) * 2 * CI_MW + CI_MW] = e1i;
+                tr[d0 + 1] += e1r;
+                ti[d0 + 1] += e1i;
+            }
+            if (d0 + 2 <= c) {
+                s[(size_t)(d0 + 2) * 2 * CI_MW] = e2r;
+                s[(size_t)(d0 + 2) * 2 * CI_MW + CI_MW] = e2i;
+                tr[d0 + 2] += e2r;
+                ti[d0 + 2] += e2i;
+            }
+            if (d0 + 3 <= c) {
+                s[(size_t)(d0 + 3) * 2 * CI_MW] = e3r;
+                s[(size_t)(d0 + 3) * 2 * CI_MW + CI_MW] = e3i;
+                tr[d0 + 3] += e3r;
+                ti[d0 + 3] += e3i;
+            }
         }
-        s[(size_t)d0 * 2 * CI_MW] = ci_hsum(a0r);
-        s[(size_t)d0 * 2 * CI_MW + CI_MW] = ci_hsum(a0i);
-        if (d0 + 1 <= c) {
-            s[(size_t)(d0 + 1) * 2 * CI_MW] = ci_hsum(a1r);
-            s[(size_t)(d0 + 1) * 2 * CI_MW + CI_MW] = ci_hsum(a1i);
-        }
-        if (d0 + 2 <= c) {
-            s[(size_t)(d0 + 2) * 2 * CI_MW] = ci_hsum(a2r);
-            s[(size_t)(d0 + 2) * 2 * CI_MW + CI_MW] = ci_hsum(a2i);
-        }
-        if (d0 + 3 <= c) {
-            s[(size_t)(d0 + 3) * 2 * CI_MW] = ci_hsum(a3r);
-            s[(size_t)(d0 + 3) * 2 * CI_MW + CI_MW] = ci_hsum(a3i);
-        }
+    }
+    const size_t t = (size_t)K * P + p;
+    __global float *s = S + ((t / CI_MW) * CI_C * CI_C + (size_t)c * CI_C) * 2 * CI_MW + t % CI_MW;
+    for (uint d = 0; d <= c; d++) {
+        s[(size_t)d * 2 * CI_MW] = tr[d];
+        s[(size_t)d * 2 * CI_MW + CI_MW] = ti[d];
     }
 }
 
@@ -232,14 +256,16 @@ __kernel void circ_groups(__global const int *yhat, __global const int *valid, _
  * A = I + alpha_j S (lower triangle of S read, j = t / P), factor A = L L^H in place (L in S's lower
  * triangle), logdet[ld_off + t] = log det A; the first bad pivot per matrix into info (from info_off) as
  * info[2t] = pivot index, info[2t+1] = its float bits, kept if already set and not recorded for alpha = 0
- * (an empty group, A = I). If want_inv, M[t] = alpha_j A^-1 ((nb, C, C) float2, full, exactly Hermitian)
- * through X = L^-1 in place: A^-1 = X^H X. Crout by columns with c - a conj(b), |a|^2 and division by the
+ * (an empty group, A = I). If want_inv, M[t] = alpha_j A^-1 (full, exactly Hermitian, in S's batch-lane
+ * layout: whole 16-lane blocks, lanes past nb get 0) through X = L^-1 in place: A^-1 = X^H X. Crout by columns with c - a conj(b), |a|^2 and division by the
  * real pivot, every operation on 16 lanes (float16). Lanes past nb hold zeros (A = I) and are not written. */
 #define CI_RE(i, k) (A + ((size_t)(i) * CI_C + (k)) * 2 * CI_MW)
 #define CI_IM(i, k) (A + ((size_t)(i) * CI_C + (k)) * 2 * CI_MW + CI_MW)
+#define CI_MRE(i, k) (Mq + ((size_t)(i) * CI_C + (k)) * 2 * CI_MW)
+#define CI_MIM(i, k) (Mq + ((size_t)(i) * CI_C + (k)) * 2 * CI_MW + CI_MW)
 __kernel void circ_shifted_inverse(__global float *S, __global const float *alpha, const uint P, const uint nb,
                                    __global float *logdet, __global int *info, const uint want_inv,
-                                   __global float2 *M, const uint ld_off, const uint info_off,
+                                   __global float *M, const uint ld_off, const uint info_off,
                                    __global const int *skip, const uint skip_off)
 {
     if (skip[skip_off]) return; /* as circ_gram */
@@ -252,6 +278,7 @@ __kernel void circ_shifted_inverse(__global float *S, __global const float *alph
     for (uint l = 0; l < CI_MW; l++) al[l] = t0 + l < nb ? alpha[(t0 + l) / P] : 0.0f;
     const ci_w a = vload16(0, al);
     __global float *A = S + (size_t)q * CI_C * CI_C * 2 * CI_MW;
+    __global float *Mq = M + (size_t)q * CI_C * CI_C * 2 * CI_MW;
     for (uint i = 0; i < CI_C; i++) {
         for (uint k = 0; k < i; k++) {
             vstore16(a * vload16(0, CI_RE(i, k)), 0, CI_RE(i, k));
@@ -329,18 +356,19 @@ __kernel void circ_shifted_inverse(__global float *S, __global const float *alph
                 sr = fma(ar, br, fma(ai, bi, sr));
                 si = fma(ai, br, fma(-ar, bi, si));
             }
-            float mr[CI_MW], mi[CI_MW];
-            vstore16(a * sr, 0, mr);
-            vstore16(c == r ? (ci_w)(0.0f) : a * si, 0, mi);
-            for (uint l = 0; l < CI_MW && t0 + l < nb; l++) {
-                __global float2 *Mt = M + (size_t)(t0 + l) * CI_C * CI_C;
-                Mt[r * CI_C + c] = (float2)(mr[l], mi[l]);
-                Mt[c * CI_C + r] = (float2)(mr[l], -mi[l]);
+            const ci_w mr = a * sr, mi = c == r ? (ci_w)(0.0f) : a * si;
+            vstore16(mr, 0, CI_MRE(r, c));
+            vstore16(mi, 0, CI_MIM(r, c));
+            if (c != r) {
+                vstore16(mr, 0, CI_MRE(c, r));
+                vstore16(-mi, 0, CI_MIM(c, r));
             }
         }
 }
 #undef CI_RE
 #undef CI_IM
+#undef CI_MRE
+#undef CI_MIM
 
 /* ---- application: 16 samples per vector (float16 lanes of Vt, one zmm) ---------------------------
  * Per frequency bin the application is a small complex GEMM: rows of a C x C matrix times the C-vectors
@@ -349,17 +377,25 @@ __kernel void circ_shifted_inverse(__global float *S, __global const float *alph
  * resident) and broadcasts the matrix entries (contiguous rows). The matrices are Hermitian, so
  * M^H v = M v is taken row by row. mp is a multiple of 16 (the host pads). */
 #define CI_WW 16
+/* Operators in batch lanes (as circ_shifted_inverse writes them): matrix t = j P + p in block t / 16,
+ * lane t % 16; entry (r, k) real part at CI_OS (r C + k) from the matrix's base, imaginary part CI_MW later */
+#define CI_OS (2 * CI_MW)
+#define CI_OP(m, e) ((float2)((m)[(size_t)(e) * CI_OS], (m)[(size_t)(e) * CI_OS + CI_MW]))
+static inline const __global float *ci_op(const __global float *ops, const size_t t)
+{
+    return ops + (t / CI_MW) * CI_C * CI_C * CI_OS + t % CI_MW;
+}
 
 /* (cXr, cXi), X = 0..3 = rows r..r+3 of M times the 16 samples at pb (lane layout, row stride 2 mp). */
 #define CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Mp, r, pb, mp)                  \
     {                                                                                    \
         c0r = c0i = c1r = c1i = c2r = c2i = c3r = c3i = (ci_w)(0.0f);                    \
-        const __global float2 *m0_ = (Mp) + (r) * CI_C;                                  \
+        const __global float *m0_ = (Mp) + (r) * CI_C * CI_OS;                           \
         for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
             const ci_w xr_ = vload16(0, (pb) + (size_t)k_ * 2 * (mp)),                   \
                        xi_ = vload16(0, (pb) + ((size_t)k_ * 2 + 1) * (mp));             \
-            const float2 a0_ = m0_[k_], a1_ = m0_[CI_C + k_], a2_ = m0_[2 * CI_C + k_],  \
-                         a3_ = m0_[3 * CI_C + k_];                                       \
+            const float2 a0_ = CI_OP(m0_, k_), a1_ = CI_OP(m0_, CI_C + k_),               \
+                         a2_ = CI_OP(m0_, 2 * CI_C + k_), a3_ = CI_OP(m0_, 3 * CI_C + k_); \
             c0r = fma((ci_w)(a0_.x), xr_, fma((ci_w)(-a0_.y), xi_, c0r));                \
             c0i = fma((ci_w)(a0_.x), xi_, fma((ci_w)(a0_.y), xr_, c0i));                 \
             c1r = fma((ci_w)(a1_.x), xr_, fma((ci_w)(-a1_.y), xi_, c1r));                \
@@ -375,11 +411,11 @@ __kernel void circ_shifted_inverse(__global float *S, __global const float *alph
 #define CI_TILE1(cr, ci, Mp, r, pb, mp)                                                  \
     {                                                                                    \
         cr = ci = (ci_w)(0.0f);                                                          \
-        const __global float2 *m0_ = (Mp) + (r) * CI_C;                                  \
+        const __global float *m0_ = (Mp) + (r) * CI_C * CI_OS;                           \
         for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
             const ci_w xr_ = vload16(0, (pb) + (size_t)k_ * 2 * (mp)),                   \
                        xi_ = vload16(0, (pb) + ((size_t)k_ * 2 + 1) * (mp));             \
-            const float2 a_ = m0_[k_];                                                   \
+            const float2 a_ = CI_OP(m0_, k_);                                            \
             cr = fma((ci_w)(a_.x), xr_, fma((ci_w)(-a_.y), xi_, cr));                    \
             ci = fma((ci_w)(a_.x), xi_, fma((ci_w)(a_.y), xr_, ci));                     \
         }                                                                                \
@@ -389,7 +425,7 @@ __kernel void circ_shifted_inverse(__global float *S, __global const float *alph
  * work-item (j, chunk of bins), looping over all blocks of 16 lanes so that the chunk's matrices, read
  * once from memory, are reused from cache by every block (streaming them once per block made the 2-D
  * case memory-bound). circ_softmax adds the chunks. */
-__kernel void circ_norms(__global const float *Vt, __global const float2 *ops, __global float *part, const uint mp,
+__kernel void circ_norms(__global const float *Vt, __global const float *ops, __global float *part, const uint mp,
                          const uint P, const uint W, const uint Wh, const uint K, const uint pchunk)
 {
     const uint gid = get_global_id(0), j = gid % K, ch = gid / K, p0 = ch * pchunk;
@@ -399,7 +435,7 @@ __kernel void circ_norms(__global const float *Vt, __global const float2 *ops, _
         ci_w acc = (ci_w)(0.0f);
         for (uint p = p0; p < p1; p++) {
             const __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
-            const __global float2 *Mp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+            const __global float *Mp = ci_op(ops, (size_t)j * P + p);
             ci_w s = (ci_w)(0.0f);
             uint r = 0;
             for (; r + 4 <= CI_C; r += 4) {
@@ -461,7 +497,7 @@ __kernel void circ_softmax(__global const float *part, __global float *nrm, __gl
  * from Vt into Vo (a second buffer: the tile's rows need all of v), and the chunk's weighted |u|^2 per
  * lane into part (nch, mp). Classes whose coefficient is 0 in all 16 lanes of a block (exp underflow)
  * contribute exactly 0 and are skipped. */
-__kernel void circ_update(__global const float *Vt, __global float *Vo, __global const float2 *ops,
+__kernel void circ_update(__global const float *Vt, __global float *Vo, __global const float *ops,
                           __global const float *coef, __global float *part, const float eta, const uint mp,
                           const uint P, const uint W, const uint Wh, const uint K, const uint pchunk)
 {
@@ -475,7 +511,7 @@ __kernel void circ_update(__global const float *Vt, __global float *Vo, __global
             const size_t off = (size_t)p * CI_C * 2 * mp + b0;
             const __global float *pb = Vt + off;
             __global float *ob = Vo + off;
-            const __global float2 *Ep = ops + ((size_t)K * P + p) * CI_C * CI_C;
+            const __global float *Ep = ci_op(ops, (size_t)K * P + p);
             ci_w s = (ci_w)(0.0f);
             uint r = 0;
             for (; r + 4 <= CI_C; r += 4) {
@@ -484,7 +520,7 @@ __kernel void circ_update(__global const float *Vt, __global float *Vo, __global
                 for (uint j = 0; j < K; j++) {
                     const ci_w cf = vload16(0, coef + (size_t)j * mp + b0);
                     if (all(cf == (ci_w)(0.0f))) continue;
-                    const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+                    const __global float *Cp = ci_op(ops, (size_t)j * P + p);
                     ci_w c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i;
                     CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Cp, r, pb, mp)
                     g0r = fma(-cf, c0r, g0r);
@@ -515,7 +551,7 @@ __kernel void circ_update(__global const float *Vt, __global float *Vo, __global
                 for (uint j = 0; j < K; j++) {
                     const ci_w cf = vload16(0, coef + (size_t)j * mp + b0);
                     if (all(cf == (ci_w)(0.0f))) continue;
-                    const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+                    const __global float *Cp = ci_op(ops, (size_t)j * P + p);
                     ci_w cr, ci;
                     CI_TILE1(cr, ci, Cp, r, pb, mp)
                     gr = fma(-cf, cr, gr);

@@ -497,6 +497,20 @@ START_TEST(device_vs_reference)
                 Er[(ph * Wh + pw) * C * C * 2 + i] = ops[(L - 1) * nops + ((K * N + ph * W + pw) * C * C) * 2 + i];
             }
     assert_normwise(Ef, Er, P * C * C * 2, 1e-4, "E_p of the last layer");
+    /* C_{j,p} of the last layer, every class (the device keeps the operators in 16-lane blocks that span
+     * classes; read_layer converts to (K, P, C, C)): same tolerance and reasoning as E_p */
+    float *Cd = malloc(K * P * C * C * 2 * sizeof *Cd);
+    double *Cr = malloc(K * P * C * C * 2 * sizeof *Cr);
+    ck_assert_int_eq(wbcl_circulant_read_layer(ctx, net, L - 1, NULL, Cd, NULL), WBCL_SUCCESS);
+    for (size_t j = 0; j < K; j++)
+        for (size_t ph = 0; ph < H; ph++)
+            for (size_t pw = 0; pw < Wh; pw++)
+                for (size_t i = 0; i < C * C * 2; i++)
+                    Cr[((j * P + ph * Wh + pw) * C * C) * 2 + i] =
+                        ops[(L - 1) * nops + ((j * N + ph * W + pw) * C * C) * 2 + i];
+    assert_normwise(Cd, Cr, K * P * C * C * 2, 1e-4, "C_{j,p} of the last layer");
+    free(Cd);
+    free(Cr);
     tu_guarded_free(Zh);
     free(E);
     free(Ef);

@@ -33,7 +33,7 @@ struct wbcl_circulant {
     int dims, K, L;
     size_t C, H, W, P;
     wbcl_circulant_params params;
-    cl_mem *ops;   /* L buffers of (K+1) P C C float2 */
+    cl_mem *ops;   /* L buffers of the (K+1) P operators C x C in blocks of 16 lanes (ops_bytes) */
     cl_mem *gam;   /* L buffers of K floats            */
     float *gamma;  /* (L, K) host copy                 */
     double *hist;  /* (L, 3) or NULL                   */
@@ -464,7 +464,8 @@ static wbcl_status leave(wbcl_context *ctx, ws *w, cl_mem dst)
     return launch1(ctx, k, g->m);
 }
 
-/* Per-group Gram matrices S of the spectra for the groups (mask, boff, blocks) (group K: every sample). */
+/* Per-group Gram matrices S of the spectra for the groups (mask, boff, blocks) j < K, which must partition
+ * the samples: group K (every sample) is computed as their sum. */
 static wbcl_status enq_gram(wbcl_context *ctx, ws *w, cl_mem mask, cl_mem boff, cl_mem blocks, cl_mem skip,
                             size_t skip_off)
 {
@@ -484,7 +485,7 @@ static wbcl_status enq_gram(wbcl_context *ctx, ws *w, cl_mem mask, cl_mem boff, 
     cl_uint uso = (cl_uint)skip_off;
     WBCL_ARG(ctx, k, 8, skip);
     WBCL_ARG(ctx, k, 9, uso);
-    return launch1(ctx, k, (w->K + 1) * g->P * g->C);
+    return launch1(ctx, k, g->P * g->C); /* (bin, row): all K classes, then group K as their sum */
 }
 
 /* Groups from host labels into w->mask, w->boff, w->blocks. */
@@ -718,6 +719,26 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
 
 /* ---- model ------------------------------------------------------------------------------------ */
 
+/* The device keeps a layer's (K+1) P operators like the Gram matrices (cl/circulant.cl): matrix t = j P + p
+ * in block t / OPS_MW, lane t % OPS_MW; entry (r, c) real part at OPS_AT(t, r, c), imaginary part OPS_MW
+ * floats later. Files and wbcl_circulant_read_layer use (K+1, P, C, C) complex row-major. */
+#define OPS_MW 16
+#define OPS_AT(t, r, c, C) ((((t) / OPS_MW * (C) + (r)) * (C) + (c)) * 2 * OPS_MW + (t) % OPS_MW)
+
+static size_t ops_floats(size_t nb, size_t C) { return (nb + OPS_MW - 1) / OPS_MW * OPS_MW * C * C * 2; }
+
+/* n matrices from t0 on: row-major complex src (n, C, C) -> lane layout dst (dir > 0), or back (dir < 0) */
+static void ops_convert(float *lane, float *rowmajor, size_t t0, size_t n, size_t C, int to_lanes)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t r = 0; r < C; r++)
+            for (size_t c = 0; c < C; c++) {
+                float *x = rowmajor + ((i * C + r) * C + c) * 2, *y = lane + OPS_AT(t0 + i, r, c, C);
+                if (to_lanes) y[0] = x[0], y[OPS_MW] = x[1];
+                else x[0] = y[0], x[1] = y[OPS_MW];
+            }
+}
+
 void wbcl_circulant_destroy(wbcl_circulant *net)
 {
     if (!net) return;
@@ -758,7 +779,7 @@ wbcl_status wbcl__circulant_new(wbcl_context *ctx, int dims, size_t C, size_t H,
         return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
     }
     n->L = L;
-    const size_t ob = ((size_t)K + 1) * n->P * C * C * 2 * sizeof(float);
+    const size_t ob = ops_floats(((size_t)K + 1) * n->P, C) * sizeof(float);
     for (int l = 0; l < L; l++) {
         wbcl_status st;
         if ((st = wbcl__buffer(ctx, ob, "layer operators", &n->ops[l])) ||
@@ -775,8 +796,12 @@ wbcl_status wbcl__circulant_new(wbcl_context *ctx, int dims, size_t C, size_t H,
 wbcl_status wbcl__circulant_set_layer(wbcl_context *ctx, wbcl_circulant *net, int l, const float *ops,
                                       const float *gamma)
 {
-    const size_t ob = ((size_t)net->K + 1) * net->P * net->C * net->C * 2 * sizeof(float);
-    wbcl_status st = write_buf(ctx, net->ops[l], ob, ops, "layer operators");
+    const size_t nb = ((size_t)net->K + 1) * net->P, nf = ops_floats(nb, net->C);
+    float *lanes = calloc(nf, sizeof *lanes); /* padding lanes of the last block: 0 */
+    if (!lanes) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
+    ops_convert(lanes, (float *)ops, 0, nb, net->C, 1);
+    wbcl_status st = write_buf(ctx, net->ops[l], nf * sizeof(float), lanes, "layer operators");
+    free(lanes);
     if (!st) st = write_buf(ctx, net->gam[l], (size_t)net->K * sizeof(float), gamma, "gamma");
     if (!st) memcpy(net->gamma + (size_t)l * net->K, gamma, (size_t)net->K * sizeof(float));
     return st;
@@ -843,11 +868,19 @@ wbcl_status wbcl_circulant_read_layer(wbcl_context *ctx, const wbcl_circulant *n
     if (net->ctx != ctx) return wbcl__fail(ctx, WBCL_ERROR_CONTEXT_MISMATCH, "%s: model from another context", op);
     if (layer < 0 || layer >= net->L)
         return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: layer %d not in [0, %d)", op, layer, net->L);
-    const size_t blk = net->P * net->C * net->C * 2 * sizeof(float), K = (size_t)net->K;
-    cl_int e = CL_SUCCESS;
-    if (C) e = clEnqueueReadBuffer(ctx->queue, net->ops[layer], CL_TRUE, 0, K * blk, C, 0, NULL, NULL);
-    if (E && e == CL_SUCCESS) e = clEnqueueReadBuffer(ctx->queue, net->ops[layer], CL_TRUE, K * blk, blk, E, 0, NULL, NULL);
-    if (e != CL_SUCCESS) return wbcl__cl_fail(ctx, e, "%s: reading layer %d", op, layer);
+    const size_t K = (size_t)net->K, nb = (K + 1) * net->P, nf = ops_floats(nb, net->C);
+    if (C || E) {
+        float *lanes = malloc(nf * sizeof *lanes);
+        if (!lanes) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        cl_int e = clEnqueueReadBuffer(ctx->queue, net->ops[layer], CL_TRUE, 0, nf * sizeof(float), lanes, 0, NULL, NULL);
+        if (e != CL_SUCCESS) {
+            free(lanes);
+            return wbcl__cl_fail(ctx, e, "%s: reading layer %d", op, layer);
+        }
+        if (C) ops_convert(lanes, C, 0, K * net->P, net->C, 0);
+        if (E) ops_convert(lanes, E, K * net->P, net->P, net->C, 0);
+        free(lanes);
+    }
     if (gamma) memcpy(gamma, net->gamma + (size_t)layer * K, K * sizeof *gamma);
     return WBCL_SUCCESS;
 }
