@@ -102,17 +102,23 @@ static inline float ci_hsum(const ci_v a)
     return (h.x + h.y) + (h.z + h.w);
 }
 
-/* V (m, C, P) float2 -> Vt (padding lanes must be zeroed beforehand); one element per work-item. */
-__kernel void circ_to_lanes(__global const float2 *V, __global float *Vt, __global const int *lane_of,
-                            const uint m, const uint P, const uint mp)
+/* V (m, C, P) float2 -> Vt, every lane (padding lanes, sample_of[l] < 0, get 0); work-item (p, c), p fastest:
+ * it writes its two planes of mp contiguous floats and gathers the samples' values, which the work-items of
+ * the neighbouring bins read from the same cache lines (one element per work-item scattered its stores
+ * over a plane stride: 4x slower in 2-D). */
+__kernel void circ_to_lanes(__global const float2 *V, __global float *Vt, __global const int *sample_of,
+                            const uint P, const uint mp)
 {
     const size_t gid = get_global_id(0);
-    if (gid >= (size_t)m * CI_C * P) return;
-    const uint p = (uint)(gid % P), c = (uint)((gid / P) % CI_C), b = (uint)(gid / ((size_t)P * CI_C));
-    const size_t pc = (size_t)p * CI_C + c, l = (size_t)lane_of[b];
-    const float2 v = V[gid];
-    Vt[pc * 2 * mp + l] = v.x;
-    Vt[(pc * 2 + 1) * mp + l] = v.y;
+    if (gid >= (size_t)CI_C * P) return;
+    const uint p = (uint)(gid % P), c = (uint)(gid / P);
+    __global float *o = Vt + ((size_t)p * CI_C + c) * 2 * mp;
+    for (uint l = 0; l < mp; l++) {
+        const int b = sample_of[l];
+        const float2 v = b >= 0 ? V[((size_t)b * CI_C + c) * P + p] : (float2)(0.0f);
+        o[l] = v.x;
+        o[mp + l] = v.y;
+    }
 }
 
 /* Vt -> V (m, C, P) float2; one element per work-item (p fastest: contiguous stores). */

@@ -429,14 +429,12 @@ static wbcl_status enter(wbcl_context *ctx, const char *op, ws *w, int normalize
     wbcl_kern *kt;
     if ((st = kern(ctx, g->C, "circ_to_lanes", &kt))) return st;
     cl_uint ump = (cl_uint)w->mp;
-    if ((st = fill_int(ctx, w->Vt, 0, w->mp * g->C * g->P * 2, "spectra (lanes)"))) return st; /* padding lanes */
     WBCL_ARG(ctx, kt, 0, w->V);
     WBCL_ARG(ctx, kt, 1, w->Vt);
-    WBCL_ARG(ctx, kt, 2, w->lane);
-    WBCL_ARG(ctx, kt, 3, um);
-    WBCL_ARG(ctx, kt, 4, uP);
-    WBCL_ARG(ctx, kt, 5, ump);
-    return launch1(ctx, kt, g->m * g->C * g->P);
+    WBCL_ARG(ctx, kt, 2, w->valid); /* sample of each lane, -1: padding (written as 0) */
+    WBCL_ARG(ctx, kt, 3, uP);
+    WBCL_ARG(ctx, kt, 4, ump);
+    return launch1(ctx, kt, g->C * g->P);
 }
 
 /* V -> Z = real(normalize(IFFT(V))) into dst (V is overwritten). */
