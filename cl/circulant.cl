@@ -427,43 +427,121 @@ static inline const __global float *ci_op(const __global float *ops, const size_
         }                                                                                \
     }
 
-/* Partial norms: part[(ch K + j) mp + l] = sum over the bins p of chunk ch of w_p |C_{j,p}^H v_l(p)|^2;
- * work-item (j, chunk of bins), looping over all blocks of 16 lanes so that the chunk's matrices, read
- * once from memory, are reused from cache by every block (streaming them once per block made the 2-D
- * case memory-bound). circ_softmax adds the chunks. */
-__kernel void circ_norms(__global const float *Vt, __global const float *ops, __global float *part, const uint mp,
-                         const uint P, const uint W, const uint Wh, const uint K, const uint pchunk)
+/* ---- class norms as quadratic forms --------------------------------------------------------------
+ * n_j^2 = sum_p w_p |C_{j,p} v(p)|^2 = sum_p w_p v(p)^H Q_{j,p} v(p) with Q = C^H C = C^2 (C Hermitian):
+ * = sum_p sum_i Q'_ii |v_i|^2 + sum_{i>k} Re(Q'_ik conj(v_i) v_k), Q' = w_p Q on the diagonal and 2 w_p Q
+ * below it. The sample features conj(v_i) v_k (4 FMAs per pair and 16 lanes) are shared by a group of five
+ * classes (2 FMAs per pair, class and 16 lanes): < 3 FMAs per class and pair against 8 for the product C v.
+ * Rounding: |Q| ~ alpha^2 where |C v| may be much smaller (a sample in its class's strong directions), so a
+ * quadratic form can cancel; tests/test_circulant.c (device_norms_cancellation) checks the memberships in
+ * that regime against the double reference, and perf/RESULTS.md has the study. */
+
+/* Q'_t (lower triangle incl. the real diagonal; the same 16-lane layout as the operators) for the class
+ * operators t = j P + p < nc = K P; work-item = block of 16 matrices. Q[r][c] = sum_k C[r][k] C[k][c]. */
+__kernel void circ_op_square(__global const float *ops, __global float *sq, const uint nc, const uint P,
+                             const uint W, const uint Wh)
 {
-    const uint gid = get_global_id(0), j = gid % K, ch = gid / K, p0 = ch * pchunk;
-    if (j >= K || p0 >= P) return;
-    const uint p1 = min(P, p0 + pchunk);
-    for (uint b0 = 0; b0 < mp; b0 += CI_WW) {
-        ci_w acc = (ci_w)(0.0f);
-        for (uint p = p0; p < p1; p++) {
-            const __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
-            const __global float *Mp = ci_op(ops, (size_t)j * P + p);
-            ci_w s = (ci_w)(0.0f);
-            uint r = 0;
-            for (; r + 4 <= CI_C; r += 4) {
-                ci_w c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i;
-                CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Mp, r, pb, mp)
-                s = fma(c0r, c0r, fma(c0i, c0i, s));
-                s = fma(c1r, c1r, fma(c1i, c1i, s));
-                s = fma(c2r, c2r, fma(c2i, c2i, s));
-                s = fma(c3r, c3r, fma(c3i, c3i, s));
+    const uint q = get_global_id(0);
+    if ((size_t)q * CI_MW >= nc) return;
+    const __global float *A = ops + (size_t)q * CI_C * CI_C * CI_OS;
+    __global float *Q = sq + (size_t)q * CI_C * CI_C * CI_OS;
+    float wl[CI_MW];
+    for (uint l = 0; l < CI_MW; l++) wl[l] = ci_weight((q * CI_MW + l) % P, W, Wh);
+    const ci_w wp = vload16(0, wl);
+#define CI_AR(i, k) vload16(0, A + ((size_t)(i) * CI_C + (k)) * CI_OS)
+#define CI_AI(i, k) vload16(0, A + ((size_t)(i) * CI_C + (k)) * CI_OS + CI_MW)
+    for (uint r = 0; r < CI_C; r++)
+        for (uint c0 = 0; c0 <= r; c0 += 4) { /* four columns per pass: row r's entries loaded once for four */
+            const uint c1 = min(c0 + 1, r), c2 = min(c0 + 2, r), c3 = min(c0 + 3, r);
+            ci_w s0r = (ci_w)(0.0f), s0i = s0r, s1r = s0r, s1i = s0r, s2r = s0r, s2i = s0r, s3r = s0r, s3i = s0r;
+            for (uint k = 0; k < CI_C; k++) {
+                const ci_w ar = CI_AR(r, k), ai = CI_AI(r, k);
+                ci_w br, bi;
+#define CI_SQACC(sr, si, c)                                                                      \
+    br = CI_AR(k, c);                                                                            \
+    bi = CI_AI(k, c);                                                                            \
+    sr = fma(ar, br, fma(-ai, bi, sr));                                                          \
+    si = fma(ar, bi, fma(ai, br, si));
+                CI_SQACC(s0r, s0i, c0)
+                CI_SQACC(s1r, s1i, c1)
+                CI_SQACC(s2r, s2i, c2)
+                CI_SQACC(s3r, s3i, c3)
+#undef CI_SQACC
             }
-            for (; r < CI_C; r++) {
-                ci_w cr, ci;
-                CI_TILE1(cr, ci, Mp, r, pb, mp)
-                s = fma(cr, cr, fma(ci, ci, s));
-            }
-            acc = fma((ci_w)(ci_weight(p, W, Wh)), s, acc);
-        }
-        vstore16(acc, 0, part + ((size_t)ch * K + j) * mp + b0);
+#define CI_SQOUT(sr, si, c)                                                                      \
+    {                                                                                            \
+        const ci_w f_ = (c) == r ? wp : 2.0f * wp;                                               \
+        vstore16(f_ * (sr), 0, Q + ((size_t)r * CI_C + (c)) * CI_OS);                            \
+        vstore16((c) == r ? (ci_w)(0.0f) : f_ * (si), 0, Q + ((size_t)r * CI_C + (c)) * CI_OS + CI_MW); \
     }
+            CI_SQOUT(s0r, s0i, c0)
+            if (c0 + 1 <= r) CI_SQOUT(s1r, s1i, c0 + 1)
+            if (c0 + 2 <= r) CI_SQOUT(s2r, s2i, c0 + 2)
+            if (c0 + 3 <= r) CI_SQOUT(s3r, s3i, c0 + 3)
+#undef CI_SQOUT
+        }
+#undef CI_AR
+#undef CI_AI
 }
 
-/* Per lane: n_j = max(|c_j|, 1e-8) from the nch chunks of circ_norms (added in chunk order) into
+/* Partial norms: part[(ch K + j) mp + l] = sum over the bins p of chunk ch of v_l(p)^H Q'_{j,p} v_l(p);
+ * work-item (group of CI_NG classes g, chunk of bins ch), looping over all blocks of 16 lanes (the chunk's Q'
+ * are read from memory once and reused from cache). Two accumulators per class (the Re Q Re f and Im Q Im f
+ * products) keep the FMA chains independent. circ_softmax adds the chunks. */
+#define CI_NG 5
+__kernel void circ_norms_q(__global const float *Vt, __global const float *sq, __global float *part, const uint mp,
+                           const uint P, const uint K, const uint pchunk)
+{
+    const uint ng = (K + CI_NG - 1) / CI_NG, gid = get_global_id(0), g = gid % ng, ch = gid / ng, p0 = ch * pchunk;
+    if (p0 >= P) return;
+    const uint p1 = min(P, p0 + pchunk), j0 = CI_NG * g;
+    const uint ja = j0, jb = min(j0 + 1, K - 1), jc = min(j0 + 2, K - 1), jd = min(j0 + 3, K - 1),
+               je = min(j0 + 4, K - 1);
+    for (uint b0 = 0; b0 < mp; b0 += CI_WW) {
+        ci_w a0 = (ci_w)(0.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, b0_ = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0;
+        for (uint p = p0; p < p1; p++) {
+            const __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
+            const __global float *Q0 = ci_op(sq, (size_t)ja * P + p), *Q1 = ci_op(sq, (size_t)jb * P + p),
+                                 *Q2 = ci_op(sq, (size_t)jc * P + p), *Q3 = ci_op(sq, (size_t)jd * P + p),
+                                 *Q4 = ci_op(sq, (size_t)je * P + p);
+            for (uint i = 0; i < CI_C; i++) {
+                const ci_w xr = vload16(0, pb + (size_t)i * 2 * mp), xi = vload16(0, pb + ((size_t)i * 2 + 1) * mp);
+                const size_t ri = (size_t)i * CI_C * CI_OS;
+                for (uint k = 0; k < i; k++) {
+                    const ci_w yr = vload16(0, pb + (size_t)k * 2 * mp), yi = vload16(0, pb + ((size_t)k * 2 + 1) * mp);
+                    const ci_w fr = fma(xr, yr, xi * yi), fi = fma(xr, yi, -(xi * yr)); /* conj(v_i) v_k */
+                    const size_t e = ri + (size_t)k * CI_OS;
+                    a0 = fma((ci_w)(Q0[e]), fr, a0);
+                    b0_ = fma((ci_w)(Q0[e + CI_MW]), fi, b0_);
+                    a1 = fma((ci_w)(Q1[e]), fr, a1);
+                    b1 = fma((ci_w)(Q1[e + CI_MW]), fi, b1);
+                    a2 = fma((ci_w)(Q2[e]), fr, a2);
+                    b2 = fma((ci_w)(Q2[e + CI_MW]), fi, b2);
+                    a3 = fma((ci_w)(Q3[e]), fr, a3);
+                    b3 = fma((ci_w)(Q3[e + CI_MW]), fi, b3);
+                    a4 = fma((ci_w)(Q4[e]), fr, a4);
+                    b4 = fma((ci_w)(Q4[e + CI_MW]), fi, b4);
+                }
+                const ci_w d = fma(xr, xr, xi * xi);
+                const size_t e = ri + (size_t)i * CI_OS;
+                a0 = fma((ci_w)(Q0[e]), d, a0);
+                a1 = fma((ci_w)(Q1[e]), d, a1);
+                a2 = fma((ci_w)(Q2[e]), d, a2);
+                a3 = fma((ci_w)(Q3[e]), d, a3);
+                a4 = fma((ci_w)(Q4[e]), d, a4);
+            }
+        }
+        __global float *o = part + ((size_t)ch * K + j0) * mp + b0; /* Re(Q f) = Re Q Re f - Im Q Im f */
+        vstore16(a0 - b0_, 0, o);
+        if (j0 + 1 < K) vstore16(a1 - b1, 0, o + mp);
+        if (j0 + 2 < K) vstore16(a2 - b2, 0, o + 2 * (size_t)mp);
+        if (j0 + 3 < K) vstore16(a3 - b3, 0, o + 3 * (size_t)mp);
+        if (j0 + 4 < K) vstore16(a4 - b4, 0, o + 4 * (size_t)mp);
+    }
+}
+#undef CI_NG
+
+/* Per lane: n_j = max(|c_j|, 1e-8) from the nch chunks of circ_norms_q (added in chunk order) into
  * nrm (mp, K), pi = softmax(-lambda n) (max-subtracted; argmax ties to the lowest class) into pi (mp, K)
  * and yhat, and the update's coefficients coef (K, mp) = gamma_j pi_j (0 on padding lanes, valid[b] < 0). */
 __kernel void circ_softmax(__global const float *part, __global float *nrm, __global const float *gamma,
@@ -476,7 +554,7 @@ __kernel void circ_softmax(__global const float *part, __global float *nrm, __gl
     for (uint j = 0; j < K; j++) {
         float t = 0.0f;
         for (uint c = 0; c < nch; c++) t += part[((size_t)c * K + j) * mp + b];
-        n[j] = fmax(sqrt(t), 1e-8f);
+        n[j] = fmax(sqrt(fmax(t, 0.0f)), 1e-8f); /* a quadratic form may round below 0 */
     }
     __global float *pb = pi + (size_t)b * K;
     float mx = -lambda * n[0];
