@@ -4,8 +4,10 @@
  * Complex numbers are float2 (re, im). Spectra V are (m, C, P) as clFFT writes them, P = H (W/2+1)
  * stored bins of the real FFT (bin p = ph*Wh + pw); the per-frequency kernels use a copy in the lane
  * layout Vt (P, C, re/im, mp) described below (circ_to_lanes / circ_from_lanes). A full-spectrum sum weights bin p by ci_weight (1 for pw = 0 and
- * pw = W/2, else 2: the bin and its conjugate twin). A layer's operators are (K+1, P, C, C) row-major:
- * entries 0..K-1 = C_{j,p}, entry K = E_p; the Gram matrices / factorization work in batch lanes (CI_MW).
+ * pw = W/2, else 2: the bin and its conjugate twin). A layer's operators are the (K+1) P matrices
+ * t = j P + p (j < K: C_{j,p}, j = K: E_p), full C x C Hermitian, in batch lanes like the Gram matrices
+ * (CI_MW matrices per block, see circ_shifted_inverse and ci_op): the factorization stores them with
+ * contiguous 16-lane vectors; the host converts to and from (K+1, P, C, C) row-major (model files, read_layer).
  *
  * CPU-shaped throughout (PERF-NOTES.md): every work-item owns a register tile (the application: 4 matrix
  * rows x 16 samples in float16 lanes; the Gram: 1 x 4 entries x 8 lanes; the Cholesky: 16 matrices in
@@ -100,17 +102,23 @@ static inline float ci_hsum(const ci_v a)
     return (h.x + h.y) + (h.z + h.w);
 }
 
-/* V (m, C, P) float2 -> Vt (padding lanes must be zeroed beforehand); one element per work-item. */
-__kernel void circ_to_lanes(__global const float2 *V, __global float *Vt, __global const int *lane_of,
-                            const uint m, const uint P, const uint mp)
+/* V (m, C, P) float2 -> Vt, every lane (padding lanes, sample_of[l] < 0, get 0); work-item (p, c), p fastest:
+ * it writes its two planes of mp contiguous floats and gathers the samples' values, which the work-items of
+ * the neighbouring bins read from the same cache lines (one element per work-item scattered its stores
+ * over a plane stride: 2.4x slower in 2-D, 2x in 1-D, in one A/B under load). */
+__kernel void circ_to_lanes(__global const float2 *V, __global float *Vt, __global const int *sample_of,
+                            const uint P, const uint mp)
 {
     const size_t gid = get_global_id(0);
-    if (gid >= (size_t)m * CI_C * P) return;
-    const uint p = (uint)(gid % P), c = (uint)((gid / P) % CI_C), b = (uint)(gid / ((size_t)P * CI_C));
-    const size_t pc = (size_t)p * CI_C + c, l = (size_t)lane_of[b];
-    const float2 v = V[gid];
-    Vt[pc * 2 * mp + l] = v.x;
-    Vt[(pc * 2 + 1) * mp + l] = v.y;
+    if (gid >= (size_t)CI_C * P) return;
+    const uint p = (uint)(gid % P), c = (uint)(gid / P);
+    __global float *o = Vt + ((size_t)p * CI_C + c) * 2 * mp;
+    for (uint l = 0; l < mp; l++) {
+        const int b = sample_of[l];
+        const float2 v = b >= 0 ? V[((size_t)b * CI_C + c) * P + p] : (float2)(0.0f);
+        o[l] = v.x;
+        o[mp + l] = v.y;
+    }
 }
 
 /* Vt -> V (m, C, P) float2; one element per work-item (p fastest: contiguous stores). */
@@ -130,58 +138,80 @@ __kernel void circ_from_lanes(__global const float *Vt, __global float2 *V, __gl
 #define CI_MW 16
 typedef float16 ci_w;
 
-/* S[j,p] lower triangle, row c per work-item (p, j, c): S[j,p][c][d] = sum_b mask[j][b] v_b[c,p] conj(v_b[d,p]),
- * d <= c, mask (K+1, mp) of 0/1 over lanes (group K: every sample; padding lanes 0), summed only over the
- * blocks of 8 lanes listed for the group: blocks[boff[j] .. boff[j+1]) (block index = first lane / 8). */
+/* S[j,p] lower triangle, row c of every group per work-item (p, c): S[j,p][c][d] = sum_b mask[j][b] v_b[c,p]
+ * conj(v_b[d,p]), d <= c, mask (K+1, mp) of 0/1 over lanes (padding lanes 0), summed only over the blocks of
+ * 8 lanes listed for the group: blocks[boff[j] .. boff[j+1]) (block index = first lane / 8). The groups
+ * j < K partition the samples (every valid lane is in exactly one), so group K (every sample) is their sum
+ * S[K,p] = sum_j S[j,p], added in class order: its own pass over all lanes would be ~40% of the work. */
 __kernel void circ_gram(__global const float *Vt, __global const float *mask, __global const int *boff,
                         __global const int *blocks, __global float *S, const uint mp, const uint P, const uint K,
                         __global const int *skip, const uint skip_off)
 {
     if (skip[skip_off]) return; /* the fit's objective when the predicted groups are the true ones */
     const size_t gid = get_global_id(0);
-    if (gid >= (size_t)(K + 1) * P * CI_C) return;
-    /* c fastest, then the group j, then the bin p: the K+1 groups of a bin run back to back and share its
-     * spectra in cache (with j outermost the whole Vt was streamed from memory K+1 times) */
-    const uint c = (uint)(gid % CI_C), j = (uint)((gid / CI_C) % (K + 1)), p = (uint)(gid / ((size_t)CI_C * (K + 1)));
-    const __global float *base = Vt + (size_t)p * CI_C * 2 * mp, *mk = mask + (size_t)j * mp;
+    if (gid >= (size_t)P * CI_C) return;
+    /* c fastest, then the bin p: the K groups of a bin run back to back and share its spectra in cache */
+    const uint c = (uint)(gid % CI_C), p = (uint)(gid / CI_C);
+    const __global float *base = Vt + (size_t)p * CI_C * 2 * mp;
     const __global float *xr = base + (size_t)c * 2 * mp, *xi = xr + mp;
-    const size_t t = (size_t)j * P + p; /* batch entry: block t / 16, lane t % 16 */
-    __global float *s = S + ((t / CI_MW) * CI_C * CI_C + (size_t)c * CI_C) * 2 * CI_MW + t % CI_MW;
-    /* four columns d at a time: the masked row c (pr, pi) is loaded once per block for the four */
-    for (uint d0 = 0; d0 <= c; d0 += 4) {
-        const uint d1 = min(d0 + 1, c), d2 = min(d0 + 2, c), d3 = min(d0 + 3, c);
-        const __global float *y0 = base + (size_t)d0 * 2 * mp, *y1 = base + (size_t)d1 * 2 * mp,
-                             *y2 = base + (size_t)d2 * 2 * mp, *y3 = base + (size_t)d3 * 2 * mp;
-        ci_v a0r = (ci_v)(0.0f), a0i = a0r, a1r = a0r, a1i = a0r, a2r = a0r, a2i = a0r, a3r = a0r, a3i = a0r;
-        for (int q = boff[j]; q < boff[j + 1]; q++) {
-            const uint b = (uint)blocks[q] * CI_VW;
-            const ci_v w = vload8(0, mk + b), pr = w * vload8(0, xr + b), pi_ = w * vload8(0, xi + b);
-            ci_v qr, qi;
+    float tr[CI_C], ti[CI_C]; /* row c of the sum over the classes */
+    for (uint d = 0; d <= c; d++) tr[d] = ti[d] = 0.0f;
+    for (uint j = 0; j < K; j++) {
+        const __global float *mk = mask + (size_t)j * mp;
+        const size_t t = (size_t)j * P + p; /* batch entry: block t / 16, lane t % 16 */
+        __global float *s = S + ((t / CI_MW) * CI_C * CI_C + (size_t)c * CI_C) * 2 * CI_MW + t % CI_MW;
+        /* four columns d at a time: the masked row c (pr, pi) is loaded once per block for the four */
+        for (uint d0 = 0; d0 <= c; d0 += 4) {
+            const uint d1 = min(d0 + 1, c), d2 = min(d0 + 2, c), d3 = min(d0 + 3, c);
+            const __global float *y0 = base + (size_t)d0 * 2 * mp, *y1 = base + (size_t)d1 * 2 * mp,
+                                 *y2 = base + (size_t)d2 * 2 * mp, *y3 = base + (size_t)d3 * 2 * mp;
+            ci_v a0r = (ci_v)(0.0f), a0i = a0r, a1r = a0r, a1i = a0r, a2r = a0r, a2i = a0r, a3r = a0r, a3i = a0r;
+            for (int q = boff[j]; q < boff[j + 1]; q++) {
+                const uint b = (uint)blocks[q] * CI_VW;
+                const ci_v w = vload8(0, mk + b), pr = w * vload8(0, xr + b), pi_ = w * vload8(0, xi + b);
+                ci_v qr, qi;
 #define CI_GACC(ar, ai, y)                                                                       \
     qr = vload8(0, (y) + b);                                                                     \
     qi = vload8(0, (y) + mp + b);                                                                \
     ar = fma(pr, qr, fma(pi_, qi, ar)); /* x conj(y) */                                          \
     ai = fma(pi_, qr, fma(-pr, qi, ai));
-            CI_GACC(a0r, a0i, y0)
-            CI_GACC(a1r, a1i, y1)
-            CI_GACC(a2r, a2i, y2)
-            CI_GACC(a3r, a3i, y3)
+                CI_GACC(a0r, a0i, y0)
+                CI_GACC(a1r, a1i, y1)
+                CI_GACC(a2r, a2i, y2)
+                CI_GACC(a3r, a3i, y3)
 #undef CI_GACC
+            }
+            const float e0r = ci_hsum(a0r), e0i = ci_hsum(a0i), e1r = ci_hsum(a1r), e1i = ci_hsum(a1i),
+                        e2r = ci_hsum(a2r), e2i = ci_hsum(a2i), e3r = ci_hsum(a3r), e3i = ci_hsum(a3i);
+            s[(size_t)d0 * 2 * CI_MW] = e0r;
+            s[(size_t)d0 * 2 * CI_MW + CI_MW] = e0i;
+            tr[d0] += e0r;
+            ti[d0] += e0i;
+            if (d0 + 1 <= c) {
+                s[(size_t)(d0 + 1) * 2 * CI_MW] = e1r;
+                s[(size_t)(d0 + 1) * 2 * CI_MW + CI_MW] = e1i;
+                tr[d0 + 1] += e1r;
+                ti[d0 + 1] += e1i;
+            }
+            if (d0 + 2 <= c) {
+                s[(size_t)(d0 + 2) * 2 * CI_MW] = e2r;
+                s[(size_t)(d0 + 2) * 2 * CI_MW + CI_MW] = e2i;
+                tr[d0 + 2] += e2r;
+                ti[d0 + 2] += e2i;
+            }
+            if (d0 + 3 <= c) {
+                s[(size_t)(d0 + 3) * 2 * CI_MW] = e3r;
+                s[(size_t)(d0 + 3) * 2 * CI_MW + CI_MW] = e3i;
+                tr[d0 + 3] += e3r;
+                ti[d0 + 3] += e3i;
+            }
         }
-        s[(size_t)d0 * 2 * CI_MW] = ci_hsum(a0r);
-        s[(size_t)d0 * 2 * CI_MW + CI_MW] = ci_hsum(a0i);
-        if (d0 + 1 <= c) {
-            s[(size_t)(d0 + 1) * 2 * CI_MW] = ci_hsum(a1r);
-            s[(size_t)(d0 + 1) * 2 * CI_MW + CI_MW] = ci_hsum(a1i);
-        }
-        if (d0 + 2 <= c) {
-            s[(size_t)(d0 + 2) * 2 * CI_MW] = ci_hsum(a2r);
-            s[(size_t)(d0 + 2) * 2 * CI_MW + CI_MW] = ci_hsum(a2i);
-        }
-        if (d0 + 3 <= c) {
-            s[(size_t)(d0 + 3) * 2 * CI_MW] = ci_hsum(a3r);
-            s[(size_t)(d0 + 3) * 2 * CI_MW + CI_MW] = ci_hsum(a3i);
-        }
+    }
+    const size_t t = (size_t)K * P + p;
+    __global float *s = S + ((t / CI_MW) * CI_C * CI_C + (size_t)c * CI_C) * 2 * CI_MW + t % CI_MW;
+    for (uint d = 0; d <= c; d++) {
+        s[(size_t)d * 2 * CI_MW] = tr[d];
+        s[(size_t)d * 2 * CI_MW + CI_MW] = ti[d];
     }
 }
 
@@ -232,14 +262,16 @@ __kernel void circ_groups(__global const int *yhat, __global const int *valid, _
  * A = I + alpha_j S (lower triangle of S read, j = t / P), factor A = L L^H in place (L in S's lower
  * triangle), logdet[ld_off + t] = log det A; the first bad pivot per matrix into info (from info_off) as
  * info[2t] = pivot index, info[2t+1] = its float bits, kept if already set and not recorded for alpha = 0
- * (an empty group, A = I). If want_inv, M[t] = alpha_j A^-1 ((nb, C, C) float2, full, exactly Hermitian)
- * through X = L^-1 in place: A^-1 = X^H X. Crout by columns with c - a conj(b), |a|^2 and division by the
+ * (an empty group, A = I). If want_inv, M[t] = alpha_j A^-1 (full, exactly Hermitian, in S's batch-lane
+ * layout: whole 16-lane blocks, lanes past nb get 0) through X = L^-1 in place: A^-1 = X^H X. Crout by columns with c - a conj(b), |a|^2 and division by the
  * real pivot, every operation on 16 lanes (float16). Lanes past nb hold zeros (A = I) and are not written. */
 #define CI_RE(i, k) (A + ((size_t)(i) * CI_C + (k)) * 2 * CI_MW)
 #define CI_IM(i, k) (A + ((size_t)(i) * CI_C + (k)) * 2 * CI_MW + CI_MW)
+#define CI_MRE(i, k) (Mq + ((size_t)(i) * CI_C + (k)) * 2 * CI_MW)
+#define CI_MIM(i, k) (Mq + ((size_t)(i) * CI_C + (k)) * 2 * CI_MW + CI_MW)
 __kernel void circ_shifted_inverse(__global float *S, __global const float *alpha, const uint P, const uint nb,
                                    __global float *logdet, __global int *info, const uint want_inv,
-                                   __global float2 *M, const uint ld_off, const uint info_off,
+                                   __global float *M, const uint ld_off, const uint info_off,
                                    __global const int *skip, const uint skip_off)
 {
     if (skip[skip_off]) return; /* as circ_gram */
@@ -252,6 +284,7 @@ __kernel void circ_shifted_inverse(__global float *S, __global const float *alph
     for (uint l = 0; l < CI_MW; l++) al[l] = t0 + l < nb ? alpha[(t0 + l) / P] : 0.0f;
     const ci_w a = vload16(0, al);
     __global float *A = S + (size_t)q * CI_C * CI_C * 2 * CI_MW;
+    __global float *Mq = M + (size_t)q * CI_C * CI_C * 2 * CI_MW;
     for (uint i = 0; i < CI_C; i++) {
         for (uint k = 0; k < i; k++) {
             vstore16(a * vload16(0, CI_RE(i, k)), 0, CI_RE(i, k));
@@ -329,18 +362,19 @@ __kernel void circ_shifted_inverse(__global float *S, __global const float *alph
                 sr = fma(ar, br, fma(ai, bi, sr));
                 si = fma(ai, br, fma(-ar, bi, si));
             }
-            float mr[CI_MW], mi[CI_MW];
-            vstore16(a * sr, 0, mr);
-            vstore16(c == r ? (ci_w)(0.0f) : a * si, 0, mi);
-            for (uint l = 0; l < CI_MW && t0 + l < nb; l++) {
-                __global float2 *Mt = M + (size_t)(t0 + l) * CI_C * CI_C;
-                Mt[r * CI_C + c] = (float2)(mr[l], mi[l]);
-                Mt[c * CI_C + r] = (float2)(mr[l], -mi[l]);
+            const ci_w mr = a * sr, mi = c == r ? (ci_w)(0.0f) : a * si;
+            vstore16(mr, 0, CI_MRE(r, c));
+            vstore16(mi, 0, CI_MIM(r, c));
+            if (c != r) {
+                vstore16(mr, 0, CI_MRE(c, r));
+                vstore16(-mi, 0, CI_MIM(c, r));
             }
         }
 }
 #undef CI_RE
 #undef CI_IM
+#undef CI_MRE
+#undef CI_MIM
 
 /* ---- application: 16 samples per vector (float16 lanes of Vt, one zmm) ---------------------------
  * Per frequency bin the application is a small complex GEMM: rows of a C x C matrix times the C-vectors
@@ -349,17 +383,25 @@ __kernel void circ_shifted_inverse(__global float *S, __global const float *alph
  * resident) and broadcasts the matrix entries (contiguous rows). The matrices are Hermitian, so
  * M^H v = M v is taken row by row. mp is a multiple of 16 (the host pads). */
 #define CI_WW 16
+/* Operators in batch lanes (as circ_shifted_inverse writes them): matrix t = j P + p in block t / 16,
+ * lane t % 16; entry (r, k) real part at CI_OS (r C + k) from the matrix's base, imaginary part CI_MW later */
+#define CI_OS (2 * CI_MW)
+#define CI_OP(m, e) ((float2)((m)[(size_t)(e) * CI_OS], (m)[(size_t)(e) * CI_OS + CI_MW]))
+static inline const __global float *ci_op(const __global float *ops, const size_t t)
+{
+    return ops + (t / CI_MW) * CI_C * CI_C * CI_OS + t % CI_MW;
+}
 
 /* (cXr, cXi), X = 0..3 = rows r..r+3 of M times the 16 samples at pb (lane layout, row stride 2 mp). */
 #define CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Mp, r, pb, mp)                  \
     {                                                                                    \
         c0r = c0i = c1r = c1i = c2r = c2i = c3r = c3i = (ci_w)(0.0f);                    \
-        const __global float2 *m0_ = (Mp) + (r) * CI_C;                                  \
+        const __global float *m0_ = (Mp) + (r) * CI_C * CI_OS;                           \
         for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
             const ci_w xr_ = vload16(0, (pb) + (size_t)k_ * 2 * (mp)),                   \
                        xi_ = vload16(0, (pb) + ((size_t)k_ * 2 + 1) * (mp));             \
-            const float2 a0_ = m0_[k_], a1_ = m0_[CI_C + k_], a2_ = m0_[2 * CI_C + k_],  \
-                         a3_ = m0_[3 * CI_C + k_];                                       \
+            const float2 a0_ = CI_OP(m0_, k_), a1_ = CI_OP(m0_, CI_C + k_),               \
+                         a2_ = CI_OP(m0_, 2 * CI_C + k_), a3_ = CI_OP(m0_, 3 * CI_C + k_); \
             c0r = fma((ci_w)(a0_.x), xr_, fma((ci_w)(-a0_.y), xi_, c0r));                \
             c0i = fma((ci_w)(a0_.x), xi_, fma((ci_w)(a0_.y), xr_, c0i));                 \
             c1r = fma((ci_w)(a1_.x), xr_, fma((ci_w)(-a1_.y), xi_, c1r));                \
@@ -375,53 +417,131 @@ __kernel void circ_shifted_inverse(__global float *S, __global const float *alph
 #define CI_TILE1(cr, ci, Mp, r, pb, mp)                                                  \
     {                                                                                    \
         cr = ci = (ci_w)(0.0f);                                                          \
-        const __global float2 *m0_ = (Mp) + (r) * CI_C;                                  \
+        const __global float *m0_ = (Mp) + (r) * CI_C * CI_OS;                           \
         for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
             const ci_w xr_ = vload16(0, (pb) + (size_t)k_ * 2 * (mp)),                   \
                        xi_ = vload16(0, (pb) + ((size_t)k_ * 2 + 1) * (mp));             \
-            const float2 a_ = m0_[k_];                                                   \
+            const float2 a_ = CI_OP(m0_, k_);                                            \
             cr = fma((ci_w)(a_.x), xr_, fma((ci_w)(-a_.y), xi_, cr));                    \
             ci = fma((ci_w)(a_.x), xi_, fma((ci_w)(a_.y), xr_, ci));                     \
         }                                                                                \
     }
 
-/* Partial norms: part[(ch K + j) mp + l] = sum over the bins p of chunk ch of w_p |C_{j,p}^H v_l(p)|^2;
- * work-item (j, chunk of bins), looping over all blocks of 16 lanes so that the chunk's matrices, read
- * once from memory, are reused from cache by every block (streaming them once per block made the 2-D
- * case memory-bound). circ_softmax adds the chunks. */
-__kernel void circ_norms(__global const float *Vt, __global const float2 *ops, __global float *part, const uint mp,
-                         const uint P, const uint W, const uint Wh, const uint K, const uint pchunk)
+/* ---- class norms as quadratic forms --------------------------------------------------------------
+ * n_j^2 = sum_p w_p |C_{j,p} v(p)|^2 = sum_p w_p v(p)^H Q_{j,p} v(p) with Q = C^H C = C^2 (C Hermitian):
+ * = sum_p sum_i Q'_ii |v_i|^2 + sum_{i>k} Re(Q'_ik conj(v_i) v_k), Q' = w_p Q on the diagonal and 2 w_p Q
+ * below it. The sample features conj(v_i) v_k (4 FMAs per pair and 16 lanes) are shared by a group of five
+ * classes (2 FMAs per pair, class and 16 lanes): < 3 FMAs per class and pair against 8 for the product C v.
+ * Rounding: |Q| ~ alpha^2 where |C v| may be much smaller (a sample in its class's strong directions), so a
+ * quadratic form can cancel; tests/test_circulant.c (device_norms_cancellation) checks the memberships in
+ * that regime against the double reference, and perf/RESULTS.md has the study. */
+
+/* Q'_t (lower triangle incl. the real diagonal; the same 16-lane layout as the operators) for the class
+ * operators t = j P + p < nc = K P; work-item = block of 16 matrices. Q[r][c] = sum_k C[r][k] C[k][c]. */
+__kernel void circ_op_square(__global const float *ops, __global float *sq, const uint nc, const uint P,
+                             const uint W, const uint Wh)
 {
-    const uint gid = get_global_id(0), j = gid % K, ch = gid / K, p0 = ch * pchunk;
-    if (j >= K || p0 >= P) return;
-    const uint p1 = min(P, p0 + pchunk);
-    for (uint b0 = 0; b0 < mp; b0 += CI_WW) {
-        ci_w acc = (ci_w)(0.0f);
-        for (uint p = p0; p < p1; p++) {
-            const __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
-            const __global float2 *Mp = ops + ((size_t)j * P + p) * CI_C * CI_C;
-            ci_w s = (ci_w)(0.0f);
-            uint r = 0;
-            for (; r + 4 <= CI_C; r += 4) {
-                ci_w c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i;
-                CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Mp, r, pb, mp)
-                s = fma(c0r, c0r, fma(c0i, c0i, s));
-                s = fma(c1r, c1r, fma(c1i, c1i, s));
-                s = fma(c2r, c2r, fma(c2i, c2i, s));
-                s = fma(c3r, c3r, fma(c3i, c3i, s));
+    const uint q = get_global_id(0);
+    if ((size_t)q * CI_MW >= nc) return;
+    const __global float *A = ops + (size_t)q * CI_C * CI_C * CI_OS;
+    __global float *Q = sq + (size_t)q * CI_C * CI_C * CI_OS;
+    float wl[CI_MW];
+    for (uint l = 0; l < CI_MW; l++) wl[l] = ci_weight((q * CI_MW + l) % P, W, Wh);
+    const ci_w wp = vload16(0, wl);
+#define CI_AR(i, k) vload16(0, A + ((size_t)(i) * CI_C + (k)) * CI_OS)
+#define CI_AI(i, k) vload16(0, A + ((size_t)(i) * CI_C + (k)) * CI_OS + CI_MW)
+    for (uint r = 0; r < CI_C; r++)
+        for (uint c0 = 0; c0 <= r; c0 += 4) { /* four columns per pass: row r's entries loaded once for four */
+            const uint c1 = min(c0 + 1, r), c2 = min(c0 + 2, r), c3 = min(c0 + 3, r);
+            ci_w s0r = (ci_w)(0.0f), s0i = s0r, s1r = s0r, s1i = s0r, s2r = s0r, s2i = s0r, s3r = s0r, s3i = s0r;
+            for (uint k = 0; k < CI_C; k++) {
+                const ci_w ar = CI_AR(r, k), ai = CI_AI(r, k);
+                ci_w br, bi;
+#define CI_SQACC(sr, si, c)                                                                      \
+    br = CI_AR(k, c);                                                                            \
+    bi = CI_AI(k, c);                                                                            \
+    sr = fma(ar, br, fma(-ai, bi, sr));                                                          \
+    si = fma(ar, bi, fma(ai, br, si));
+                CI_SQACC(s0r, s0i, c0)
+                CI_SQACC(s1r, s1i, c1)
+                CI_SQACC(s2r, s2i, c2)
+                CI_SQACC(s3r, s3i, c3)
+#undef CI_SQACC
             }
-            for (; r < CI_C; r++) {
-                ci_w cr, ci;
-                CI_TILE1(cr, ci, Mp, r, pb, mp)
-                s = fma(cr, cr, fma(ci, ci, s));
-            }
-            acc = fma((ci_w)(ci_weight(p, W, Wh)), s, acc);
-        }
-        vstore16(acc, 0, part + ((size_t)ch * K + j) * mp + b0);
+#define CI_SQOUT(sr, si, c)                                                                      \
+    {                                                                                            \
+        const ci_w f_ = (c) == r ? wp : 2.0f * wp;                                               \
+        vstore16(f_ * (sr), 0, Q + ((size_t)r * CI_C + (c)) * CI_OS);                            \
+        vstore16((c) == r ? (ci_w)(0.0f) : f_ * (si), 0, Q + ((size_t)r * CI_C + (c)) * CI_OS + CI_MW); \
     }
+            CI_SQOUT(s0r, s0i, c0)
+            if (c0 + 1 <= r) CI_SQOUT(s1r, s1i, c0 + 1)
+            if (c0 + 2 <= r) CI_SQOUT(s2r, s2i, c0 + 2)
+            if (c0 + 3 <= r) CI_SQOUT(s3r, s3i, c0 + 3)
+#undef CI_SQOUT
+        }
+#undef CI_AR
+#undef CI_AI
 }
 
-/* Per lane: n_j = max(|c_j|, 1e-8) from the nch chunks of circ_norms (added in chunk order) into
+/* Partial norms: part[(ch K + j) mp + l] = sum over the bins p of chunk ch of v_l(p)^H Q'_{j,p} v_l(p);
+ * work-item (group of CI_NG classes g, chunk of bins ch), looping over all blocks of 16 lanes (the chunk's Q'
+ * are read from memory once and reused from cache). Two accumulators per class (the Re Q Re f and Im Q Im f
+ * products) keep the FMA chains independent. circ_softmax adds the chunks. */
+#define CI_NG 5
+__kernel void circ_norms_q(__global const float *Vt, __global const float *sq, __global float *part, const uint mp,
+                           const uint P, const uint K, const uint pchunk)
+{
+    const uint ng = (K + CI_NG - 1) / CI_NG, gid = get_global_id(0), g = gid % ng, ch = gid / ng, p0 = ch * pchunk;
+    if (p0 >= P) return;
+    const uint p1 = min(P, p0 + pchunk), j0 = CI_NG * g;
+    const uint ja = j0, jb = min(j0 + 1, K - 1), jc = min(j0 + 2, K - 1), jd = min(j0 + 3, K - 1),
+               je = min(j0 + 4, K - 1);
+    for (uint b0 = 0; b0 < mp; b0 += CI_WW) {
+        ci_w a0 = (ci_w)(0.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, b0_ = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0;
+        for (uint p = p0; p < p1; p++) {
+            const __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + b0;
+            const __global float *Q0 = ci_op(sq, (size_t)ja * P + p), *Q1 = ci_op(sq, (size_t)jb * P + p),
+                                 *Q2 = ci_op(sq, (size_t)jc * P + p), *Q3 = ci_op(sq, (size_t)jd * P + p),
+                                 *Q4 = ci_op(sq, (size_t)je * P + p);
+            for (uint i = 0; i < CI_C; i++) {
+                const ci_w xr = vload16(0, pb + (size_t)i * 2 * mp), xi = vload16(0, pb + ((size_t)i * 2 + 1) * mp);
+                const size_t ri = (size_t)i * CI_C * CI_OS;
+                for (uint k = 0; k < i; k++) {
+                    const ci_w yr = vload16(0, pb + (size_t)k * 2 * mp), yi = vload16(0, pb + ((size_t)k * 2 + 1) * mp);
+                    const ci_w fr = fma(xr, yr, xi * yi), fi = fma(xr, yi, -(xi * yr)); /* conj(v_i) v_k */
+                    const size_t e = ri + (size_t)k * CI_OS;
+                    a0 = fma((ci_w)(Q0[e]), fr, a0);
+                    b0_ = fma((ci_w)(Q0[e + CI_MW]), fi, b0_);
+                    a1 = fma((ci_w)(Q1[e]), fr, a1);
+                    b1 = fma((ci_w)(Q1[e + CI_MW]), fi, b1);
+                    a2 = fma((ci_w)(Q2[e]), fr, a2);
+                    b2 = fma((ci_w)(Q2[e + CI_MW]), fi, b2);
+                    a3 = fma((ci_w)(Q3[e]), fr, a3);
+                    b3 = fma((ci_w)(Q3[e + CI_MW]), fi, b3);
+                    a4 = fma((ci_w)(Q4[e]), fr, a4);
+                    b4 = fma((ci_w)(Q4[e + CI_MW]), fi, b4);
+                }
+                const ci_w d = fma(xr, xr, xi * xi);
+                const size_t e = ri + (size_t)i * CI_OS;
+                a0 = fma((ci_w)(Q0[e]), d, a0);
+                a1 = fma((ci_w)(Q1[e]), d, a1);
+                a2 = fma((ci_w)(Q2[e]), d, a2);
+                a3 = fma((ci_w)(Q3[e]), d, a3);
+                a4 = fma((ci_w)(Q4[e]), d, a4);
+            }
+        }
+        __global float *o = part + ((size_t)ch * K + j0) * mp + b0; /* Re(Q f) = Re Q Re f - Im Q Im f */
+        vstore16(a0 - b0_, 0, o);
+        if (j0 + 1 < K) vstore16(a1 - b1, 0, o + mp);
+        if (j0 + 2 < K) vstore16(a2 - b2, 0, o + 2 * (size_t)mp);
+        if (j0 + 3 < K) vstore16(a3 - b3, 0, o + 3 * (size_t)mp);
+        if (j0 + 4 < K) vstore16(a4 - b4, 0, o + 4 * (size_t)mp);
+    }
+}
+#undef CI_NG
+
+/* Per lane: n_j = max(|c_j|, 1e-8) from the nch chunks of circ_norms_q (added in chunk order) into
  * nrm (mp, K), pi = softmax(-lambda n) (max-subtracted; argmax ties to the lowest class) into pi (mp, K)
  * and yhat, and the update's coefficients coef (K, mp) = gamma_j pi_j (0 on padding lanes, valid[b] < 0). */
 __kernel void circ_softmax(__global const float *part, __global float *nrm, __global const float *gamma,
@@ -434,7 +554,7 @@ __kernel void circ_softmax(__global const float *part, __global float *nrm, __gl
     for (uint j = 0; j < K; j++) {
         float t = 0.0f;
         for (uint c = 0; c < nch; c++) t += part[((size_t)c * K + j) * mp + b];
-        n[j] = fmax(sqrt(t), 1e-8f);
+        n[j] = fmax(sqrt(fmax(t, 0.0f)), 1e-8f); /* a quadratic form may round below 0 */
     }
     __global float *pb = pi + (size_t)b * K;
     float mx = -lambda * n[0];
@@ -461,7 +581,7 @@ __kernel void circ_softmax(__global const float *part, __global float *nrm, __gl
  * from Vt into Vo (a second buffer: the tile's rows need all of v), and the chunk's weighted |u|^2 per
  * lane into part (nch, mp). Classes whose coefficient is 0 in all 16 lanes of a block (exp underflow)
  * contribute exactly 0 and are skipped. */
-__kernel void circ_update(__global const float *Vt, __global float *Vo, __global const float2 *ops,
+__kernel void circ_update(__global const float *Vt, __global float *Vo, __global const float *ops,
                           __global const float *coef, __global float *part, const float eta, const uint mp,
                           const uint P, const uint W, const uint Wh, const uint K, const uint pchunk)
 {
@@ -475,7 +595,7 @@ __kernel void circ_update(__global const float *Vt, __global float *Vo, __global
             const size_t off = (size_t)p * CI_C * 2 * mp + b0;
             const __global float *pb = Vt + off;
             __global float *ob = Vo + off;
-            const __global float2 *Ep = ops + ((size_t)K * P + p) * CI_C * CI_C;
+            const __global float *Ep = ci_op(ops, (size_t)K * P + p);
             ci_w s = (ci_w)(0.0f);
             uint r = 0;
             for (; r + 4 <= CI_C; r += 4) {
@@ -484,7 +604,7 @@ __kernel void circ_update(__global const float *Vt, __global float *Vo, __global
                 for (uint j = 0; j < K; j++) {
                     const ci_w cf = vload16(0, coef + (size_t)j * mp + b0);
                     if (all(cf == (ci_w)(0.0f))) continue;
-                    const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+                    const __global float *Cp = ci_op(ops, (size_t)j * P + p);
                     ci_w c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i;
                     CI_TILE4(c0r, c0i, c1r, c1i, c2r, c2i, c3r, c3i, Cp, r, pb, mp)
                     g0r = fma(-cf, c0r, g0r);
@@ -515,7 +635,7 @@ __kernel void circ_update(__global const float *Vt, __global float *Vo, __global
                 for (uint j = 0; j < K; j++) {
                     const ci_w cf = vload16(0, coef + (size_t)j * mp + b0);
                     if (all(cf == (ci_w)(0.0f))) continue;
-                    const __global float2 *Cp = ops + ((size_t)j * P + p) * CI_C * CI_C;
+                    const __global float *Cp = ci_op(ops, (size_t)j * P + p);
                     ci_w cr, ci;
                     CI_TILE1(cr, ci, Cp, r, pb, mp)
                     gr = fma(-cf, cr, gr);

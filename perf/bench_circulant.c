@@ -10,6 +10,11 @@
  *                                           then "construct SECONDS": the best 1-layer fit minus the best
  *                                           1-layer apply (max(N, 5) runs each): the per-frequency
  *                                           construction + the logged objective
+ *                                           --every-layer: a (no-op) progress callback, so that the fit
+ *                                           computes the logged objective of every layer as the NumPy peer
+ *                                           does (without it, a layer whose predictions are all right takes
+ *                                           the objective from the next layer's construction) and reads it
+ *                                           back layer by layer
  *   bench_circulant --size C T [--layers L] [--reps N]
  *                                           as --case for a 1-D problem of C channels and length T
  *                                           (same m, K; the curve of the plot)
@@ -109,6 +114,12 @@ static int write_data(const char *dir)
     return 0;
 }
 
+static void progress_noop(int layer, double dR, double R, double Rc, void *user)
+{
+    (void)layer, (void)dR, (void)R, (void)Rc, (void)user;
+}
+static int every_layer; /* --every-layer */
+
 static int run_case(const bcase *c, int layers, int reps)
 {
     wbcl_context *ctx;
@@ -138,13 +149,19 @@ static int run_case(const bcase *c, int layers, int reps)
     p.layers = layers;
     for (int r = 0; r < reps; r++) {
         double t0 = now_s();
-        if (wbcl_circulant_fit(ctx, tX, NULL, y, K_CLASSES, &p, NULL, NULL, NULL, &net)) goto fail;
+        if (wbcl_circulant_fit(ctx, tX, NULL, y, K_CLASSES, &p, every_layer ? progress_noop : NULL, NULL, NULL,
+                               &net))
+            goto fail;
         double t = now_s() - t0, dR;
         wbcl_circulant_history(net, layers - 1, &dR, NULL, NULL);
         printf("wbcl %.6f %.6f\n", t / layers, dR);
         fflush(stdout);
         wbcl_circulant_destroy(net);
         net = NULL;
+    }
+    if (every_layer) { /* the construction figure below is taken without the callback */
+        rc = 0;
+        goto fail;
     }
     /* the construction alone (per-frequency Gram matrices, Cholesky, E_p and C_{j,p}, plus the logged
      * objective): the best 1-layer fit minus the best 1-layer apply of the same network (apply = enter,
@@ -259,6 +276,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--case") && i + 1 < argc) which = argv[++i];
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--every-layer")) every_layer = 1;
         else if (!strcmp(argv[i], "--dense") && i + 2 < argc) {
             dC = (size_t)atol(argv[++i]);
             dT = (size_t)atol(argv[++i]);

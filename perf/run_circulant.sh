@@ -10,6 +10,9 @@
 #   PYTHON=/path/to/python-with-numpy (default python3) runs the NumPy peer; WBCL_DEVICE selects the device.
 # Cases: 1d  m = 100 (10 classes x 10), C = 20, T = 200 | 2d  m = 100, C = 16, 28 x 28; K = 10, L = 5 layers
 # per timed fit (construction + application + the logged objective per layer), eta .5, eps2 .1, lambda 500.
+# Each round also times wbcl with --every-layer: the objective computed for every layer as the NumPy peer
+# does (by default wbcl takes a layer's objective from the next layer's construction when every prediction
+# is right: the same matrices) and read back per layer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -29,11 +32,12 @@ L=5
 echo "device: $("$bench" --device-info)"
 echo "peer:   $("$py" -c 'import numpy, sys; print("NumPy", numpy.__version__, "Python", sys.version.split()[0])')"
 echo "host:   $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "rounds: $rounds (interleaved wbcl / numpy), $L layers per fit"
+echo "rounds: $rounds (interleaved wbcl / numpy / wbcl --every-layer), $L layers per fit"
 for c in 1d 2d; do
   for r in $(seq "$rounds"); do
     "$bench" --case "$c" --layers "$L" --reps 1 2>/dev/null >>"$tmp/$c.wbcl"
     "$py" "$peer" --x "$tmp/${c}_x.npy" --y "$tmp/${c}_y.npy" --layers "$L" --reps 1 >>"$tmp/$c.numpy"
+    "$bench" --case "$c" --layers "$L" --reps 1 --every-layer 2>/dev/null >>"$tmp/$c.every"
   done
 done
 # scaling: C = 20, T = 10 .. 100 (n = T C = 200 .. 2000), dense and wbcl; T = 200 (n = 4000) wbcl only
@@ -49,17 +53,19 @@ tmp = sys.argv[1]
 def rows(path):
     return [l.split() for l in open(path) if l.strip()]
 print()
-print("| case | wbcl median per layer | NumPy (float32) median per layer | NumPy / wbcl | final dR wbcl / NumPy |")
-print("| --- | --- | --- | --- | --- |")
+print("| case | wbcl median per layer | NumPy (float32) median per layer | NumPy / wbcl | final dR wbcl / NumPy "
+      "| wbcl, objective of every layer | NumPy / that |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
 desc = {"1d": "1-D: m=100, C=20, T=200, K=10", "2d": "2-D: m=100, C=16, 28x28, K=10"}
 for c in ("1d", "2d"):
     w = [r for r in rows(f"{tmp}/{c}.wbcl") if r[0] == "wbcl"]
     n = rows(f"{tmp}/{c}.numpy")
     tw = [float(r[1]) for r in w]
     tn = [float(r[1]) for r in n]
-    mw, mn = statistics.median(tw), statistics.median(tn)
+    te = [float(r[1]) for r in rows(f"{tmp}/{c}.every") if r[0] == "wbcl"]
+    mw, mn, me = statistics.median(tw), statistics.median(tn), statistics.median(te)
     print(f"| {desc[c]} | {1e3 * mw:.1f} ms | {1e3 * mn:.1f} ms | **{mn / mw:.1f}x** (min {min(tn) / max(tw):.1f}x, "
-          f"max {max(tn) / min(tw):.1f}x) | {w[-1][2]} / {n[-1][2]} |")
+          f"max {max(tn) / min(tw):.1f}x) | {w[-1][2]} / {n[-1][2]} | {1e3 * me:.1f} ms | {mn / me:.1f}x |")
 cons = {c: statistics.median(float(r[1]) for r in rows(f"{tmp}/{c}.wbcl") if r[0] == "construct") for c in ("1d", "2d")}
 print(f"\nwbcl construction alone (per-frequency Gram + Cholesky + E_p, C_jp + objective; best 1-layer fit minus "
       f"1-layer apply, median over the rounds): 1-D {1e3 * cons['1d']:.1f} ms, 2-D {1e3 * cons['2d']:.1f} ms")

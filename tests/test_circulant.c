@@ -497,6 +497,20 @@ START_TEST(device_vs_reference)
                 Er[(ph * Wh + pw) * C * C * 2 + i] = ops[(L - 1) * nops + ((K * N + ph * W + pw) * C * C) * 2 + i];
             }
     assert_normwise(Ef, Er, P * C * C * 2, 1e-4, "E_p of the last layer");
+    /* C_{j,p} of the last layer, every class (the device keeps the operators in 16-lane blocks that span
+     * classes; read_layer converts to (K, P, C, C)): same tolerance and reasoning as E_p */
+    float *Cd = malloc(K * P * C * C * 2 * sizeof *Cd);
+    double *Cr = malloc(K * P * C * C * 2 * sizeof *Cr);
+    ck_assert_int_eq(wbcl_circulant_read_layer(ctx, net, L - 1, NULL, Cd, NULL), WBCL_SUCCESS);
+    for (size_t j = 0; j < K; j++)
+        for (size_t ph = 0; ph < H; ph++)
+            for (size_t pw = 0; pw < Wh; pw++)
+                for (size_t i = 0; i < C * C * 2; i++)
+                    Cr[((j * P + ph * Wh + pw) * C * C) * 2 + i] =
+                        ops[(L - 1) * nops + ((j * N + ph * W + pw) * C * C) * 2 + i];
+    assert_normwise(Cd, Cr, K * P * C * C * 2, 1e-4, "C_{j,p} of the last layer");
+    free(Cd);
+    free(Cr);
     tu_guarded_free(Zh);
     free(E);
     free(Ef);
@@ -1265,6 +1279,99 @@ START_TEST(fft_two_contexts)
 }
 END_TEST
 
+/* The class norms ||C_{j,p} v|| in the regime where a sample lies in its class's strong directions: every
+ * class's samples are cyclic shifts of one template (per bin the class spectra are collinear, S_{j,p} of
+ * rank 1) plus 1e-4 noise, the two templates differ by 3%, eps2 = 1e-3 (alpha = C / (n_j eps2) = 1000), so
+ * the own-class norm is a small fraction of alpha |v| — where a quadratic form v^H C^2 v would cancel
+ * (rounding ~ eps alpha^2 |v|^2 against the float32 product's ~ eps alpha |v|). lambda is set from the
+ * reference norm gaps (lambda |n_0 - n_1| = 1 for the median sample), so the memberships are not
+ * saturated and carry the norms' errors: d pi <= pi (1 - pi) lambda |d n_0 - d n_1|. The reference applies
+ * the device's own operators in double (conjugate-symmetric completion of the stored bins), so only the
+ * application's rounding is measured. Tolerance 1e-4 on pi: the float32 entering (normalization, FFT) and
+ * products give |dn| ~ 1e-6 relative to the gap here; 1e-4 leaves a factor ~100, and a cancellation of
+ * eps alpha^2 / n_0 would exceed it. */
+static void ops_full_spectrum(const float *Ed, const float *Cd, size_t K, size_t C, size_t W, double *ops)
+{
+    const size_t P = W / 2 + 1, CC = C * C;
+    for (size_t j = 0; j <= K; j++)
+        for (size_t p = 0; p < W; p++) {
+            const size_t q = p < P ? p : W - p; /* stored twin: conj */
+            const float *src = j < K ? Cd + (j * P + q) * CC * 2 : Ed + q * CC * 2;
+            double *dst = ops + (j * W + p) * CC * 2;
+            for (size_t e = 0; e < CC; e++) {
+                dst[2 * e] = src[2 * e];
+                dst[2 * e + 1] = p < P ? src[2 * e + 1] : -src[2 * e + 1];
+            }
+        }
+}
+
+START_TEST(device_norms_cancellation)
+{
+    const size_t m = 8, C = 4, T = 16, K = 2, per = 4, CC = C * C, P = T / 2 + 1;
+    double X[8 * 4 * 16], tpl[2][4 * 16];
+    int y[8];
+    tu_rng r;
+    tu_rng_seed(&r, 4242);
+    for (size_t k = 0; k < K; k++)
+        for (size_t c = 0; c < C; c++)
+            for (size_t t = 0; t < T; t++)
+                tpl[k][c * T + t] = sin(6.283185307179586 * ((double)(1 + c) * (double)t / (double)T + 0.1 * (double)c)) +
+                                    (k ? 0.03 * cos(6.283185307179586 * (double)(2 + c) * (double)t / (double)T) : 0.0);
+    for (size_t b = 0; b < m; b++) {
+        const size_t k = b / per, sh = (3 * b) % T;
+        y[b] = (int)k;
+        for (size_t c = 0; c < C; c++)
+            for (size_t t = 0; t < T; t++) X[(b * C + c) * T + t] = tpl[k][c * T + (t + sh) % T] + 1e-4 * tu_normal(&r);
+    }
+    wbcl_context *ctx = tu_context();
+    const size_t sx[3] = {m, C, T};
+    wbcl_tensor *Xd = upload_d(ctx, 3, sx, X), *Zd = empty_t(ctx, 3, sx);
+    float *Ed = malloc(P * CC * 2 * sizeof *Ed), *Cd = malloc(K * P * CC * 2 * sizeof *Cd), gam[2], pid[16];
+    double *ops = malloc((K + 1) * T * CC * 2 * sizeof *ops), gd[2], pir[16], Z[8 * 4 * 16];
+    int yh[8];
+    double lam = 1.0;
+    for (int pass = 0; pass < 2; pass++) { /* pass 0: lambda = 1 to read the norm gaps; pass 1: the test */
+        wbcl_circulant_params p = cparams(1, (float)lam);
+        p.eps2 = 1e-3f;
+        wbcl_circulant *net = dfit(ctx, Xd, NULL, y, (int)K, &p, NULL);
+        ck_assert_int_eq(wbcl_circulant_read_layer(ctx, net, 0, Ed, Cd, gam), WBCL_SUCCESS);
+        ops_full_spectrum(Ed, Cd, K, C, T, ops);
+        gd[0] = gam[0], gd[1] = gam[1];
+        memcpy(Z, X, sizeof Z);
+        ck_assert_int_eq(wbcl_ref_circ_forward(m, C, 1, T, K, 1, ops, gd, p.eta, p.lambda, Z, yh, pir), 0);
+        if (pass == 0) {
+            double gap[8];
+            for (size_t b = 0; b < m; b++) gap[b] = fabs(log(pir[2 * b] / pir[2 * b + 1])); /* |n_1 - n_0| */
+            for (size_t i = 1; i < m; i++) /* insertion sort: median */
+                for (size_t j = i; j > 0 && gap[j] < gap[j - 1]; j--) {
+                    double t = gap[j];
+                    gap[j] = gap[j - 1];
+                    gap[j - 1] = t;
+                }
+            ck_assert_msg(gap[m / 2] > 0.0 && isfinite(gap[m / 2]), "norm gap %g", gap[m / 2]);
+            lam = 1.0 / gap[m / 2];
+        } else {
+            ck_assert_int_eq(wbcl_circulant_apply(ctx, net, Xd, Zd, NULL, pid), WBCL_SUCCESS);
+            double worst = 0.0, mid = 0.0;
+            for (size_t i = 0; i < m * K; i++) {
+                worst = fmax(worst, fabs(pid[i] - pir[i]));
+                mid = fmax(mid, fmin(pir[i], 1.0 - pir[i]));
+            }
+            ck_assert_msg(mid > 0.05, "memberships saturated (max min(pi, 1 - pi) = %g): the test measures nothing", mid);
+            ck_assert_msg(worst <= 1e-4, "memberships differ from the reference by %.3g (lambda %.4g)", worst, lam);
+            fprintf(stderr, "norms_cancellation: lambda %.4g, max |d pi| %.3g, max min(pi, 1-pi) %.3g\n", lam, worst, mid);
+        }
+        wbcl_circulant_destroy(net);
+    }
+    free(Ed);
+    free(Cd);
+    free(ops);
+    wbcl_tensor_destroy(Xd);
+    wbcl_tensor_destroy(Zd);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 /* DEVICE_TESTS */
 
 static Suite *circulant_suite(void)
@@ -1281,6 +1388,7 @@ static Suite *circulant_suite(void)
     tcase_add_test(tc, device_golden_1d);
     tcase_add_loop_test(tc, device_vs_reference, 0, (int)(sizeof dev_cases / sizeof dev_cases[0]));
     tcase_add_loop_test(tc, device_vs_dense, 0, (int)(sizeof dense_cases / sizeof dense_cases[0]));
+    tcase_add_test(tc, device_norms_cancellation);
     suite_add_tcase(s, tc);
     tc = tcase_create("properties");
     tcase_set_timeout(tc, 600);

@@ -6,7 +6,7 @@
  * normalization (circ_spec_normalize, with the non-finite check), then the
  * lane layout (circ_to_lanes; in fit the samples are grouped class by class,
  * padded at the end to 16 lanes). Per layer of fit: circ_gram (true labels)
- * -> circ_shifted_inverse (E_p, C_{j,p}) -> circ_norms -> circ_update ->
+ * -> circ_shifted_inverse (E_p, C_{j,p}) -> circ_op_square -> circ_norms_q -> circ_softmax -> circ_update ->
  * objective on the output grouped by yhat (circ_groups, circ_gram,
  * circ_shifted_inverse without inverse; the log-determinants are summed in
  * double on the host).
@@ -33,7 +33,7 @@ struct wbcl_circulant {
     int dims, K, L;
     size_t C, H, W, P;
     wbcl_circulant_params params;
-    cl_mem *ops;   /* L buffers of (K+1) P C C float2 */
+    cl_mem *ops;   /* L buffers of the (K+1) P operators C x C in blocks of 16 lanes (ops_bytes) */
     cl_mem *gam;   /* L buffers of K floats            */
     float *gamma;  /* (L, K) host copy                 */
     double *hist;  /* (L, 3) or NULL                   */
@@ -209,6 +209,14 @@ static wbcl_status check_labels(wbcl_context *ctx, const char *op, const int *la
     return WBCL_SUCCESS;
 }
 
+/* The device keeps a layer's (K+1) P operators like the Gram matrices (cl/circulant.cl): matrix t = j P + p
+ * in block t / OPS_MW, lane t % OPS_MW; entry (r, c) real part at OPS_AT(t, r, c), imaginary part OPS_MW
+ * floats later. Files and wbcl_circulant_read_layer use (K+1, P, C, C) complex row-major. */
+#define OPS_MW 16
+#define OPS_AT(t, r, c, C) ((((t) / OPS_MW * (C) + (r)) * (C) + (c)) * 2 * OPS_MW + (t) % OPS_MW)
+
+static size_t ops_floats(size_t nb, size_t C) { return (nb + OPS_MW - 1) / OPS_MW * OPS_MW * C * C * 2; }
+
 /* ---- workspace ------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -221,8 +229,9 @@ typedef struct {
     cl_mem coef;   /* (K, mp) floats: gamma_j pi_j per lane                   */
     cl_mem part;   /* (nch, mp) floats: per chunk of bins, |u|^2 per lane     */
     size_t pchunk, nch; /* circ_update / circ_scale: bins per chunk, chunks  */
-    cl_mem npart;  /* (nchn, K, mp) floats: circ_norms' partial sums per chunk of bins */
-    size_t pchn, nchn;  /* circ_norms: bins per chunk, chunks                */
+    cl_mem npart;  /* (nchn, K, mp) floats: circ_norms_q's partial sums per chunk of bins */
+    cl_mem sq;     /* the K P matrices Q'_{j,p} = w_p C_{j,p}^2 (circ_op_square), operator layout */
+    size_t pchn, nchn;  /* circ_norms_q: bins per chunk, chunks             */
     cl_mem mask;   /* (K+1, mp) floats: group membership over lanes (Gram kernel) */
     cl_mem lane;   /* m ints: the lane of each sample                          */
     cl_mem boff;   /* K+2 ints: per group, offsets into blocks                 */
@@ -251,7 +260,7 @@ typedef struct {
 
 static void ws_free(ws *w)
 {
-    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag, &w->Vt2, &w->coef, &w->part, &w->npart, &w->valid, &w->mask2, &w->boff2, &w->blocks2, &w->alpha2, &w->label, &w->zero};
+    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag, &w->Vt2, &w->coef, &w->part, &w->npart, &w->valid, &w->mask2, &w->boff2, &w->blocks2, &w->alpha2, &w->label, &w->zero, &w->sq};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
     free(w->info_h);
     free(w->ld_h);
@@ -292,11 +301,11 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
         for (size_t b = 0; b < g->m; b++) w->lane_h[b] = (int)b, w->sample_h[b] = (int)b;
     }
     const size_t nb = (K + 1) * g->P, CC = g->C * g->C;
-    /* chunks of bins: circ_update about 32 work-items (one per chunk), circ_norms about 48 (class x chunk) */
+    /* chunks of bins: circ_update about 32 work-items (one per chunk), circ_norms_q about 48 (5 classes x chunk) */
     w->nch = g->P < 32 ? g->P : 32;
     w->pchunk = (g->P + w->nch - 1) / w->nch;
     w->nch = (g->P + w->pchunk - 1) / w->pchunk;
-    w->nchn = (48 + K - 1) / K;
+    w->nchn = (48 + (K + 4) / 5 - 1) / ((K + 4) / 5); /* circ_norms_q: about 48 work-items (chunk, 5 classes) */
     if (w->nchn > g->P) w->nchn = g->P;
     w->pchn = (g->P + w->nchn - 1) / w->nchn;
     w->nchn = (g->P + w->pchn - 1) / w->pchn;
@@ -308,6 +317,7 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
         (st = wbcl__buffer(ctx, K * mp * sizeof(float), "update coefficients", &w->coef)) ||
         (st = wbcl__buffer(ctx, w->nch * mp * sizeof(float), "partial norms", &w->part)) ||
         (st = wbcl__buffer(ctx, w->nchn * K * mp * sizeof(float), "partial class norms", &w->npart)) ||
+        (st = wbcl__buffer(ctx, ops_floats(K * g->P, g->C) * sizeof(float), "squared class operators", &w->sq)) ||
         (st = wbcl__buffer(ctx, (K + 1) * w->mp * sizeof(float), "group masks", &w->mask)) ||
         (st = wbcl__buffer(ctx, g->m * sizeof(int), "lanes", &w->lane)) ||
         (st = wbcl__buffer(ctx, (K + 2) * sizeof(int), "group block offsets", &w->boff)) ||
@@ -428,14 +438,12 @@ static wbcl_status enter(wbcl_context *ctx, const char *op, ws *w, int normalize
     wbcl_kern *kt;
     if ((st = kern(ctx, g->C, "circ_to_lanes", &kt))) return st;
     cl_uint ump = (cl_uint)w->mp;
-    if ((st = fill_int(ctx, w->Vt, 0, w->mp * g->C * g->P * 2, "spectra (lanes)"))) return st; /* padding lanes */
     WBCL_ARG(ctx, kt, 0, w->V);
     WBCL_ARG(ctx, kt, 1, w->Vt);
-    WBCL_ARG(ctx, kt, 2, w->lane);
-    WBCL_ARG(ctx, kt, 3, um);
-    WBCL_ARG(ctx, kt, 4, uP);
-    WBCL_ARG(ctx, kt, 5, ump);
-    return launch1(ctx, kt, g->m * g->C * g->P);
+    WBCL_ARG(ctx, kt, 2, w->valid); /* sample of each lane, -1: padding (written as 0) */
+    WBCL_ARG(ctx, kt, 3, uP);
+    WBCL_ARG(ctx, kt, 4, ump);
+    return launch1(ctx, kt, g->C * g->P);
 }
 
 /* V -> Z = real(normalize(IFFT(V))) into dst (V is overwritten). */
@@ -463,7 +471,8 @@ static wbcl_status leave(wbcl_context *ctx, ws *w, cl_mem dst)
     return launch1(ctx, k, g->m);
 }
 
-/* Per-group Gram matrices S of the spectra for the groups (mask, boff, blocks) (group K: every sample). */
+/* Per-group Gram matrices S of the spectra for the groups (mask, boff, blocks) j < K, which must partition
+ * the samples: group K (every sample) is computed as their sum. */
 static wbcl_status enq_gram(wbcl_context *ctx, ws *w, cl_mem mask, cl_mem boff, cl_mem blocks, cl_mem skip,
                             size_t skip_off)
 {
@@ -483,7 +492,7 @@ static wbcl_status enq_gram(wbcl_context *ctx, ws *w, cl_mem mask, cl_mem boff, 
     cl_uint uso = (cl_uint)skip_off;
     WBCL_ARG(ctx, k, 8, skip);
     WBCL_ARG(ctx, k, 9, uso);
-    return launch1(ctx, k, (w->K + 1) * g->P * g->C);
+    return launch1(ctx, k, g->P * g->C); /* (bin, row): all K classes, then group K as their sum */
 }
 
 /* Groups from host labels into w->mask, w->boff, w->blocks. */
@@ -652,14 +661,14 @@ done:
     return st;
 }
 
-/* One layer's application to the spectra w->Vt with operators ops and gamma (device): circ_norms ->
+/* One layer's application to the spectra w->Vt with operators ops and gamma (device): circ_op_square -> circ_norms_q ->
  * circ_softmax -> circ_update (into w->Vt2) -> circ_scale, then Vt and Vt2 trade places. */
 static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam, const wbcl_circulant_params *p)
 {
     const geom *g = &w->g;
-    wbcl_kern *kn, *ks, *ku, *kc;
+    wbcl_kern *ks, *ku, *kc;
     wbcl_status st;
-    if ((st = kern(ctx, g->C, "circ_norms", &kn)) || (st = kern(ctx, g->C, "circ_softmax", &ks)) ||
+    if ((st = kern(ctx, g->C, "circ_softmax", &ks)) ||
         (st = kern(ctx, g->C, "circ_update", &ku)) || (st = kern(ctx, g->C, "circ_scale", &kc)))
         return st;
     const size_t nblk = w->mp / 16;
@@ -667,16 +676,25 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
             upc = (cl_uint)w->pchunk, unch = (cl_uint)w->nch;
     float eta = p->eta, lambda = p->lambda;
     cl_uint upn = (cl_uint)w->pchn, unchn = (cl_uint)w->nchn;
+    /* Q'_{j,p} = w_p C_{j,p}^2 (off-diagonal doubled), then the class norms as quadratic forms (cl/circulant.cl) */
+    wbcl_kern *kq, *kn;
+    if ((st = kern(ctx, g->C, "circ_op_square", &kq)) || (st = kern(ctx, g->C, "circ_norms_q", &kn))) return st;
+    cl_uint unc = (cl_uint)(w->K * g->P);
+    WBCL_ARG(ctx, kq, 0, ops);
+    WBCL_ARG(ctx, kq, 1, w->sq);
+    WBCL_ARG(ctx, kq, 2, unc);
+    WBCL_ARG(ctx, kq, 3, uP);
+    WBCL_ARG(ctx, kq, 4, uW);
+    WBCL_ARG(ctx, kq, 5, uWh);
+    if ((st = launch_heavy(ctx, kq, (w->K * g->P + 15) / 16))) return st; /* 16 matrices per work-item */
     WBCL_ARG(ctx, kn, 0, w->Vt);
-    WBCL_ARG(ctx, kn, 1, ops);
+    WBCL_ARG(ctx, kn, 1, w->sq);
     WBCL_ARG(ctx, kn, 2, w->npart);
     WBCL_ARG(ctx, kn, 3, ump);
     WBCL_ARG(ctx, kn, 4, uP);
-    WBCL_ARG(ctx, kn, 5, uW);
-    WBCL_ARG(ctx, kn, 6, uWh);
-    WBCL_ARG(ctx, kn, 7, uK);
-    WBCL_ARG(ctx, kn, 8, upn);
-    if ((st = launch_heavy(ctx, kn, w->K * w->nchn))) return st; /* (chunk of bins, class) */
+    WBCL_ARG(ctx, kn, 5, uK);
+    WBCL_ARG(ctx, kn, 6, upn);
+    if ((st = launch_heavy(ctx, kn, (w->K + 4) / 5 * w->nchn))) return st; /* (chunk of bins, 5 classes) */
     WBCL_ARG(ctx, ks, 0, w->npart);
     WBCL_ARG(ctx, ks, 1, w->nrm);
     WBCL_ARG(ctx, ks, 2, gam);
@@ -716,6 +734,19 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
 }
 
 /* ---- model ------------------------------------------------------------------------------------ */
+
+
+/* n matrices from t0 on: row-major complex src (n, C, C) -> lane layout dst (dir > 0), or back (dir < 0) */
+static void ops_convert(float *lane, float *rowmajor, size_t t0, size_t n, size_t C, int to_lanes)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t r = 0; r < C; r++)
+            for (size_t c = 0; c < C; c++) {
+                float *x = rowmajor + ((i * C + r) * C + c) * 2, *y = lane + OPS_AT(t0 + i, r, c, C);
+                if (to_lanes) y[0] = x[0], y[OPS_MW] = x[1];
+                else x[0] = y[0], x[1] = y[OPS_MW];
+            }
+}
 
 void wbcl_circulant_destroy(wbcl_circulant *net)
 {
@@ -757,7 +788,7 @@ wbcl_status wbcl__circulant_new(wbcl_context *ctx, int dims, size_t C, size_t H,
         return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
     }
     n->L = L;
-    const size_t ob = ((size_t)K + 1) * n->P * C * C * 2 * sizeof(float);
+    const size_t ob = ops_floats(((size_t)K + 1) * n->P, C) * sizeof(float);
     for (int l = 0; l < L; l++) {
         wbcl_status st;
         if ((st = wbcl__buffer(ctx, ob, "layer operators", &n->ops[l])) ||
@@ -774,8 +805,12 @@ wbcl_status wbcl__circulant_new(wbcl_context *ctx, int dims, size_t C, size_t H,
 wbcl_status wbcl__circulant_set_layer(wbcl_context *ctx, wbcl_circulant *net, int l, const float *ops,
                                       const float *gamma)
 {
-    const size_t ob = ((size_t)net->K + 1) * net->P * net->C * net->C * 2 * sizeof(float);
-    wbcl_status st = write_buf(ctx, net->ops[l], ob, ops, "layer operators");
+    const size_t nb = ((size_t)net->K + 1) * net->P, nf = ops_floats(nb, net->C);
+    float *lanes = calloc(nf, sizeof *lanes); /* padding lanes of the last block: 0 */
+    if (!lanes) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "shift-invariant ReduNet: out of host memory");
+    ops_convert(lanes, (float *)ops, 0, nb, net->C, 1);
+    wbcl_status st = write_buf(ctx, net->ops[l], nf * sizeof(float), lanes, "layer operators");
+    free(lanes);
     if (!st) st = write_buf(ctx, net->gam[l], (size_t)net->K * sizeof(float), gamma, "gamma");
     if (!st) memcpy(net->gamma + (size_t)l * net->K, gamma, (size_t)net->K * sizeof(float));
     return st;
@@ -842,11 +877,19 @@ wbcl_status wbcl_circulant_read_layer(wbcl_context *ctx, const wbcl_circulant *n
     if (net->ctx != ctx) return wbcl__fail(ctx, WBCL_ERROR_CONTEXT_MISMATCH, "%s: model from another context", op);
     if (layer < 0 || layer >= net->L)
         return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: layer %d not in [0, %d)", op, layer, net->L);
-    const size_t blk = net->P * net->C * net->C * 2 * sizeof(float), K = (size_t)net->K;
-    cl_int e = CL_SUCCESS;
-    if (C) e = clEnqueueReadBuffer(ctx->queue, net->ops[layer], CL_TRUE, 0, K * blk, C, 0, NULL, NULL);
-    if (E && e == CL_SUCCESS) e = clEnqueueReadBuffer(ctx->queue, net->ops[layer], CL_TRUE, K * blk, blk, E, 0, NULL, NULL);
-    if (e != CL_SUCCESS) return wbcl__cl_fail(ctx, e, "%s: reading layer %d", op, layer);
+    const size_t K = (size_t)net->K, nb = (K + 1) * net->P, nf = ops_floats(nb, net->C);
+    if (C || E) {
+        float *lanes = malloc(nf * sizeof *lanes);
+        if (!lanes) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        cl_int e = clEnqueueReadBuffer(ctx->queue, net->ops[layer], CL_TRUE, 0, nf * sizeof(float), lanes, 0, NULL, NULL);
+        if (e != CL_SUCCESS) {
+            free(lanes);
+            return wbcl__cl_fail(ctx, e, "%s: reading layer %d", op, layer);
+        }
+        if (C) ops_convert(lanes, C, 0, K * net->P, net->C, 0);
+        if (E) ops_convert(lanes, E, K * net->P, net->P, net->C, 0);
+        free(lanes);
+    }
     if (gamma) memcpy(gamma, net->gamma + (size_t)layer * K, K * sizeof *gamma);
     return WBCL_SUCCESS;
 }
