@@ -119,14 +119,11 @@ __kernel void wbcl_gemm_pack_b_p(WBCL_GEMM_PACK_ARGS) { (void)sp; WBCL_GEMM_PACK
  * threads in order) thus reuse one packed B panel mcb times and keep the mcb
  * A panels of a block hot in cache across all the column panels.
  * a_batched/b_batched: 0 when one packed A (B) serves every batch entry.
- * beta == 0 never reads C.
- * lower_shift: tiles whose every element (i, j) has j > i + lower_shift lie
- * right of that diagonal and are skipped (a SYRK-like update of C's lower
- * part); the host passes INT_MAX to compute every tile. */
+ * beta == 0 never reads C. */
 __kernel void wbcl_gemm_packed(__global const float *restrict Ap, __global const float *restrict Bp,
                                __global float *restrict C, const ulong off_c, const ulong ldc, const ulong stride_c,
                                const uint m, const uint n, const uint k, const uint a_batched, const uint b_batched,
-                               const float alpha, const float beta, const uint mcb, const int lower_shift)
+                               const float alpha, const float beta, const uint mcb)
 {
     const uint t = get_global_id(0), b = get_global_id(1);
     const uint pa = (m + MR - 1) / MR, pb = (n + NR - 1) / NR;
@@ -134,7 +131,6 @@ __kernel void wbcl_gemm_packed(__global const float *restrict Ap, __global const
     const uint blk = t / (mcb * pb), rem = t - blk * (mcb * pb);
     const uint rows_blk = min(mcb, pa - blk * mcb);
     const uint jp = rem / rows_blk, ip = blk * mcb + (rem - jp * rows_blk);
-    if ((long)jp * NR > (long)ip * MR + (MR - 1) + lower_shift) return;
 
     const __global float *a = Ap + ((ulong)(a_batched ? b : 0) * pa + ip) * k * MR;
     const __global float *bp = Bp + ((ulong)(b_batched ? b : 0) * pb + jp) * k * NR;

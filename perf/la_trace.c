@@ -10,9 +10,8 @@
  *
  * Alternates two variants call by call and prints medians per phase: wall
  * time, OpenCL profiling-event time (K:) and process CPU time (C:), in ms.
- * Variants: by default the recursive path ("rec") against the left-looking
- * packed-L path ("packed L"; OLD=1 in the environment: the path through the
- * packed GEMM instead); with NB_A NB_B two block sizes of the default path.
+ * Variants: by default the packed-L path ("new") against the path through
+ * the packed GEMM ("old"); with NB_A NB_B two block sizes of the packed path.
  * INV=1 in the environment: wbcl_spd_inverse on 11 matrices (ReduNet's
  * layer) instead of wbcl_cholesky on one. */
 #define _POSIX_C_SOURCE 200809L
@@ -46,7 +45,7 @@ int main(int argc, char **argv)
 {
     const int n = argc > 1 ? atoi(argv[1]) : 2048, reps = argc > 2 ? atoi(argv[2]) : 7;
     const int nba = argc > 4 ? atoi(argv[3]) : 0, nbb = argc > 4 ? atoi(argv[4]) : 0;
-    const int inv = getenv("INV") != NULL, B = inv ? 11 : 1, old = getenv("OLD") ? 1 : 2;
+    const int inv = getenv("INV") != NULL, B = inv ? 11 : 1;
     if (n < 1 || reps < 1 || reps > 64) return 2;
     char err[512];
     wbcl_context *ctx;
@@ -82,7 +81,7 @@ int main(int argc, char **argv)
                 wbcl__la_old = 0;
                 wbcl__la_nb = (size_t)(v ? nbb : nba);
             } else {
-                wbcl__la_old = v ? old : 0;
+                wbcl__la_old = v;
             }
             for (int k = 0; k < 5; k++) wbcl__la_trace_acc[k] = wbcl__la_trace_kns[k] = wbcl__la_trace_cpu[k] = 0;
             double t0 = now();
@@ -104,7 +103,7 @@ int main(int argc, char **argv)
     static const char *nm[16] = {"total", "factor", "panel", "update", "solve", "-", "K:factor", "K:panel",
                                  "K:update", "K:solve", "-", "C:factor", "C:panel", "C:update", "C:solve", "-"};
     for (int v = 0; v < 2; v++) {
-        printf("n=%d %s:", n, nba ? (v ? "nb B" : "nb A") : (v ? (old == 1 ? "GEMM path" : "packed L") : "rec"));
+        printf("n=%d %s:", n, nba ? (v ? "nb B" : "nb A") : (v ? "old (GEMM path)" : "new (packed L)"));
         for (int k = 0; k < 16; k++) {
             if (nm[k][0] == '-') continue;
             double col[64];

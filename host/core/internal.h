@@ -144,15 +144,6 @@ wbcl_status wbcl__set_arg(wbcl_context *ctx, wbcl_kern *k, cl_uint idx, size_t s
 wbcl_status wbcl__launch(wbcl_context *ctx, wbcl_kern *k, cl_uint dims, const size_t *global, const size_t *local);
 size_t wbcl__round_up(size_t x, size_t m);
 
-/* The packed GEMM backend on raw buffers (host/ops/gemm.c): desc as for
- * wbcl_gemm_strided but not validated (the caller's offsets must be in
- * bounds), and C may share a buffer with A or B (both are packed before C is
- * written). Only C's tiles with some element (i, j), j <= i + lower_shift,
- * are computed (LONG_MAX: all). Fails unless ctx uses the packed backend. */
-struct wbcl_gemm_desc;
-wbcl_status wbcl__gemm_packed_mem(wbcl_context *ctx, const char *op, const struct wbcl_gemm_desc *d, cl_mem A,
-                                  cl_mem B, cl_mem C, long lower_shift);
-
 /* Reusable device scratch buffer for a slot (grow-only, owned by ctx). */
 wbcl_status wbcl__scratch(wbcl_context *ctx, int slot, size_t bytes, cl_mem *out);
 /* Creates a raw buffer, mapping allocation failures to WBCL_ERROR_DEVICE_LIMIT with a message. */

@@ -106,13 +106,8 @@ static wbcl_status pack(wbcl_context *ctx, wbcl_kern *kern, int along_p, cl_mem 
     return wbcl__launch(ctx, kern, 2, global, local);
 }
 
-/* lower_shift: C's register tiles lying entirely right of the diagonal
- * j = i + lower_shift (i, j: row and column within this C) are skipped, i.e.
- * only C's lower part is computed (plus the tiles the diagonal crosses);
- * NO_SKIP computes every tile. */
-#define NO_SKIP ((long)INT_MAX)
-static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *d, cl_mem A, cl_mem B, cl_mem C,
-                              long lower_shift)
+static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *d, const wbcl_tensor *A,
+                              const wbcl_tensor *B, wbcl_tensor *C)
 {
     const size_t MR = (size_t)ctx->params.gemm_mr, NR = (size_t)ctx->params.gemm_nr;
     if (MR < 1 || MR > 16 || (NR != 4 && NR != 8 && NR != 16 && NR != 32))
@@ -162,9 +157,7 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
                 s.off_b = d->off_b + x0 * (tb ? d->ldb : 1);
                 s.off_c = d->off_c + x0;
             }
-            long shift = lower_shift;
-            if (shift != NO_SKIP) shift += along_k ? 0 : along_m ? (long)x0 : -(long)x0;
-            wbcl_status st = run_packed(ctx, op, &s, A, B, C, shift);
+            wbcl_status st = run_packed(ctx, op, &s, A, B, C);
             if (st) return st;
         }
         return WBCL_SUCCESS;
@@ -193,22 +186,21 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
     if (!st) st = wbcl__scratch(ctx, SCRATCH_B, eb * (b_batched ? chunk : 1) * sizeof(float), &bp);
     if (st) return st;
 
-    if (!a_batched) st = pack(ctx, kpa, !ta, A, d->off_a, 0, a_sx, a_sp, m, k, pa, 1, ap);
-    if (!st && !b_batched) st = pack(ctx, kpb, tb, B, d->off_b, 0, b_sx, b_sp, n, k, pb, 1, bp);
+    if (!a_batched) st = pack(ctx, kpa, !ta, A->mem, d->off_a, 0, a_sx, a_sp, m, k, pa, 1, ap);
+    if (!st && !b_batched) st = pack(ctx, kpb, tb, B->mem, d->off_b, 0, b_sx, b_sp, n, k, pb, 1, bp);
     for (size_t b0 = 0; !st && b0 < batch; b0 += chunk) {
         const size_t nb = batch - b0 < chunk ? batch - b0 : chunk;
-        if (a_batched) st = pack(ctx, kpa, !ta, A, d->off_a + b0 * d->stride_a, d->stride_a, a_sx, a_sp, m, k, pa, nb, ap);
+        if (a_batched) st = pack(ctx, kpa, !ta, A->mem, d->off_a + b0 * d->stride_a, d->stride_a, a_sx, a_sp, m, k, pa, nb, ap);
         if (!st && b_batched)
-            st = pack(ctx, kpb, tb, B, d->off_b + b0 * d->stride_b, d->stride_b, b_sx, b_sp, n, k, pb, nb, bp);
+            st = pack(ctx, kpb, tb, B->mem, d->off_b + b0 * d->stride_b, d->stride_b, b_sx, b_sp, n, k, pb, nb, bp);
         if (st) break;
         cl_ulong off_c = d->off_c + b0 * d->stride_c, ldc = d->ldc, stride_c = d->stride_c;
         cl_uint m_ = (cl_uint)m, n_ = (cl_uint)n, k_ = (cl_uint)k, abat = (cl_uint)a_batched,
                 bbat = (cl_uint)b_batched;
         float alpha = d->alpha, beta = d->beta;
-        cl_int shift = (cl_int)(lower_shift > INT_MAX ? INT_MAX : lower_shift < -INT_MAX ? -INT_MAX : lower_shift);
         WBCL_ARG(ctx, kmm, 0, ap);
         WBCL_ARG(ctx, kmm, 1, bp);
-        WBCL_ARG(ctx, kmm, 2, C);
+        WBCL_ARG(ctx, kmm, 2, C->mem);
         WBCL_ARG(ctx, kmm, 3, off_c);
         WBCL_ARG(ctx, kmm, 4, ldc);
         WBCL_ARG(ctx, kmm, 5, stride_c);
@@ -220,7 +212,6 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
         WBCL_ARG(ctx, kmm, 11, alpha);
         WBCL_ARG(ctx, kmm, 12, beta);
         WBCL_ARG(ctx, kmm, 13, mcb);
-        WBCL_ARG(ctx, kmm, 14, shift);
         size_t global[2] = {pa * pb, nb}, local[2] = {TILE_LOCAL, 1};
         st = wbcl__launch(ctx, kmm, 2, global, local);
     }
@@ -248,16 +239,8 @@ static wbcl_status run(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *
         return wbcl__blas_sgemm(ctx, op, d->ta == WBCL_TRANS, d->tb == WBCL_TRANS, d->m, d->n, d->k, d->alpha,
                                 A->mem, d->off_a, d->lda, d->stride_a, B->mem, d->off_b, d->ldb, d->stride_b, d->beta,
                                 C->mem, d->off_c, d->ldc, d->stride_c, d->batch);
-    if (ctx->gemm_backend == WBCL_GEMM_PACKED) return run_packed(ctx, op, d, A->mem, B->mem, C->mem, NO_SKIP);
+    if (ctx->gemm_backend == WBCL_GEMM_PACKED) return run_packed(ctx, op, d, A, B, C);
     return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: unknown GEMM backend %d", op, (int)ctx->gemm_backend);
-}
-
-wbcl_status wbcl__gemm_packed_mem(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *d, cl_mem A, cl_mem B,
-                                  cl_mem C, long lower_shift)
-{
-    if (ctx->gemm_backend != WBCL_GEMM_PACKED)
-        return wbcl__fail(ctx, WBCL_ERROR_UNSUPPORTED, "%s: needs the packed GEMM backend", op);
-    return run_packed(ctx, op, d, A, B, C, lower_shift < NO_SKIP ? lower_shift : NO_SKIP);
 }
 
 wbcl_status wbcl_gemm_strided(wbcl_context *ctx, const wbcl_gemm_desc *desc, const wbcl_tensor *A,

@@ -38,7 +38,6 @@
 #include "wbcl/gemm.h"
 #include "wbcl/linalg.h"
 
-#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -121,14 +120,12 @@ typedef struct la_run {
     cl_mem P;
     size_t stride_p;
     int pack;
-    /* CPU, n > nb: the recursive formulation (chol_rec) */
-    int rec;
 } la_run;
 
 #ifdef WBCL_LA_TRACE /* development: A/B switches and time per phase (factor, panel, update, solve, -) */
 double wbcl__la_trace_acc[5]; /* wall time, ms */
 double wbcl__la_trace_kns[5]; /* kernel time, ms (with wbcl_context_set_timing) */
-int wbcl__la_old;             /* 1: the CPU path through the packed GEMM, 2: the packed-L path */
+int wbcl__la_old;             /* 1: the CPU path through the packed GEMM */
 size_t wbcl__la_nb;           /* nonzero: the CPU block size */
 double wbcl__la_trace_cpu[5]; /* process CPU time, ms */
 static double la_cpu_ms(void)
@@ -369,7 +366,7 @@ static wbcl_status reserve(la_run *r, size_t rc, int inverse)
         st = wbcl__scratch(r->ctx, SLOT_W, ceil_div(r->batch, 16) * 16 * (n * (n + 1) / 2 + 16) * sizeof(float), &m);
     else
         st = alloc_w(r);
-    size_t t = n > nb && !r->rec ? (!r->gpu && r->batch == 1 ? packed_floats(n) : n * nb) : 0;
+    size_t t = n > nb ? (!r->gpu && r->batch == 1 ? packed_floats(n) : n * nb) : 0;
     if (rc && n > nb) {
         const size_t ts = inverse ? n * n : nb * rc;
         if (ts > t) t = ts;
@@ -451,107 +448,6 @@ static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
     return st;
 }
 
-/* ---- CPU, n > nb: recursive ----------------------------------------------------
- * On L (a copy of A, in place), with the lower triangle split in two at a
- * multiple of nb (A11 of n1 rows, A22 of n2):
- *     L11 = chol(A11)                    recursively
- *     L21 = A21 L11^-T                   rec_trsm
- *     A22 -= L21 L21^T                   one packed GEMM, lower tiles only
- *     L22 = chol(A22)                    recursively
- * down to leaves of nb (wbcl_chol_cm, which also leaves V = L_leaf^-T for
- * every leaf: keep_v). The triangular solve splits its columns the same way:
- *     X [La 0; Lb Lc]^T = [Ba Bb]:  Xa = Ba La^-T,  Xb = (Bb - Xa Lb^T) Lc^-T
- * with the leaves multiplied by V (wbcl_chol_panel). Most of the n^3/3
- * flops thus run in the packed GEMM (host/ops/gemm.c): at n = 2048 the
- * updates are 2.4 of the 2.86 GFLOP (lower tiles only, so no flops are
- * wasted on the upper half of A22), the leaf factors and panels the rest;
- * 80 commands (16 factors, 32 panels, 32 GEMMs) where the left-looking packed
- * path issues 48 much smaller ones. Leaves factor in column order, so the
- * first failing pivot is the one recorded. The strict upper triangle of L
- * holds garbage from the A22 updates until the leaf factor of those rows
- * zeroes it (zcols: to the end of the row). */
-static size_t rec_split(size_t m, size_t nb) { return ceil_div(m, nb) / 2 * nb; }
-
-/* L[c] -= L[a] L[b]^T: (m x k) (k x cols)^T, all with row stride n, batched;
- * lower: only C's lower tiles (C square on the diagonal). */
-static wbcl_status rec_gemm(la_run *r, cl_mem L, size_t m, size_t cols, size_t k, size_t off_a, size_t off_b,
-                            size_t off_c, int lower)
-{
-    const size_t n = r->n, nn = n * n;
-    wbcl_gemm_desc d;
-    memset(&d, 0, sizeof d);
-    d.ta = WBCL_NO_TRANS;
-    d.tb = WBCL_TRANS;
-    d.m = m;
-    d.n = cols;
-    d.k = k;
-    d.batch = r->batch;
-    d.alpha = -1.0f;
-    d.beta = 1.0f;
-    d.off_a = off_a;
-    d.lda = n;
-    d.stride_a = nn;
-    d.off_b = off_b;
-    d.ldb = n;
-    d.stride_b = nn;
-    d.off_c = off_c;
-    d.ldc = n;
-    d.stride_c = nn;
-#ifdef WBCL_LA_TRACE
-    clFinish(r->ctx->queue);
-    uint64_t t0 = wbcl__now_ns(), k0 = r->ctx->kernel_ns;
-    double c0 = la_cpu_ms();
-#endif
-    wbcl_status st = wbcl__gemm_packed_mem(r->ctx, r->op, &d, L, L, L, lower ? 0 : LONG_MAX);
-    if (!st && r->sync_each) clFinish(r->ctx->queue);
-#ifdef WBCL_LA_TRACE
-    clFinish(r->ctx->queue);
-    wbcl__la_trace_acc[2] += (double)(wbcl__now_ns() - t0) * 1e-6;
-    wbcl__la_trace_kns[2] += (double)(r->ctx->kernel_ns - k0) * 1e-6;
-    wbcl__la_trace_cpu[2] += la_cpu_ms() - c0;
-#endif
-    return st ? prefix_fail(r, st, "recursive update") : WBCL_SUCCESS;
-}
-
-/* L[r0:r0+rows, c0:c0+k] <- L[r0:r0+rows, c0:c0+k] L[c0:c0+k, c0:c0+k]^-T */
-static wbcl_status rec_trsm(la_run *r, cl_mem L, size_t r0, size_t rows, size_t c0, size_t k)
-{
-    const size_t n = r->n, nn = n * n;
-    if (k <= r->nb)
-        return tri_kernel(r, 0, vblock(r, c0), mat(L, r0 * n + c0, nn, n), NULL, 1, mat(L, r0 * n + c0, nn, n), k,
-                          rows, 0, 0, 0);
-    const size_t k1 = rec_split(k, r->nb);
-    wbcl_status st = rec_trsm(r, L, r0, rows, c0, k1);
-    if (!st) st = rec_gemm(r, L, rows, k - k1, k1, r0 * n + c0, (c0 + k1) * n + c0, r0 * n + c0 + k1, 0);
-    if (!st) st = rec_trsm(r, L, r0, rows, c0 + k1, k - k1);
-    return st;
-}
-
-/* Factors L[j0:j0+m, j0:j0+m] in place. */
-static wbcl_status rec_chol(la_run *r, cl_mem L, size_t j0, size_t m)
-{
-    const size_t n = r->n, nn = n * n;
-    if (m <= r->nb)
-        return factor_block(r, mat(L, j0 * n + j0, nn, n), NULL, mat(L, j0 * n + j0, nn, n), m, n - j0 - m, j0, 1);
-    const size_t n1 = rec_split(m, r->nb), n2 = m - n1, j1 = j0 + n1;
-    wbcl_status st = rec_chol(r, L, j0, n1);
-    if (!st) st = rec_trsm(r, L, j1, n2, j0, n1);
-    if (!st) st = rec_gemm(r, L, n2, n2, n1, j1 * n + j0, j1 * n + j0, j1 * n + j1, 1);
-    if (!st) st = rec_chol(r, L, j1, n2);
-    return st;
-}
-
-static wbcl_status chol_rec(la_run *r, cl_mem A, cl_mem L)
-{
-    if (A != L) {
-        cl_int e = clEnqueueCopyBuffer(r->ctx->queue, A, L, 0, 0, r->batch * r->n * r->n * sizeof(float), 0, NULL,
-                                       NULL);
-        if (e != CL_SUCCESS) return wbcl__cl_fail(r->ctx, e, "%s: copying A to L", r->op);
-        if (r->sync_each) clFinish(r->ctx->queue);
-    }
-    return rec_chol(r, L, 0, r->n);
-}
-
 /* L = chol(A) for A, L with matrices at b*n*n (L may be A); Lt is L as a
  * tensor (GEMM operand). Initializes r->info. */
 static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
@@ -570,10 +466,9 @@ static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
      * the packed GEMM below at n = 1024-2048, same-process A/B). Batches
      * keep the GEMM path: for ReduNet's 11 inverses of d = 784 the packed
      * path was 0-5% slower (the GEMM packs a whole batch per launch). */
-    if (r->rec) return chol_rec(r, A, Lt->mem);
     int packed = !r->gpu && r->batch == 1;
 #ifdef WBCL_LA_TRACE
-    if (wbcl__la_old == 1) packed = 0;
+    if (wbcl__la_old) packed = 0;
 #endif
     if (packed) return chol_packed(r, A, Lt->mem);
     cl_mem T;
@@ -729,12 +624,7 @@ static wbcl_status begin(la_run *r, wbcl_context *ctx, const char *op, size_t ba
 #endif
     if (!r->gpu && n <= NSMALL_CPU) r->nb = n; /* one unblocked block */
     r->sync_each = ctx->info.type == WBCL_DEVICE_CPU;
-    /* the recursive path needs every leaf's V for its triangular solves */
-    r->rec = !r->gpu && n > r->nb && ctx->gemm_backend == WBCL_GEMM_PACKED;
-#ifdef WBCL_LA_TRACE
-    if (wbcl__la_old) r->rec = 0;
-#endif
-    r->keep_v = keep_v || r->rec;
+    r->keep_v = keep_v;
     return wbcl__scratch(ctx, SLOT_INFO, 2 * batch * sizeof(int), &r->info);
 }
 
