@@ -8,7 +8,9 @@
  *     - FMA peak: an OpenCL probe kernel on the wbcl device (64 work-items,
  *       each 12 independent float16 FMA chains, no memory traffic), i.e. what
  *       PoCL's compiled code can issue on all cores;
- *     - OpenBLAS SGEMM at n = 2048 on T threads (the practical ceiling).
+ *     - OpenBLAS SGEMM at n = 2048 on T threads (the practical ceiling);
+ *     - wbcl_gemm at m = n = k = 1024 and 2048, per CPU-second only (the
+ *       ceiling of any factorization whose flops run in wbcl's GEMM).
  *     "% of peak" below is relative to the probe's best repetition (the
  *     capability; on a loaded machine medians swing) unless --peak P gives a
  *     figure (then P is used and the probe is still reported). Table (1)
@@ -240,9 +242,24 @@ static double sgemm_run(int n, const float *A, const float *B, float *C, double 
     return 2.0 * n * n * (double)n / t * 1e-9;
 }
 
-/* Interleaved medians and bests of the probe and of SGEMM at n = 2048. */
+/* wbcl's own SGEMM (wbcl_gemm, the packed register-tile kernel on CPU
+ * devices), m x m x m: GFLOP/s of one call; *per_cpu: GFLOP per CPU-second. */
+static double wgemm_run(wbcl_context *ctx, int m, const wbcl_tensor *A, const wbcl_tensor *B, wbcl_tensor *C,
+                        double *per_cpu)
+{
+    double t0 = now_s(), c0 = cpu_s();
+    check(wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1.0f, A, B, 0.0f, C), ctx, "wbcl_gemm");
+    check(wbcl_context_finish(ctx), ctx, "wbcl_context_finish");
+    double t = now_s() - t0, c = cpu_s() - c0;
+    *per_cpu = 2.0 * m * m * (double)m / c * 1e-9;
+    return 2.0 * m * m * (double)m / t * 1e-9;
+}
+
+/* Interleaved medians and bests of the probe and of SGEMM at n = 2048; and
+ * the median GFLOP per CPU-second of wbcl_gemm at m = 1024 and 2048 (wg_cpu,
+ * the practical ceiling of a factorization built on wbcl's GEMM). */
 static void yardsticks(wbcl_context *ctx, int reps, double *probe_gf, double *sgemm_gf, double *probe_best,
-                       double *sgemm_best, double *probe_cpu, double *sgemm_cpu)
+                       double *sgemm_best, double *probe_cpu, double *sgemm_cpu, double wg_cpu[2])
 {
     const int n = 2048;
     probe p;
@@ -256,8 +273,20 @@ static void yardsticks(wbcl_context *ctx, int reps, double *probe_gf, double *sg
         A[i] = (float)urand() - 0.5f;
         B[i] = (float)urand() - 0.5f;
     }
+    const int wm[2] = {1024, 2048};
+    wbcl_tensor *wt[2][3];
+    double *twc[2];
+    for (int g = 0; g < 2; g++) {
+        size_t s2[2] = {(size_t)wm[g], (size_t)wm[g]};
+        check(wbcl_tensor_create(ctx, 2, s2, WBCL_F32, A, &wt[g][0]), ctx, "tensor");
+        check(wbcl_tensor_create(ctx, 2, s2, WBCL_F32, B, &wt[g][1]), ctx, "tensor");
+        check(wbcl_tensor_create(ctx, 2, s2, WBCL_F32, NULL, &wt[g][2]), ctx, "tensor");
+        twc[g] = malloc((size_t)reps * sizeof *twc[g]);
+        if (!twc[g]) exit(1);
+    }
     probe_run(ctx, &p, &dummy); /* warm-up: first launch compiles the work-group function */
     sgemm_run(n, A, B, C, &dummy);
+    for (int g = 0; g < 2; g++) wgemm_run(ctx, wm[g], wt[g][0], wt[g][1], wt[g][2], &dummy);
     for (int r = 0; r < reps; r++) {
         if (r % 2 == 0) {
             tp[r] = probe_run(ctx, &p, &tc[r]);
@@ -266,6 +295,12 @@ static void yardsticks(wbcl_context *ctx, int reps, double *probe_gf, double *sg
             ts[r] = sgemm_run(n, A, B, C, &tsc[r]);
             tp[r] = probe_run(ctx, &p, &tc[r]);
         }
+        for (int g = 0; g < 2; g++) wgemm_run(ctx, wm[g], wt[g][0], wt[g][1], wt[g][2], &twc[g][r]);
+    }
+    for (int g = 0; g < 2; g++) {
+        wg_cpu[g] = median(twc[g], reps);
+        free(twc[g]);
+        for (int t = 0; t < 3; t++) wbcl_tensor_destroy(wt[g][t]);
     }
     *probe_gf = median(tp, reps); /* sorts */
     *sgemm_gf = median(ts, reps);
@@ -371,8 +406,9 @@ int main(int argc, char **argv)
            dev->name, dev->platform_name, dev->driver_version,
            wbcl_context_variant(ctx) == WBCL_VARIANT_CPU ? "CPU" : "GPU", openblas_get_config(), threads,
            env_aff ? env_aff : "(unset)", env_to ? env_to : "(unset)");
-    double probe_gf, sgemm_gf, probe_best, sgemm_best, probe_cpu, sgemm_cpu;
-    yardsticks(ctx, reps < 5 ? 5 : reps, &probe_gf, &sgemm_gf, &probe_best, &sgemm_best, &probe_cpu, &sgemm_cpu);
+    double probe_gf, sgemm_gf, probe_best, sgemm_best, probe_cpu, sgemm_cpu, wg_cpu[2];
+    yardsticks(ctx, reps < 5 ? 5 : reps, &probe_gf, &sgemm_gf, &probe_best, &sgemm_best, &probe_cpu, &sgemm_cpu,
+               wg_cpu);
     const int peak_given = peak > 0;
     if (!peak_given) peak = probe_best;
     printf("reps: %d after warm-up, interleaved; times are medians; ratio = spotrf_ time / wbcl time (> 1: wbcl "
@@ -387,6 +423,9 @@ int main(int argc, char **argv)
            "on %d cores; OpenBLAS SGEMM %.1f GFLOP per CPU-s (%.0f%% of the probe's)\n\n",
            probe_cpu, probe_cpu * (double)dev->compute_units, (int)dev->compute_units, sgemm_cpu,
            100 * sgemm_cpu / probe_cpu);
+    printf("    wbcl_gemm (packed kernel) per CPU-second: m = n = k = 1024: %.1f (%.0f%% of the probe's), 2048: %.1f "
+           "(%.0f%%): the ceiling of a factorization whose flops all run in wbcl's GEMM\n\n",
+           wg_cpu[0], 100 * wg_cpu[0] / probe_cpu, wg_cpu[1], 100 * wg_cpu[1] / probe_cpu);
 
     if (nl) {
         printf("(1) one large matrix, n^3/3 flops\n\n");
