@@ -447,6 +447,78 @@ static const size_t dev_cases[][8] = {
     {5, 1, 6, 1, 9, 1, 2, 1}, {37, 1, 7, 1, 11, 1, 3, 3}, {20, 1, 9, 3, 5, 2, 2, 2},
 };
 
+/* Lifting alone on the device against wbcl_ref_circ_lift, in both kernel variants (CPU: padded rows, 4 output
+ * channels x 16 columns per work-item; GPU: one output per work-item), on sizes that hit the CPU variant's
+ * edges: T and W not multiples of 16 (partial last vector), T < 16, k = T and kh = H (the largest kernels the
+ * API allows: the padded row wraps all the way round), Cout not a multiple of 4 (a partial channel block),
+ * Cin > 1, k = 1 (lengths with prime factors <= 13: the op checks the geometry as for the FFTs). Tolerance per element, the fp32 dot-product bound: n = Cin kh kw products, each input
+ * rounded to fp32 once (2u) and n roundings in the sum, so |y - y_ref| <= gamma_{n+2} sum |w x| with
+ * gamma_k = k u / (1 - k u), u = 2^-24 (ReLU is 1-Lipschitz). A kernel larger than the signal is rejected. */
+static const size_t lift_cases[][7] = {
+    /* m, Cin, Cout, H, W, kh, kw */
+    {3, 1, 20, 1, 200, 1, 5}, {2, 1, 5, 1, 7, 1, 7},   {3, 2, 3, 1, 15, 1, 14}, {1, 3, 9, 1, 33, 1, 33},
+    {2, 1, 1, 1, 1, 1, 1},    {2, 1, 16, 28, 28, 3, 3}, {2, 2, 5, 5, 21, 5, 21}, {1, 3, 6, 3, 16, 2, 1},
+    {2, 1, 4, 7, 3, 7, 3},
+};
+
+START_TEST(device_lift_vs_reference)
+{
+    const size_t *cs = lift_cases[_i];
+    const size_t m = cs[0], Cin = cs[1], C = cs[2], H = cs[3], W = cs[4], kh = cs[5], kw = cs[6], N = H * W;
+    const int dims = H == 1 ? 1 : 2;
+    tu_rng r;
+    tu_rng_seed(&r, 3000 + (uint64_t)_i);
+    double *X = malloc(m * Cin * N * sizeof *X), *Wt = malloc(C * Cin * kh * kw * sizeof *Wt);
+    double *Z = malloc(m * C * N * sizeof *Z), *A = malloc(m * C * N * sizeof *A);
+    double *Xa = malloc(m * Cin * N * sizeof *Xa), *Wa = malloc(C * Cin * kh * kw * sizeof *Wa);
+    for (size_t i = 0; i < m * Cin * N; i++) X[i] = tu_normal(&r), Xa[i] = fabs(X[i]);
+    for (size_t i = 0; i < C * Cin * kh * kw; i++) Wt[i] = tu_normal(&r) + 0.2, Wa[i] = fabs(Wt[i]);
+    wbcl_ref_circ_lift(m, Cin, C, H, W, kh, kw, X, Wt, Z);
+    wbcl_ref_circ_lift(m, Cin, C, H, W, kh, kw, Xa, Wa, A); /* sum |w x| per output (all terms >= 0) */
+    const double u = ldexp(1.0, -24), k = (double)(Cin * kh * kw + 2), gam = k * u / (1.0 - k * u);
+    size_t sx[4] = {m, Cin, H, W}, sw[4] = {C, Cin, kh, kw}, sz[4] = {m, C, H, W};
+    if (dims == 1) {
+        sx[2] = W;
+        sw[2] = kw;
+        sz[2] = W;
+    }
+    size_t positive = 0;
+    for (size_t i = 0; i < m * C * N; i++) positive += Z[i] > 0.0;
+    ck_assert_msg(positive > 0, "case %d: every lifted value is 0: the test would not see the sums", _i);
+    const wbcl_variant variants[2] = {WBCL_VARIANT_CPU, WBCL_VARIANT_GPU};
+    for (int v = 0; v < 2; v++) {
+        wbcl_context *ctx = tu_context();
+        ck_assert_int_eq(wbcl_context_set_variant(ctx, variants[v]), WBCL_SUCCESS);
+        wbcl_tensor *Xd = upload_d(ctx, dims + 2, sx, X), *Wd = upload_d(ctx, dims + 2, sw, Wt),
+                    *Yd = empty_t(ctx, dims + 2, sz);
+        ck_assert_int_eq(wbcl_circulant_lift(ctx, Xd, Wd, Yd), WBCL_SUCCESS);
+        float *Y = download(ctx, Yd);
+        for (size_t i = 0; i < m * C * N; i++)
+            ck_assert_msg(fabs((double)Y[i] - Z[i]) <= gam * A[i] + 1e-30, "case %d variant %d element %zu: %.9g vs %.9g",
+                          _i, (int)variants[v], i, (double)Y[i], Z[i]);
+        tu_guarded_free(Y);
+        /* a kernel one tap wider than the signal is rejected with a message, Y untouched */
+        size_t sw2[4] = {C, Cin, kh, kw};
+        sw2[dims + 1] = W + 1;
+        if (dims == 2) sw2[2] = kh;
+        wbcl_tensor *W2 = empty_t(ctx, dims + 2, sw2);
+        ck_assert_int_eq(wbcl_circulant_lift(ctx, Xd, W2, Yd), WBCL_ERROR_SHAPE);
+        ck_assert_ptr_nonnull(strstr(wbcl_context_last_error(ctx), "lifting kernel has shape"));
+        wbcl_tensor_destroy(W2);
+        wbcl_tensor_destroy(Xd);
+        wbcl_tensor_destroy(Wd);
+        wbcl_tensor_destroy(Yd);
+        wbcl_context_destroy(ctx);
+    }
+    free(X);
+    free(Wt);
+    free(Z);
+    free(A);
+    free(Xa);
+    free(Wa);
+}
+END_TEST
+
 START_TEST(device_vs_reference)
 {
     const size_t *cs = dev_cases[_i];
@@ -1389,6 +1461,10 @@ static Suite *circulant_suite(void)
     tcase_add_loop_test(tc, device_vs_reference, 0, (int)(sizeof dev_cases / sizeof dev_cases[0]));
     tcase_add_loop_test(tc, device_vs_dense, 0, (int)(sizeof dense_cases / sizeof dense_cases[0]));
     tcase_add_test(tc, device_norms_cancellation);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("lifting");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, device_lift_vs_reference, 0, (int)(sizeof lift_cases / sizeof lift_cases[0]));
     suite_add_tcase(s, tc);
     tc = tcase_create("properties");
     tcase_set_timeout(tc, 600);

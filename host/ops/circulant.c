@@ -394,9 +394,51 @@ static wbcl_status read_memberships(wbcl_context *ctx, ws *w, int *yhat, float *
 
 /* ---- steps ----------------------------------------------------------------------------------- */
 
+/* CPU variant of the lifting (cl/circulant.cl circ_lift_pad + circ_lift_rows): rows of X padded with their
+ * right wrap into a scratch buffer, then CI_LO output channels x 16 columns per work-item. */
+#define LIFT_LO 4       /* CI_LO in cl/circulant.cl */
+#define SLOT_LIFT_PAD 7 /* padded rows of X, used within one lifting call */
+
+static wbcl_status enq_lift_rows(wbcl_context *ctx, cl_mem X, cl_mem Wt, cl_mem Y, size_t m, size_t Cin,
+                                 size_t Cout, size_t H, size_t W, size_t kh, size_t kw)
+{
+    const size_t nv = (W + 15) / 16, Wp = nv * 16 + kw - 1, rows = m * Cin * H;
+    cl_mem Xp;
+    wbcl_kern *kp, *kr;
+    wbcl_status st;
+    if ((st = wbcl__scratch(ctx, SLOT_LIFT_PAD, rows * Wp * sizeof(float), &Xp)) ||
+        (st = wbcl__kernel(ctx, FAMILY, NULL, "circ_lift_pad", &kp)) ||
+        (st = wbcl__kernel(ctx, FAMILY, NULL, "circ_lift_rows", &kr)))
+        return st;
+    cl_uint urows = (cl_uint)rows, uw = (cl_uint)W, uwp = (cl_uint)Wp;
+    WBCL_ARG(ctx, kp, 0, X);
+    WBCL_ARG(ctx, kp, 1, Xp);
+    WBCL_ARG(ctx, kp, 2, urows);
+    WBCL_ARG(ctx, kp, 3, uw);
+    WBCL_ARG(ctx, kp, 4, uwp);
+    if ((st = launch1(ctx, kp, rows * Wp))) return st;
+    cl_uint um = (cl_uint)m, ui = (cl_uint)Cin, uo = (cl_uint)Cout, uh = (cl_uint)H, ukh = (cl_uint)kh,
+            ukw = (cl_uint)kw, unv = (cl_uint)nv;
+    WBCL_ARG(ctx, kr, 0, Xp);
+    WBCL_ARG(ctx, kr, 1, Wt);
+    WBCL_ARG(ctx, kr, 2, Y);
+    WBCL_ARG(ctx, kr, 3, um);
+    WBCL_ARG(ctx, kr, 4, ui);
+    WBCL_ARG(ctx, kr, 5, uo);
+    WBCL_ARG(ctx, kr, 6, uh);
+    WBCL_ARG(ctx, kr, 7, uw);
+    WBCL_ARG(ctx, kr, 8, ukh);
+    WBCL_ARG(ctx, kr, 9, ukw);
+    WBCL_ARG(ctx, kr, 10, uwp);
+    WBCL_ARG(ctx, kr, 11, unv);
+    return launch_heavy(ctx, kr, m * ((Cout + LIFT_LO - 1) / LIFT_LO) * H * nv);
+}
+
+/* Lifting: the CPU variant above on CPU-shaped contexts, else one output per work-item (circ_lift). */
 static wbcl_status enq_lift(wbcl_context *ctx, cl_mem X, cl_mem Wt, cl_mem Y, size_t m, size_t Cin, size_t Cout,
                             size_t H, size_t W, size_t kh, size_t kw)
 {
+    if (ctx->variant == WBCL_VARIANT_CPU) return enq_lift_rows(ctx, X, Wt, Y, m, Cin, Cout, H, W, kh, kw);
     wbcl_kern *k;
     wbcl_status st = wbcl__kernel(ctx, FAMILY, NULL, "circ_lift", &k);
     if (st) return st;
