@@ -448,7 +448,7 @@ static const size_t dev_cases[][8] = {
 };
 
 /* Lifting alone on the device against wbcl_ref_circ_lift, in both kernel variants (CPU: padded rows, 4 output
- * channels x 16 columns per work-item; GPU: one output per work-item), on sizes that hit the CPU variant's
+ * channels x a row per work-item, 16 columns at a time; GPU: one output per work-item), on sizes that hit the CPU variant's
  * edges: T and W not multiples of 16 (partial last vector), T < 16, k = T and kh = H (the largest kernels the
  * API allows: the padded row wraps all the way round), Cout not a multiple of 4 (a partial channel block),
  * Cin > 1, k = 1 (lengths with prime factors <= 13: the op checks the geometry as for the FFTs). Tolerance per element, the fp32 dot-product bound: n = Cin kh kw products, each input

@@ -395,7 +395,7 @@ static wbcl_status read_memberships(wbcl_context *ctx, ws *w, int *yhat, float *
 /* ---- steps ----------------------------------------------------------------------------------- */
 
 /* CPU variant of the lifting (cl/circulant.cl circ_lift_pad + circ_lift_rows): rows of X padded with their
- * right wrap into a scratch buffer, then CI_LO output channels x 16 columns per work-item. */
+ * right wrap into a scratch buffer, then a row of CI_LO output channels per work-item, 16 columns at a time. */
 #define LIFT_LO 4       /* CI_LO in cl/circulant.cl */
 #define SLOT_LIFT_PAD 7 /* padded rows of X, used within one lifting call */
 
@@ -431,7 +431,7 @@ static wbcl_status enq_lift_rows(wbcl_context *ctx, cl_mem X, cl_mem Wt, cl_mem 
     WBCL_ARG(ctx, kr, 9, ukw);
     WBCL_ARG(ctx, kr, 10, uwp);
     WBCL_ARG(ctx, kr, 11, unv);
-    return launch_heavy(ctx, kr, m * ((Cout + LIFT_LO - 1) / LIFT_LO) * H * nv);
+    return launch_heavy(ctx, kr, m * ((Cout + LIFT_LO - 1) / LIFT_LO) * H);
 }
 
 /* Lifting: the CPU variant above on CPU-shaped contexts, else one output per work-item (circ_lift). */
