@@ -60,26 +60,6 @@ __kernel void circ_lift(__global const float *X, __global const float *Wt, __glo
     Y[gid] = isfinite(s) ? fmax(s, 0.0f) : s; /* a non-finite input must reach the entry check, not vanish */
 }
 
-/* Lane scale of the spectra after an update. circ_update leaves u = v + eta (...) unnormalized in the lanes
- * (the fit and apply fold the normalization into the next consumers instead of a pass of its own): lane l
- * stands for sigma_l u_l, sigma_l = 1 / max(|u_l|, 1e-8), |u_l|^2 the sum of the nch chunk partials of
- * circ_update in chunk order. Every kernel takes sigma from this one function, so they agree bit for bit. */
-static inline float ci_sigma(__global const float *part, const uint mp, const uint nch, const uint l)
-{
-    float t = 0.0f;
-    for (uint c = 0; c < nch; c++) t += part[(size_t)c * mp + l];
-    return 1.0f / fmax(sqrt(t), 1e-8f);
-}
-
-/* sc[l] = sigma_l^2 for the Gram kernel (nch = 0: the lanes are normalized, sigma = 1). */
-__kernel void circ_lane_scale(__global const float *part, __global float *sc, const uint mp, const uint nch)
-{
-    const uint l = get_global_id(0);
-    if (l >= mp) return;
-    const float s = nch ? ci_sigma(part, mp, nch, l) : 1.0f;
-    sc[l] = s * s;
-}
-
 /* CPU-shaped lifting (PERF-NOTES.md): the inner loop is a contiguous vector load and CI_LO broadcast FMAs, no
  * wrap test. circ_lift_pad copies every row of X into rows of Wp = nv 16 + kw - 1 floats, Xp[.., x] =
  * X[.., x mod W] (the right wrap written out once); circ_lift_rows lets a work-item (sample b, block of CI_LO
@@ -231,7 +211,7 @@ typedef float16 ci_w;
  * S[K,p] = sum_j S[j,p], added in class order: its own pass over all lanes would be ~40% of the work. */
 __kernel void circ_gram(__global const float *Vt, __global const float *mask, __global const int *boff,
                         __global const int *blocks, __global float *S, const uint mp, const uint P, const uint K,
-                        __global const int *skip, const uint skip_off, __global const float *sc)
+                        __global const int *skip, const uint skip_off)
 {
     if (skip[skip_off]) return; /* the fit's objective when the predicted groups are the true ones */
     const size_t gid = get_global_id(0);
@@ -254,9 +234,7 @@ __kernel void circ_gram(__global const float *Vt, __global const float *mask, __
             ci_v a0r = (ci_v)(0.0f), a0i = a0r, a1r = a0r, a1i = a0r, a2r = a0r, a2i = a0r, a3r = a0r, a3i = a0r;
             for (int q = boff[j]; q < boff[j + 1]; q++) {
                 const uint b = (uint)blocks[q] * CI_VW;
-                /* lane weight: the group mask times sigma^2 (sc, circ_lane_scale / circ_groups) */
-                const ci_v w = vload8(0, mk + b) * vload8(0, sc + b), pr = w * vload8(0, xr + b),
-                           pi_ = w * vload8(0, xi + b);
+                const ci_v w = vload8(0, mk + b), pr = w * vload8(0, xr + b), pi_ = w * vload8(0, xi + b);
                 ci_v qr, qi;
 #define CI_GACC(ar, ai, y)                                                                       \
     qr = vload8(0, (y) + b);                                                                     \
@@ -314,14 +292,9 @@ __kernel void circ_groups(__global const int *yhat, __global const int *valid, _
                           __global int *boff, __global int *blocks, __global int *cnt, __global float *alpha,
                           const uint m, const uint mp, const uint K, const float eps2, const uint cnt_off,
                           __global const int *label, __global int *same, const uint same_off,
-                          __global const float *alpha_true, __global const float *part, const uint nch,
-                          __global float *sc)
+                          __global const float *alpha_true)
 {
     if (get_global_id(0) != 0) return;
-    for (uint l = 0; l < mp; l++) { /* the Gram kernel's sigma^2 of the update just made (circ_lane_scale) */
-        const float s = ci_sigma(part, mp, nch, l);
-        sc[l] = s * s;
-    }
     cnt += cnt_off;
     int eq = 1;
     for (uint l = 0; l < mp; l++)
@@ -639,19 +612,15 @@ __kernel void circ_norms_q(__global const float *Vt, __global const float *sq, _
  * and yhat, and the update's coefficients coef (K, mp) = gamma_j pi_j (0 on padding lanes, valid[b] < 0). */
 __kernel void circ_softmax(__global const float *part, __global float *nrm, __global const float *gamma,
                            __global float *pi, __global int *yhat, __global float *coef, __global const int *valid,
-                           const float lambda, const uint mp, const uint K, const uint nch,
-                           __global const float *upart, const uint unch, __global float *sig)
+                           const float lambda, const uint mp, const uint K, const uint nch)
 {
     const uint b = get_global_id(0);
     if (b >= mp) return;
-    /* the lanes stand for sigma u (ci_sigma; unch = 0: normalized lanes): the norms scale by sigma */
-    const float sg = unch ? ci_sigma(upart, mp, unch, b) : 1.0f;
-    sig[b] = sg;
     __global float *n = nrm + (size_t)b * K;
     for (uint j = 0; j < K; j++) {
         float t = 0.0f;
         for (uint c = 0; c < nch; c++) t += part[((size_t)c * K + j) * mp + b];
-        n[j] = fmax(sg * sqrt(fmax(t, 0.0f)), 1e-8f); /* a quadratic form may round below 0 */
+        n[j] = fmax(sqrt(fmax(t, 0.0f)), 1e-8f); /* a quadratic form may round below 0 */
     }
     __global float *pb = pi + (size_t)b * K;
     float mx = -lambda * n[0];
@@ -676,14 +645,11 @@ __kernel void circ_softmax(__global const float *part, __global float *nrm, __gl
 /* Work-item (chunk of bins [p0, p0 + pchunk), all blocks of 16 lanes: a bin's matrices are read from
  * memory once and reused from cache by every block): per bin u = v + eta (E^H v - sum_j coef_j C_j^H v)
  * from Vt into Vo (a second buffer: the tile's rows need all of v), and the chunk's weighted |u|^2 per
- * lane into part (nch, mp). The lanes of Vt hold x with v = sig x (sig per lane from circ_softmax, ci_sigma),
- * so u = sig (x + eta (E^H x - ...)); u is left unnormalized (no pass of its own: the next kernels take
- * sigma of u from part). Classes whose coefficient is 0 in all 16 lanes of a block (exp underflow)
+ * lane into part (nch, mp). Classes whose coefficient is 0 in all 16 lanes of a block (exp underflow)
  * contribute exactly 0 and are skipped. */
 __kernel void circ_update(__global const float *Vt, __global float *Vo, __global const float *ops,
                           __global const float *coef, __global float *part, const float eta, const uint mp,
-                          const uint P, const uint W, const uint Wh, const uint K, const uint pchunk,
-                          __global const float *sig)
+                          const uint P, const uint W, const uint Wh, const uint K, const uint pchunk)
 {
     const uint ch = get_global_id(0), p0 = ch * pchunk;
     if (p0 >= P) return;
@@ -697,7 +663,6 @@ __kernel void circ_update(__global const float *Vt, __global float *Vo, __global
             __global float *ob = Vo + off;
             const __global float *Ep = ci_op(ops, (size_t)K * P + p);
             ci_w s = (ci_w)(0.0f);
-            const ci_w sg = vload16(0, sig + b0); /* the input lanes stand for sigma v (circ_softmax) */
             uint r = 0;
             for (; r + 4 <= CI_C; r += 4) {
                 ci_w g0r, g0i, g1r, g1i, g2r, g2i, g3r, g3i;
@@ -719,8 +684,8 @@ __kernel void circ_update(__global const float *Vt, __global float *Vo, __global
                 }
 #define CI_OUT(gr, gi, rr)                                                                       \
     {                                                                                            \
-        const ci_w ur_ = sg * fma(e, gr, vload16(0, pb + (size_t)(rr) * 2 * mp)),                \
-                   ui_ = sg * fma(e, gi, vload16(0, pb + ((size_t)(rr) * 2 + 1) * mp));          \
+        const ci_w ur_ = fma(e, gr, vload16(0, pb + (size_t)(rr) * 2 * mp)),                     \
+                   ui_ = fma(e, gi, vload16(0, pb + ((size_t)(rr) * 2 + 1) * mp));               \
         s = fma(ur_, ur_, fma(ui_, ui_, s));                                                     \
         vstore16(ur_, 0, ob + (size_t)(rr) * 2 * mp);                                            \
         vstore16(ui_, 0, ob + ((size_t)(rr) * 2 + 1) * mp);                                      \
@@ -751,8 +716,7 @@ __kernel void circ_update(__global const float *Vt, __global float *Vo, __global
 }
 
 /* Work-item (block of 16 lanes, chunk of bins): v <- v / max(|v|, 1e-8), |v|^2 = the sum of the nch
- * chunks' partial sums (in chunk order: every chunk scales by the same factor). Once per fit / apply, before
- * leaving the frequency domain (the layers fold this scale into their kernels: ci_sigma). */
+ * chunks' partial sums (in chunk order: every chunk scales by the same factor). */
 __kernel void circ_scale(__global float *Vo, __global const float *part, const uint mp, const uint P,
                          const uint pchunk, const uint nch)
 {

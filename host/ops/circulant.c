@@ -95,12 +95,6 @@ static wbcl_status fill_int(wbcl_context *ctx, cl_mem mem, int value, size_t cou
     return e == CL_SUCCESS ? WBCL_SUCCESS : wbcl__cl_fail(ctx, e, "clearing %s", what);
 }
 
-static wbcl_status fill_float(wbcl_context *ctx, cl_mem mem, float value, size_t count, const char *what)
-{
-    cl_int e = clEnqueueFillBuffer(ctx->queue, mem, &value, sizeof value, 0, count * sizeof value, 0, NULL, NULL);
-    return e == CL_SUCCESS ? WBCL_SUCCESS : wbcl__cl_fail(ctx, e, "setting %s", what);
-}
-
 static wbcl_status copy_buf(wbcl_context *ctx, cl_mem src, cl_mem dst, size_t bytes, const char *what)
 {
     cl_int e = clEnqueueCopyBuffer(ctx->queue, src, dst, 0, 0, bytes, 0, NULL, NULL);
@@ -254,9 +248,6 @@ typedef struct {
     cl_mem mask2, boff2, blocks2, alpha2; /* groups by predicted class (fit's objective, built on the device) */
     cl_mem label;  /* mp ints: true label per lane (fit; -1 elsewhere)         */
     cl_mem zero;   /* 1 int = 0: "do not skip" for circ_gram / circ_shifted_inverse */
-    cl_mem sig;    /* mp floats: sigma per lane of the layer's input (circ_softmax -> circ_update)   */
-    cl_mem sc;     /* mp floats: sigma^2 per lane of Vt for circ_gram (1 after enter)                */
-    int scaled;    /* Vt holds an update's unnormalized u: sigma from part (cl/circulant.cl ci_sigma) */
     int *info_h;
     float *ld_h;
     int *yhat_h;
@@ -269,7 +260,7 @@ typedef struct {
 
 static void ws_free(ws *w)
 {
-    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag, &w->Vt2, &w->coef, &w->part, &w->npart, &w->valid, &w->mask2, &w->boff2, &w->blocks2, &w->alpha2, &w->label, &w->zero, &w->sq, &w->sig, &w->sc};
+    cl_mem *all[] = {&w->Zr, &w->V, &w->Vt, &w->mask, &w->lane, &w->boff, &w->blocks, &w->S, &w->ld, &w->info, &w->alpha, &w->yhat, &w->nrm, &w->pi, &w->flag, &w->Vt2, &w->coef, &w->part, &w->npart, &w->valid, &w->mask2, &w->boff2, &w->blocks2, &w->alpha2, &w->label, &w->zero, &w->sq};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
     free(w->info_h);
     free(w->ld_h);
@@ -345,9 +336,7 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
         (st = wbcl__buffer(ctx, (K + 1) * (mp / 8) * sizeof(int), "group blocks", &w->blocks2)) ||
         (st = wbcl__buffer(ctx, (K + 1) * sizeof(float), "alpha", &w->alpha2)) ||
         (st = wbcl__buffer(ctx, mp * sizeof(int), "lane labels", &w->label)) ||
-        (st = wbcl__buffer(ctx, sizeof(int), "zero", &w->zero)) ||
-        (st = wbcl__buffer(ctx, mp * sizeof(float), "lane scales", &w->sig)) ||
-        (st = wbcl__buffer(ctx, mp * sizeof(float), "lane weights", &w->sc))) {
+        (st = wbcl__buffer(ctx, sizeof(int), "zero", &w->zero))) {
         ws_free(w);
         return st;
     }
@@ -488,8 +477,6 @@ static wbcl_status enter(wbcl_context *ctx, const char *op, ws *w, int normalize
     int flag = 0;
     if (normalize && (st = read_buf(ctx, w->flag, sizeof flag, &flag, "flag"))) return st;
     if (flag) return wbcl__fail(ctx, WBCL_ERROR_NUMERIC, "%s: non-finite input (NaN or Inf in the signals or features, or an overflow)", op);
-    w->scaled = 0;
-    if ((st = fill_float(ctx, w->sc, 1.0f, w->mp, "lane weights"))) return st;
     wbcl_kern *kt;
     if ((st = kern(ctx, g->C, "circ_to_lanes", &kt))) return st;
     cl_uint ump = (cl_uint)w->mp;
@@ -508,19 +495,6 @@ static wbcl_status leave(wbcl_context *ctx, ws *w, cl_mem dst)
     wbcl_kern *kf;
     wbcl_status st = kern(ctx, g->C, "circ_from_lanes", &kf);
     if (st) return st;
-    if (w->scaled) { /* the last update's u: normalized once here (the layers fold sigma into their kernels) */
-        wbcl_kern *kc;
-        if ((st = kern(ctx, g->C, "circ_scale", &kc))) return st;
-        cl_uint ump = (cl_uint)w->mp, uP = (cl_uint)g->P, upc = (cl_uint)w->pchunk, unch = (cl_uint)w->nch;
-        WBCL_ARG(ctx, kc, 0, w->Vt);
-        WBCL_ARG(ctx, kc, 1, w->part);
-        WBCL_ARG(ctx, kc, 2, ump);
-        WBCL_ARG(ctx, kc, 3, uP);
-        WBCL_ARG(ctx, kc, 4, upc);
-        WBCL_ARG(ctx, kc, 5, unch);
-        if ((st = launch_heavy(ctx, kc, w->mp / 16 * w->nch))) return st;
-        w->scaled = 0;
-    }
     cl_uint um0 = (cl_uint)g->m, uP0 = (cl_uint)g->P, ump = (cl_uint)w->mp;
     WBCL_ARG(ctx, kf, 0, w->Vt);
     WBCL_ARG(ctx, kf, 1, w->V);
@@ -560,7 +534,6 @@ static wbcl_status enq_gram(wbcl_context *ctx, ws *w, cl_mem mask, cl_mem boff, 
     cl_uint uso = (cl_uint)skip_off;
     WBCL_ARG(ctx, k, 8, skip);
     WBCL_ARG(ctx, k, 9, uso);
-    WBCL_ARG(ctx, k, 10, w->sc);
     return launch1(ctx, k, g->P * g->C); /* (bin, row): all K classes, then group K as their sum */
 }
 
@@ -620,10 +593,6 @@ static wbcl_status enq_groups(wbcl_context *ctx, ws *w, cl_mem cnt, size_t cnt_o
     WBCL_ARG(ctx, k, 13, same);
     WBCL_ARG(ctx, k, 14, uso);
     WBCL_ARG(ctx, k, 15, w->alpha);
-    cl_uint unch = (cl_uint)w->nch;
-    WBCL_ARG(ctx, k, 16, w->part); /* after an update (fit): sigma^2 per lane into sc for the Gram kernel */
-    WBCL_ARG(ctx, k, 17, unch);
-    WBCL_ARG(ctx, k, 18, w->sc);
     return launch1(ctx, k, 1);
 }
 
@@ -735,17 +704,18 @@ done:
 }
 
 /* One layer's application to the spectra w->Vt with operators ops and gamma (device): circ_op_square -> circ_norms_q ->
- * circ_softmax -> circ_update (into w->Vt2), then Vt and Vt2 trade places. Vt is left unnormalized (w->scaled):
- * the next layer's circ_softmax and circ_update, the Gram kernel (sc, written by circ_groups or
- * circ_lane_scale) and leave take sigma from w->part instead of a normalization pass per layer. */
+ * circ_softmax -> circ_update (into w->Vt2) -> circ_scale, then Vt and Vt2 trade places. */
 static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam, const wbcl_circulant_params *p)
 {
     const geom *g = &w->g;
-    wbcl_kern *ks, *ku;
+    wbcl_kern *ks, *ku, *kc;
     wbcl_status st;
-    if ((st = kern(ctx, g->C, "circ_softmax", &ks)) || (st = kern(ctx, g->C, "circ_update", &ku))) return st;
+    if ((st = kern(ctx, g->C, "circ_softmax", &ks)) ||
+        (st = kern(ctx, g->C, "circ_update", &ku)) || (st = kern(ctx, g->C, "circ_scale", &kc)))
+        return st;
+    const size_t nblk = w->mp / 16;
     cl_uint ump = (cl_uint)w->mp, uP = (cl_uint)g->P, uW = (cl_uint)g->W, uWh = (cl_uint)g->Wh, uK = (cl_uint)w->K,
-            upc = (cl_uint)w->pchunk;
+            upc = (cl_uint)w->pchunk, unch = (cl_uint)w->nch;
     float eta = p->eta, lambda = p->lambda;
     cl_uint upn = (cl_uint)w->pchn, unchn = (cl_uint)w->nchn;
     /* Q'_{j,p} = w_p C_{j,p}^2 (off-diagonal doubled), then the class norms as quadratic forms (cl/circulant.cl) */
@@ -778,10 +748,6 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
     WBCL_ARG(ctx, ks, 8, ump);
     WBCL_ARG(ctx, ks, 9, uK);
     WBCL_ARG(ctx, ks, 10, unchn);
-    cl_uint uunch = w->scaled ? (cl_uint)w->nch : 0;
-    WBCL_ARG(ctx, ks, 11, w->part);
-    WBCL_ARG(ctx, ks, 12, uunch);
-    WBCL_ARG(ctx, ks, 13, w->sig);
     if ((st = launch1(ctx, ks, w->mp))) return st;
     WBCL_ARG(ctx, ku, 0, w->Vt);
     WBCL_ARG(ctx, ku, 1, w->Vt2);
@@ -795,9 +761,14 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
     WBCL_ARG(ctx, ku, 9, uWh);
     WBCL_ARG(ctx, ku, 10, uK);
     WBCL_ARG(ctx, ku, 11, upc);
-    WBCL_ARG(ctx, ku, 12, w->sig);
     if ((st = launch_heavy(ctx, ku, w->nch))) return st; /* one chunk of bins (all lanes) per work-item */
-    w->scaled = 1;
+    WBCL_ARG(ctx, kc, 0, w->Vt2);
+    WBCL_ARG(ctx, kc, 1, w->part);
+    WBCL_ARG(ctx, kc, 2, ump);
+    WBCL_ARG(ctx, kc, 3, uP);
+    WBCL_ARG(ctx, kc, 4, upc);
+    WBCL_ARG(ctx, kc, 5, unch);
+    if ((st = launch_heavy(ctx, kc, nblk * w->nch))) return st;
     cl_mem t = w->Vt;
     w->Vt = w->Vt2;
     w->Vt2 = t;
@@ -1293,16 +1264,6 @@ static wbcl_status shard_sum(wbcl_context *ctx, const char *op, shard_comm *sc, 
 static wbcl_status shard_gram(wbcl_context *ctx, ws *w, const int *labels)
 {
     wbcl_status st = set_groups(ctx, w, labels);
-    if (!st && w->scaled) { /* sigma^2 per lane of the last update (circ_groups does this in the fit) */
-        wbcl_kern *k;
-        cl_uint ump = (cl_uint)w->mp, unch = (cl_uint)w->nch;
-        if ((st = kern(ctx, w->g.C, "circ_lane_scale", &k))) return st;
-        WBCL_ARG(ctx, k, 0, w->part);
-        WBCL_ARG(ctx, k, 1, w->sc);
-        WBCL_ARG(ctx, k, 2, ump);
-        WBCL_ARG(ctx, k, 3, unch);
-        st = launch1(ctx, k, w->mp);
-    }
     if (!st) st = enq_gram(ctx, w, w->mask, w->boff, w->blocks, w->zero, 0);
     return st;
 }
