@@ -27,15 +27,43 @@
 /* elementwise                                                               */
 /* ------------------------------------------------------------------------- */
 
+/* erfc(z) for 8 lanes: Numerical Recipes' erfcc (a Chebyshev fit of erfc(z) exp(z^2) in
+ * t = 1 / (1 + |z|/2)), fractional error < 1.2e-7 for every z, so the relative accuracy holds in
+ * the tail; one exp, one division, no branch, so it vectorizes. (OpenCL's erfc is a scalar
+ * library call per element on PoCL, ~40 ns: 4M elements took 170 ms.) */
+inline float8 wbcl_erfc8(const float8 z)
+{
+    const float8 a = fabs(z);
+    const float8 t = 1.0f / fma((float8)(0.5f), a, (float8)(1.0f));
+    float8 p = fma(t, (float8)(0.17087277f), (float8)(-0.82215223f));
+    p = fma(t, p, (float8)(1.48851587f));
+    p = fma(t, p, (float8)(-1.13520398f));
+    p = fma(t, p, (float8)(0.27886807f));
+    p = fma(t, p, (float8)(-0.18628806f));
+    p = fma(t, p, (float8)(0.09678418f));
+    p = fma(t, p, (float8)(0.37409196f));
+    p = fma(t, p, (float8)(1.00002368f));
+    p = fma(t, p, (float8)(-1.26551223f));
+    const float8 r = t * exp(p - a * a);
+    return select(r, 2.0f - r, z < 0.0f); /* erfc(-a) = 2 - erfc(a) */
+}
+
 /* Exact GELU: 0.5 x (1 + erf(x / sqrt 2)), written as 0.5 x erfc(-x / sqrt 2)
  * (the same function): for x << 0, 1 + erf(.) cancels catastrophically in
- * float32 while erfc keeps its relative accuracy. */
+ * float32 while erfc keeps its relative accuracy. 8 elements per work-item
+ * (global ceil(n / 8)); in place (x == y) is fine. */
 __kernel void wbcl_ew_gelu(__global const float *x, __global float *y, const ulong n)
 {
-    const size_t i = get_global_id(0);
-    if (i < n) {
-        const float v = x[i];
-        y[i] = 0.5f * v * erfc(-v * M_SQRT1_2_F);
+    const ulong i = (ulong)get_global_id(0) * 8;
+    if (i >= n) return;
+    if (i + 8 <= n) {
+        const float8 v = vload8(0, x + i);
+        vstore8(0.5f * v * wbcl_erfc8(-v * M_SQRT1_2_F), 0, y + i);
+    } else {
+        for (ulong j = i; j < n; j++) {
+            const float8 v = (float8)(x[j]);
+            y[j] = (0.5f * v * wbcl_erfc8(-v * M_SQRT1_2_F)).s0;
+        }
     }
 }
 

@@ -5,9 +5,11 @@
  *   relu, scale, add       one correctly rounded operation: exact, or 1 ulp.
  *   axpby                  two products and a sum (maybe fused):
  *                          |err| <= 4 eps32 (|alpha x| + |beta y|).
- *   gelu                   OpenCL erfc is within 16 ulp, then two products:
- *                          1e-5 relative (~80 ulp of slack for the
- *                          argument's own rounding) + 1e-30 absolute; the erfc
+ *   gelu                   erfc by a Chebyshev fit of fractional error
+ *                          < 1.2e-7 (cl/ops.cl), exp within 3 ulp, then two
+ *                          products: 1e-5 relative (~80 ulp of slack for the
+ *                          argument's own rounding, which erfc amplifies by
+ *                          2 z^2 in the tail) + 1e-30 absolute; the erfc
  *                          form keeps this relative bound for x << 0.
  *   softmax                exp within 3 ulp, x - max exact or within half an
  *                          ulp of |x - max| <= 10 here, a blocked sum, one

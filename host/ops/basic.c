@@ -101,8 +101,9 @@ static wbcl_status check_unary(wbcl_context *ctx, const char *op, const wbcl_ten
 
 /* ---- elementwise ------------------------------------------------------------ */
 
-static wbcl_status unary(wbcl_context *ctx, const char *op, const char *kname, const wbcl_tensor *x,
-                         wbcl_tensor *y)
+/* per_item: elements per work-item (the kernel's own blocking) */
+static wbcl_status unary(wbcl_context *ctx, const char *op, const char *kname, size_t per_item,
+                         const wbcl_tensor *x, wbcl_tensor *y)
 {
     if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
     wbcl_status st = check_unary(ctx, op, x, y);
@@ -113,17 +114,17 @@ static wbcl_status unary(wbcl_context *ctx, const char *op, const char *kname, c
     WBCL_ARG(ctx, k, 0, x->mem);
     WBCL_ARG(ctx, k, 1, y->mem);
     WBCL_ARG(ctx, k, 2, n);
-    return launch_elementwise(ctx, k, x->numel);
+    return launch_elementwise(ctx, k, (x->numel + per_item - 1) / per_item);
 }
 
 wbcl_status wbcl_gelu(wbcl_context *ctx, const wbcl_tensor *x, wbcl_tensor *y)
 {
-    return unary(ctx, "wbcl_gelu", "wbcl_ew_gelu", x, y);
+    return unary(ctx, "wbcl_gelu", "wbcl_ew_gelu", 8, x, y);
 }
 
 wbcl_status wbcl_relu(wbcl_context *ctx, const wbcl_tensor *x, wbcl_tensor *y)
 {
-    return unary(ctx, "wbcl_relu", "wbcl_ew_relu", x, y);
+    return unary(ctx, "wbcl_relu", "wbcl_ew_relu", 1, x, y);
 }
 
 static wbcl_status scale_run(wbcl_context *ctx, const wbcl_tensor *x, float alpha, wbcl_tensor *y)
