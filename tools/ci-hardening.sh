@@ -96,8 +96,12 @@ vg() {
 
 valgrind_setup() {
   command -v valgrind >/dev/null || { echo "ci-hardening: valgrind not installed (tools/install-deps.sh)"; return 1; }
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build build -j"$jobs"
+  # WBCL_CI_PREBUILT=1 (.ci/run, which has built build/ and starts the two parts side by side):
+  # no configure or build here, so that the parts never run CMake on one tree at the same time.
+  if [ "${WBCL_CI_PREBUILT:-0}" != 1 ]; then
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build build -j"$jobs"
+  fi
   # Caches of their own: under valgrind the CPU that LLVM (and so PoCL) detects is valgrind's
   # virtual one (no AVX-512), so PoCL builds different kernels and neither its cache nor wbcl's
   # (keyed by the device name) from the normal run applies. The first run compiles under
