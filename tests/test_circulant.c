@@ -451,14 +451,15 @@ static const size_t dev_cases[][8] = {
  * channels x a row per work-item, 16 columns at a time; GPU: one output per work-item), on sizes that hit the CPU variant's
  * edges: T and W not multiples of 16 (partial last vector), T < 16, k = T and kh = H (the largest kernels the
  * API allows: the padded row wraps all the way round), Cout not a multiple of 4 (a partial channel block),
- * Cin > 1, k = 1 (lengths with prime factors <= 13: the op checks the geometry as for the FFTs). Tolerance per element, the fp32 dot-product bound: n = Cin kh kw products, each input
+ * Cin > 1, k = 1, and prime lengths 17 and 19 (lifting needs no FFT, so it takes lengths clFFT cannot do).
+ * Tolerance per element, the fp32 dot-product bound: n = Cin kh kw products, each input
  * rounded to fp32 once (2u) and n roundings in the sum, so |y - y_ref| <= gamma_{n+2} sum |w x| with
  * gamma_k = k u / (1 - k u), u = 2^-24 (ReLU is 1-Lipschitz). A kernel larger than the signal is rejected. */
 static const size_t lift_cases[][7] = {
     /* m, Cin, Cout, H, W, kh, kw */
     {3, 1, 20, 1, 200, 1, 5}, {2, 1, 5, 1, 7, 1, 7},   {3, 2, 3, 1, 15, 1, 14}, {1, 3, 9, 1, 33, 1, 33},
     {2, 1, 1, 1, 1, 1, 1},    {2, 1, 16, 28, 28, 3, 3}, {2, 2, 5, 5, 21, 5, 21}, {1, 3, 6, 3, 16, 2, 1},
-    {2, 1, 4, 7, 3, 7, 3},
+    {2, 1, 4, 7, 3, 7, 3},    {2, 1, 3, 1, 17, 1, 4},   {1, 2, 5, 17, 19, 3, 2},
 };
 
 START_TEST(device_lift_vs_reference)

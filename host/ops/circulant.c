@@ -119,7 +119,8 @@ typedef struct {
     size_t m, C, H, W, N, P, Wh;
 } geom;
 
-static wbcl_status signal_geom(wbcl_context *ctx, const char *op, const char *what, const wbcl_tensor *t, geom *g)
+/* The geometry without the FFT's length restriction (lifting needs no FFT). */
+static wbcl_status signal_shape(wbcl_context *ctx, const char *op, const char *what, const wbcl_tensor *t, geom *g)
 {
     wbcl_status st = wbcl__check_tensor(ctx, t, op, what);
     if (st) return st;
@@ -141,7 +142,14 @@ static wbcl_status signal_geom(wbcl_context *ctx, const char *op, const char *wh
     if (g->m > (1u << 24) || g->N > (1u << 24) || g->C * g->N > (1u << 26))
         return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: %s is too large %s", op, what,
                           wbcl__shape_str(sh, sizeof sh, t->ndim, t->shape));
-    return wbcl__fft_check(ctx, op, g->H, g->W);
+    return WBCL_SUCCESS;
+}
+
+/* The geometry of a signal the layers transform: lengths the FFT can do (wbcl__fft_check). */
+static wbcl_status signal_geom(wbcl_context *ctx, const char *op, const char *what, const wbcl_tensor *t, geom *g)
+{
+    wbcl_status st = signal_shape(ctx, op, what, t, g);
+    return st ? st : wbcl__fft_check(ctx, op, g->H, g->W);
 }
 
 static wbcl_status check_channels(wbcl_context *ctx, const char *op, size_t C)
@@ -945,8 +953,8 @@ wbcl_status wbcl_circulant_lift(wbcl_context *ctx, const wbcl_tensor *X, const w
     geom gx = {0}, gy = {0};
     size_t Cout = 0, kh = 1, kw = 1;
     wbcl_status st;
-    if ((st = signal_geom(ctx, op, "X", X, &gx)) || (st = lift_geom(ctx, op, Wt, &gx, &Cout, &kh, &kw)) ||
-        (st = signal_geom(ctx, op, "Y", Y, &gy)))
+    if ((st = signal_shape(ctx, op, "X", X, &gx)) || (st = lift_geom(ctx, op, Wt, &gx, &Cout, &kh, &kw)) ||
+        (st = signal_shape(ctx, op, "Y", Y, &gy)))
         return st;
     if (Y == X) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: Y must not be X", op);
     if (gy.dims != gx.dims || gy.m != gx.m || gy.C != Cout || gy.H != gx.H || gy.W != gx.W) {

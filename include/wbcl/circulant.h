@@ -59,7 +59,8 @@ wbcl_circulant_params wbcl_circulant_default_params(void);
 typedef void (*wbcl_circulant_progress_fn)(int layer, double dR, double R, double Rc, void *user);
 
 /* Lifting. X (m, Cin, T) with Wt (Cout, Cin, k), k <= T, or X (m, Cin, H, W) with Wt (Cout, Cin, kh, kw),
- * kh <= H, kw <= W; Y (m, Cout, T) or (m, Cout, H, W). Y must not be X. */
+ * kh <= H, kw <= W; Y (m, Cout, T) or (m, Cout, H, W). Y must not be X. Any length is accepted here (the
+ * lifting needs no FFT); fit and apply also need lengths whose prime factors are at most 13 (clFFT). */
 wbcl_status wbcl_circulant_lift(wbcl_context *ctx, const wbcl_tensor *X, const wbcl_tensor *Wt, wbcl_tensor *Y);
 
 /* Constructs params->layers layers. X: raw signals (m, Cin, T) / (m, Cin, H, W) when lift is given (lifting
