@@ -364,11 +364,12 @@ START_TEST(packed_tile_sizes)
      * case per size; the transposes rotate so that every packing kernel
      * (A/B, along x/along k) meets widths other than the CPU default 12 x 32. */
     wbcl_context *ctx = ctx_for(0);
-    const int tiles[][2] = {{1, 4}, {3, 8}, {5, 16}, {16, 32}, {8, 32}};
+    /* 6 x 64 (four float16 vectors per row): n = 150 gives two full column panels and an edge */
+    const int tiles[][2] = {{1, 4}, {3, 8}, {5, 16}, {16, 32}, {8, 32}, {6, 64}};
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
         ctx->params.gemm_mr = tiles[t][0];
         ctx->params.gemm_nr = tiles[t][1];
-        gspec s = plain(37, 41, 43);
+        gspec s = plain(37, tiles[t][1] == 64 ? 150 : 41, 43);
         s.ta = (t & 1) ? WBCL_TRANS : WBCL_NO_TRANS;
         s.tb = (t == 1 || t == 2) ? WBCL_TRANS : WBCL_NO_TRANS;
         s.beta = 0.5f;
@@ -385,6 +386,8 @@ START_TEST(packed_tile_sizes)
     ctx->params.gemm_mr = 8;
     ctx->params.gemm_nr = 12;
     tu_assert_status(ctx, wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1, A, B, 0, C), WBCL_ERROR_UNSUPPORTED, "NR=12");
+    ctx->params.gemm_nr = 128;
+    tu_assert_status(ctx, wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1, A, B, 0, C), WBCL_ERROR_UNSUPPORTED, "NR=128");
     ctx->params.gemm_mr = 0;
     ctx->params.gemm_nr = 32;
     tu_assert_status(ctx, wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1, A, B, 0, C), WBCL_ERROR_UNSUPPORTED, "MR=0");
