@@ -59,8 +59,10 @@ int main(int argc, char **argv)
         while (*s && *s != ',') s++;
         if (*s == ',') s++;
     }
-    if (!nshape) {
-        fprintf(stderr, "no m,n,k given\n");
+    if (reps < 1) reps = 1;
+    if (reps > 64) reps = 64;
+    if (!nt || !nshape) {
+        fprintf(stderr, "no MRxNR tile or no m,n,k given\n");
         return 2;
     }
     wbcl_context *ctx;
@@ -74,6 +76,10 @@ int main(int argc, char **argv)
     for (int s = 0; s < nshape; s++) {
         const size_t m = shp[s][0], n = shp[s][1], k = shp[s][2];
         float *h = malloc((m * k + k * n) * sizeof *h);
+        if (!h) {
+            fprintf(stderr, "out of host memory\n");
+            return 1;
+        }
         for (size_t i = 0; i < m * k + k * n; i++) h[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
         size_t sa[2] = {m, k}, sb[2] = {k, n}, sc[2] = {m, n};
         wbcl_tensor *A, *B, *C;
