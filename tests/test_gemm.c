@@ -377,6 +377,15 @@ START_TEST(packed_tile_sizes)
         s.bd[0] = 3;
         run_dense(ctx, &s, 600 + t);
     }
+    /* 6 x 64 with the other two packing kernels (A as stored, B transposed: both along k) */
+    ctx->params.gemm_mr = 6;
+    ctx->params.gemm_nr = 64;
+    {
+        gspec s = plain(37, 150, 43);
+        s.tb = WBCL_TRANS;
+        s.beta = 0.5f;
+        run_dense(ctx, &s, 610);
+    }
     /* parameters the kernel does not support are refused, not miscomputed */
     size_t sh[2] = {4, 4};
     wbcl_tensor *A, *B, *C;
