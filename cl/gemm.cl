@@ -16,7 +16,7 @@
  *      local memory, no barriers: PoCL turns each work-item into a straight
  *      loop that LLVM keeps in registers.
  *
- * WBCL_GEMM_MR (1..16) and WBCL_GEMM_NR (4, 8, 16 or 32) come from the
+ * WBCL_GEMM_MR (1..16) and WBCL_GEMM_NR (4, 8, 16, 32 or 64) come from the
  * per-device parameter table; the host validates them before building.
  *
  * float16 storage (compute stays float32), two independent specializations:
@@ -56,7 +56,10 @@
 #error "WBCL_GEMM_MR must be in 1..16"
 #endif
 
-#if NR == 32
+#if NR == 64
+#define VW 16
+#define NV 4
+#elif NR == 32
 #define VW 16
 #define NV 2
 #elif NR == 16
@@ -69,7 +72,7 @@
 #define VW 4
 #define NV 1
 #else
-#error "WBCL_GEMM_NR must be 4, 8, 16 or 32"
+#error "WBCL_GEMM_NR must be 4, 8, 16, 32 or 64"
 #endif
 
 #define WBCL_CAT_(a, b) a##b

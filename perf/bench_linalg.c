@@ -23,7 +23,8 @@
  *     kernels, blocked with the packed GEMM) vs spotrf_("U") on the same
  *     row-major data (its upper triangle in column-major order is our lower
  *     triangle, and U = L^T), OpenBLAS on T threads (default 2); also the
- *     fraction of the FP32 FMA peak measured in (0).
+ *     fraction of the FP32 FMA peak measured in (0), for both also per CPU-second
+ *     (spotrf_'s: process CPU time around the call, OpenBLAS's threads included).
  * (2) B = 1000 small matrices, n = 3 10 20 64: one batched wbcl_cholesky call
  *     vs a loop of B spotrf_ calls (single-threaded loop: OpenBLAS does not
  *     parallelize across calls; our batch runs on every core).
@@ -125,11 +126,12 @@ static double time_wbcl_chol(wbcl_context *ctx, wbcl_tensor *A, wbcl_tensor *L)
     return now_s() - t0;
 }
 
-/* spotrf_ on b matrices (a loop), from a fresh copy of src (copy not timed). */
-static double time_spotrf(int n, int b, const float *src, float *work)
+/* spotrf_ on b matrices (a loop), from a fresh copy of src (copy not timed); wall seconds, and
+ * the process CPU seconds over the same interval in *cpu (OpenBLAS's threads included). */
+static double time_spotrf(int n, int b, const float *src, float *work, double *cpu)
 {
     memcpy(work, src, (size_t)b * n * n * sizeof *work);
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     for (int k = 0; k < b; k++) {
         int info = 0;
         spotrf_("U", &n, work + (size_t)k * n * n, &n, &info);
@@ -138,13 +140,15 @@ static double time_spotrf(int n, int b, const float *src, float *work)
             exit(1);
         }
     }
-    return now_s() - t0;
+    const double t = now_s() - t0;
+    if (cpu) *cpu = cpu_s() - c0;
+    return t;
 }
 
-static double time_spotri(int n, int b, const float *src, float *work)
+static double time_spotri(int n, int b, const float *src, float *work, double *cpu)
 {
     memcpy(work, src, (size_t)b * n * n * sizeof *work);
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     for (int k = 0; k < b; k++) {
         int info = 0;
         spotrf_("U", &n, work + (size_t)k * n * n, &n, &info);
@@ -154,7 +158,9 @@ static double time_spotri(int n, int b, const float *src, float *work)
             exit(1);
         }
     }
-    return now_s() - t0;
+    const double t = now_s() - t0;
+    if (cpu) *cpu = cpu_s() - c0;
+    return t;
 }
 
 
@@ -321,7 +327,7 @@ static void yardsticks(wbcl_context *ctx, int reps, double *probe_gf, double *sg
 /* One row of a table: interleaved repetitions of wbcl (which = 0: cholesky,
  * 1: inverse) and the peer. Returns wbcl and peer medians. */
 static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const float *A, double *mw, double *mp,
-                     double *diff, double *bw, double *cw)
+                     double *diff, double *bw, double *cw, double *cp)
 {
     size_t total = (size_t)b * n * n;
     size_t s3[3] = {(size_t)b, (size_t)n, (size_t)n};
@@ -330,14 +336,14 @@ static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const
     check(wbcl_tensor_create(ctx, 3, s3, WBCL_F32, NULL, &tL), ctx, "tensor L");
     float *work = malloc(total * sizeof *work), *L = malloc(total * sizeof *L);
     double *tw = malloc((size_t)reps * sizeof *tw), *tp = malloc((size_t)reps * sizeof *tp),
-           *tc = malloc((size_t)reps * sizeof *tc);
-    if (!work || !L || !tw || !tp || !tc) exit(1);
+           *tc = malloc((size_t)reps * sizeof *tc), *tpc = malloc((size_t)reps * sizeof *tpc);
+    if (!work || !L || !tw || !tp || !tc || !tpc) exit(1);
     /* warm-up (builds kernels) and the comparison of results */
     for (int w = 0; w < 2; w++) {
         if (which == 0) time_wbcl_chol(ctx, tA, tL);
         else check(wbcl_spd_inverse(ctx, tA, tL), ctx, "wbcl_spd_inverse");
-        if (which == 0) time_spotrf(n, b, A, work);
-        else time_spotri(n, b, A, work);
+        if (which == 0) time_spotrf(n, b, A, work, NULL);
+        else time_spotri(n, b, A, work, NULL);
     }
     check(wbcl_tensor_read(ctx, tL, L, total), ctx, "read");
     *diff = rel_diff(n, b, L, work);
@@ -350,7 +356,7 @@ static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const
                 tw[r] = now_s() - t0;
                 tc[r] = cpu_s() - c0;
             } else {
-                tp[r] = which == 0 ? time_spotrf(n, b, A, work) : time_spotri(n, b, A, work);
+                tp[r] = which == 0 ? time_spotrf(n, b, A, work, &tpc[r]) : time_spotri(n, b, A, work, &tpc[r]);
             }
         }
     }
@@ -358,6 +364,7 @@ static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const
     *mp = median(tp, reps);
     if (bw) *bw = tw[0];
     if (cw) *cw = median(tc, reps);
+    if (cp) *cp = median(tpc, reps);
     wbcl_tensor_destroy(tA);
     wbcl_tensor_destroy(tL);
     free(work);
@@ -365,6 +372,7 @@ static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const
     free(tw);
     free(tp);
     free(tc);
+    free(tpc);
 }
 
 int main(int argc, char **argv)
@@ -430,8 +438,9 @@ int main(int argc, char **argv)
     if (nl) {
         printf("(1) one large matrix, n^3/3 flops\n\n");
         printf("| n | wbcl ms | wbcl GFLOP/s | wbcl %% of peak | wbcl best GFLOP/s | best %% of peak | %% of peak per "
-               "CPU-s | wbcl %% of SGEMM | spotrf_ ms | spotrf_ GFLOP/s | spotrf_ %% of peak | ratio | max rel diff |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+               "CPU-s | wbcl %% of SGEMM | spotrf_ ms | spotrf_ GFLOP/s | spotrf_ %% of peak | spotrf_ %% of peak per "
+               "CPU-s | ratio | max rel diff |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         fflush(stdout);
     }
     for (int i = 0; i < nl; i++) {
@@ -441,11 +450,14 @@ int main(int argc, char **argv)
         make_spd(n, A);
         double mw, mp, diff, flop = (double)n * n * n / 3.0;
         double bw, cw;
-        run_case(ctx, 0, n, 1, reps, A, &mw, &mp, &diff, &bw, &cw);
-        printf("| %d | %.2f | %.1f | %.0f%% | %.1f | %.0f%% | %.0f%% | %.0f%% | %.2f | %.1f | %.0f%% | %.3f | %.1e |\n",
+        double cp;
+        run_case(ctx, 0, n, 1, reps, A, &mw, &mp, &diff, &bw, &cw, &cp);
+        printf("| %d | %.2f | %.1f | %.0f%% | %.1f | %.0f%% | %.0f%% | %.0f%% | %.2f | %.1f | %.0f%% | %.0f%% | %.3f | "
+               "%.1e |\n",
                n, 1e3 * mw, flop / mw * 1e-9, 100 * flop / mw * 1e-9 / peak, flop / bw * 1e-9,
                100 * flop / bw * 1e-9 / peak, 100 * flop / cw * 1e-9 / probe_cpu, 100 * flop / mw * 1e-9 / sgemm_gf,
-               1e3 * mp, flop / mp * 1e-9, 100 * flop / mp * 1e-9 / peak, mp / mw, diff);
+               1e3 * mp, flop / mp * 1e-9, 100 * flop / mp * 1e-9 / peak, 100 * flop / cp * 1e-9 / probe_cpu, mp / mw,
+               diff);
         fflush(stdout);
         free(A);
     }
@@ -463,7 +475,7 @@ int main(int argc, char **argv)
         if (!A) return 1;
         for (int b = 0; b < batch; b++) make_spd(n, A + b * nn);
         double mw, mp, diff, flop = (double)batch * n * n * n / 3.0;
-        run_case(ctx, 0, n, batch, reps, A, &mw, &mp, &diff, NULL, NULL);
+        run_case(ctx, 0, n, batch, reps, A, &mw, &mp, &diff, NULL, NULL, NULL);
         printf("| %d | %.3f | %.2f | %.3f | %.2f | %.3f | %.1e |\n", n, 1e3 * mw, flop / mw * 1e-9, 1e3 * mp,
                flop / mp * 1e-9, mp / mw, diff);
         fflush(stdout);
@@ -477,7 +489,7 @@ int main(int argc, char **argv)
         if (!A) return 1;
         for (int k = 0; k < b; k++) make_spd(n, A + k * nn);
         double mw, mp, diff, flop = (double)b * n * n * n; /* potrf n^3/3 + potri 2n^3/3 */
-        run_case(ctx, 1, n, b, reps, A, &mw, &mp, &diff, NULL, NULL);
+        run_case(ctx, 1, n, b, reps, A, &mw, &mp, &diff, NULL, NULL, NULL);
         printf("\n(3) ReduNet layer: %d SPD inverses of d = %d (n^3 flops each)\n\n", b, n);
         printf("| wbcl_spd_inverse ms | GFLOP/s | spotrf_+spotri_ ms | GFLOP/s | ratio | max rel diff |\n"
                "|---|---|---|---|---|---|\n");

@@ -383,6 +383,23 @@ START_TEST(gemm_mixes)
 }
 END_TEST
 
+/* the packed kernel's 6 x 64 register tile (four float16 vectors per row) on half A, B and C:
+ * the vload_half16/vstore_half16_rte paths at a vector index up to 3, full column panels and an
+ * edge (n = 150), beta != 0 (C read as half); tolerances as in run_half */
+START_TEST(gemm_tile_6x64_half)
+{
+    wbcl_context *ctx = ctx_for(0);
+    ctx->params.gemm_mr = 6;
+    ctx->params.gemm_nr = 64;
+    for (int t = 0; t < 2; t++) {
+        hspec s = {WBCL_F16, WBCL_F16, WBCL_F16, t ? WBCL_TRANS : WBCL_NO_TRANS, t ? WBCL_TRANS : WBCL_NO_TRANS,
+                   29, 150, 37, 1, 0.75f, -0.5f};
+        run_half(ctx, &s, 3000 + (uint64_t)t, NULL);
+    }
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 /* wbcl_gemm_strided on F16 storage with offsets, row gaps (ld > cols) and batch strides: the
  * CLBlast path widens whole spans and writes C's back, so the gaps must come back unchanged */
 START_TEST(gemm_strided_half)
@@ -567,6 +584,7 @@ static Suite *suite(void)
     tcase_add_test(tc, tensor_fill_reshape_limits);
     tcase_add_test(tc, ops_refuse_f16);
     tcase_add_loop_test(tc, gemm_mixes, 0, 2);
+    tcase_add_test(tc, gemm_tile_6x64_half);
     tcase_add_loop_test(tc, gemm_strided_half, 0, 2);
     tcase_add_loop_test(tc, gemm_accuracy, 0, 2);
     tcase_add_loop_test(tc, attention_half, 0, 2);

@@ -364,17 +364,27 @@ START_TEST(packed_tile_sizes)
      * case per size; the transposes rotate so that every packing kernel
      * (A/B, along x/along k) meets widths other than the CPU default 12 x 32. */
     wbcl_context *ctx = ctx_for(0);
-    const int tiles[][2] = {{1, 4}, {3, 8}, {5, 16}, {16, 32}, {8, 32}};
+    /* 6 x 64 (four float16 vectors per row): n = 150 gives two full column panels and an edge */
+    const int tiles[][2] = {{1, 4}, {3, 8}, {5, 16}, {16, 32}, {8, 32}, {6, 64}};
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
         ctx->params.gemm_mr = tiles[t][0];
         ctx->params.gemm_nr = tiles[t][1];
-        gspec s = plain(37, 41, 43);
+        gspec s = plain(37, tiles[t][1] == 64 ? 150 : 41, 43);
         s.ta = (t & 1) ? WBCL_TRANS : WBCL_NO_TRANS;
         s.tb = (t == 1 || t == 2) ? WBCL_TRANS : WBCL_NO_TRANS;
         s.beta = 0.5f;
         s.ndc = s.nda = 3; /* batched A: no merge, 3 x (37 x 41) */
         s.bd[0] = 3;
         run_dense(ctx, &s, 600 + t);
+    }
+    /* 6 x 64 with the other two packing kernels (A as stored, B transposed: both along k) */
+    ctx->params.gemm_mr = 6;
+    ctx->params.gemm_nr = 64;
+    {
+        gspec s = plain(37, 150, 43);
+        s.tb = WBCL_TRANS;
+        s.beta = 0.5f;
+        run_dense(ctx, &s, 610);
     }
     /* parameters the kernel does not support are refused, not miscomputed */
     size_t sh[2] = {4, 4};
@@ -385,6 +395,8 @@ START_TEST(packed_tile_sizes)
     ctx->params.gemm_mr = 8;
     ctx->params.gemm_nr = 12;
     tu_assert_status(ctx, wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1, A, B, 0, C), WBCL_ERROR_UNSUPPORTED, "NR=12");
+    ctx->params.gemm_nr = 128;
+    tu_assert_status(ctx, wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1, A, B, 0, C), WBCL_ERROR_UNSUPPORTED, "NR=128");
     ctx->params.gemm_mr = 0;
     ctx->params.gemm_nr = 32;
     tu_assert_status(ctx, wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1, A, B, 0, C), WBCL_ERROR_UNSUPPORTED, "MR=0");

@@ -106,16 +106,17 @@ START_TEST(shapes)
 END_TEST
 
 /* Other register tiles: the epilogue and the in-place A on MR x NR = 5 x 16 and 3 x 8
- * (vector widths 16 and 8, the AVX2/SSE table entries), each a new program. */
+ * (vector widths 16 and 8, the AVX2/SSE table entries) and 6 x 64 (four float16 vectors
+ * per row; n = 150: two full column panels and an edge), each a new program. */
 START_TEST(tile_sizes)
 {
     wbcl_context *ctx = tu_context();
     ck_assert_int_eq(wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_PACKED), WBCL_SUCCESS);
-    const int tiles[][2] = {{5, 16}, {3, 8}};
-    for (size_t t = 0; t < 2; t++) {
+    const int tiles[][2] = {{5, 16}, {3, 8}, {6, 64}};
+    for (size_t t = 0; t < 3; t++) {
         ctx->params.gemm_mr = tiles[t][0];
         ctx->params.gemm_nr = tiles[t][1];
-        run_linear(ctx, 23, 37, 29, 1, 1, 0, 300 + t);
+        run_linear(ctx, 23, tiles[t][1] == 64 ? 150 : 37, 29, 1, 1, 0, 300 + t);
     }
     wbcl_context_destroy(ctx);
 }

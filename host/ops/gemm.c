@@ -131,9 +131,9 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
                               const wbcl_tensor *B, wbcl_tensor *C, const gemm_epilogue *epi)
 {
     const size_t MR = (size_t)ctx->params.gemm_mr, NR = (size_t)ctx->params.gemm_nr;
-    if (MR < 1 || MR > 16 || (NR != 4 && NR != 8 && NR != 16 && NR != 32))
+    if (MR < 1 || MR > 16 || (NR != 4 && NR != 8 && NR != 16 && NR != 32 && NR != 64))
         return wbcl__fail(ctx, WBCL_ERROR_UNSUPPORTED,
-                          "%s: packed GEMM needs MR in 1..16 and NR in {4, 8, 16, 32}; the parameter table of '%s' "
+                          "%s: packed GEMM needs MR in 1..16 and NR in {4, 8, 16, 32, 64}; the parameter table of '%s' "
                           "gives MR=%zu NR=%zu",
                           op, ctx->info.name, MR, NR);
     const size_t m = d->m, n = d->n, k = d->k, batch = d->batch;
