@@ -410,9 +410,26 @@ START_TEST(context_settings)
         wbcl_tensor *t = NULL;
         ck_assert_int_eq(wbcl_tensor_create(ctx, 1, s, WBCL_F32, NULL, &t), WBCL_SUCCESS);
         ck_assert_int_eq(run_axpb(ctx, t, 1, 1), WBCL_SUCCESS);
+        ck_assert_int_eq(run_axpb(ctx, t, 2, 1), WBCL_SUCCESS);
         ck_assert(wbcl_context_kernel_ns(ctx) > 0);
+        /* the per-kernel breakdown: the kernels launched add up to the total */
+        const char *name = NULL;
+        uint64_t ns = 0, launches = 0, sum = 0, nl = 0;
+        size_t i = 0;
+        for (; wbcl_context_kernel_profile(ctx, i, &name, &ns, &launches); i++) {
+            ck_assert_ptr_nonnull(name);
+            sum += ns;
+            nl += launches;
+        }
+        ck_assert_uint_gt(i, 0);
+        ck_assert_uint_eq(sum, wbcl_context_kernel_ns(ctx));
+        ck_assert_uint_ge(nl, 2);
+        ck_assert_int_eq(wbcl_context_kernel_profile(ctx, i, &name, &ns, &launches), 0);
+        ck_assert_int_eq(wbcl_context_kernel_profile(NULL, 0, &name, &ns, &launches), 0);
         wbcl_context_reset_kernel_ns(ctx);
         ck_assert(wbcl_context_kernel_ns(ctx) == 0);
+        for (i = 0; wbcl_context_kernel_profile(ctx, i, NULL, &ns, &launches); i++)
+            ck_assert(ns == 0 && launches == 0);
         wbcl_tensor_destroy(t);
     }
     ck_assert_int_eq(wbcl_context_finish(ctx), WBCL_SUCCESS);

@@ -166,7 +166,23 @@ wbcl_status wbcl_context_set_timing(wbcl_context *ctx, int enabled)
 }
 
 uint64_t wbcl_context_kernel_ns(const wbcl_context *ctx) { return ctx ? ctx->kernel_ns : 0; }
-void wbcl_context_reset_kernel_ns(wbcl_context *ctx) { if (ctx) ctx->kernel_ns = 0; }
+void wbcl_context_reset_kernel_ns(wbcl_context *ctx)
+{
+    if (!ctx) return;
+    ctx->kernel_ns = 0;
+    for (size_t i = 0; i < ctx->n_kerns; i++) ctx->kerns[i]->ns = ctx->kerns[i]->launches = 0;
+}
+
+int wbcl_context_kernel_profile(const wbcl_context *ctx, size_t i, const char **name, uint64_t *ns,
+                                uint64_t *launches)
+{
+    if (!ctx || i >= ctx->n_kerns) return 0;
+    const wbcl_kern *k = ctx->kerns[i];
+    if (name) *name = k->name;
+    if (ns) *ns = k->ns;
+    if (launches) *launches = k->launches;
+    return 1;
+}
 uint64_t wbcl_context_build_ns(const wbcl_context *ctx) { return ctx ? ctx->build_ns : 0; }
 
 wbcl_status wbcl__buffer(wbcl_context *ctx, size_t bytes, const char *what, cl_mem *out)

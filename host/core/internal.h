@@ -56,6 +56,7 @@ typedef struct wbcl_kern {
     cl_kernel kernel;
     wbcl_program *prog;
     char *name;
+    uint64_t ns, launches; /* timed launches (wbcl_context_set_timing) since the last reset */
 } wbcl_kern;
 
 /* Scratch slot owners: 0 = packed A panels, 1 = packed B panels (host/ops/gemm.c); 4-7 = host/ops/linalg.c;

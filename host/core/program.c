@@ -474,6 +474,8 @@ wbcl_status wbcl__launch(wbcl_context *ctx, wbcl_kern *k, cl_uint dims, const si
         clReleaseEvent(ev);
         if (e != CL_SUCCESS) return wbcl__cl_fail(ctx, e, "profiling kernel '%s'", k->name);
         ctx->kernel_ns += t1 > t0 ? t1 - t0 : 0;
+        k->ns += t1 > t0 ? t1 - t0 : 0;
+        k->launches++;
     }
     return WBCL_SUCCESS;
 }

@@ -58,7 +58,13 @@ wbcl_gemm_backend wbcl_context_gemm_backend(const wbcl_context *ctx); /* resolve
  * enqueues is waited for and its profiled duration added to a counter. */
 wbcl_status wbcl_context_set_timing(wbcl_context *ctx, int enabled);
 uint64_t wbcl_context_kernel_ns(const wbcl_context *ctx);  /* accumulated since last reset */
-void wbcl_context_reset_kernel_ns(wbcl_context *ctx);
+void wbcl_context_reset_kernel_ns(wbcl_context *ctx);       /* also resets the per-kernel figures */
+/* The same per kernel: the i-th kernel object the context holds (i = 0, 1, ...), its name,
+ * the profiled time and the number of its timed launches since the last reset. Returns 1,
+ * or 0 past the last (outputs untouched; NULL outputs are skipped). A kernel built into
+ * programs with different options (e.g. two GEMM tiles) is listed once per program. */
+int wbcl_context_kernel_profile(const wbcl_context *ctx, size_t i, const char **name, uint64_t *ns,
+                                uint64_t *launches);
 /* Total time spent in clBuildProgram (source or binary) by this context, in ns. */
 uint64_t wbcl_context_build_ns(const wbcl_context *ctx);
 
