@@ -15,6 +15,10 @@
  *                                           does (without it, a layer whose predictions are all right takes
  *                                           the objective from the next layer's construction) and reads it
  *                                           back layer by layer
+ *                                           --profile: then N more fits with every kernel
+ *                                           timed (wbcl_context_set_timing: each launch waited for),
+ *                                           "profile KERNEL MS LAUNCHES" per layer, largest first
+ *                                           (FFTs are clFFT's, not listed), and exits
  *   bench_circulant --size C T [--layers L] [--reps N]
  *                                           as --case for a 1-D problem of C channels and length T
  *                                           (same m, K; the curve of the plot)
@@ -39,6 +43,8 @@
 #include "wbcl/circulant.h"
 #include "wbcl/io.h"
 #include "wbcl/wbcl.h"
+
+#include "kernel_profile.h"
 
 extern void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
 extern void spotri_(const char *uplo, const int *n, float *a, const int *lda, int *info);
@@ -119,6 +125,7 @@ static void progress_noop(int layer, double dR, double R, double Rc, void *user)
     (void)layer, (void)dR, (void)R, (void)Rc, (void)user;
 }
 static int every_layer; /* --every-layer */
+static int profile;     /* --profile */
 
 static int run_case(const bcase *c, int layers, int reps)
 {
@@ -158,6 +165,20 @@ static int run_case(const bcase *c, int layers, int reps)
         fflush(stdout);
         wbcl_circulant_destroy(net);
         net = NULL;
+    }
+    if (profile) {
+        if (wbcl_context_set_timing(ctx, 1)) goto fail;
+        wbcl_context_reset_kernel_ns(ctx);
+        for (int r = 0; r < reps; r++) {
+            if (wbcl_circulant_fit(ctx, tX, NULL, y, K_CLASSES, &p, every_layer ? progress_noop : NULL, NULL,
+                                   NULL, &net))
+                goto fail;
+            wbcl_circulant_destroy(net);
+            net = NULL;
+        }
+        print_kernel_profile(ctx, stdout, (double)reps * layers);
+        rc = 0;
+        goto fail;
     }
     if (every_layer) { /* the construction figure below is taken without the callback */
         rc = 0;
@@ -277,6 +298,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--every-layer")) every_layer = 1;
+        else if (!strcmp(argv[i], "--profile")) profile = 1;
         else if (!strcmp(argv[i], "--dense") && i + 2 < argc) {
             dC = (size_t)atol(argv[++i]);
             dT = (size_t)atol(argv[++i]);
