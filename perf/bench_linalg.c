@@ -6,7 +6,8 @@
  *
  * (0) the yardsticks, measured in the same run (interleaved, medians):
  *     - FMA peak: an OpenCL probe kernel on the wbcl device (64 work-items,
- *       each 12 independent float16 FMA chains, no memory traffic), i.e. what
+ *       each 12 independent FMA chains of the CPU's native float vector, or
+ *       float16 (AVX-512, other devices), no memory traffic), i.e. what
  *       PoCL's compiled code can issue on all cores;
  *     - OpenBLAS SGEMM at n = 2048 on T threads (the practical ceiling);
  *     - wbcl_gemm at m = n = k = 1024 and 2048, per CPU-second only (the
@@ -167,21 +168,32 @@ static double time_spotri(int n, int b, const float *src, float *work, double *c
 /* ---- (0) yardsticks ------------------------------------------------------------ */
 #define PROBE_ITEMS 64
 #define PROBE_CHAINS 12
+/* PW: the vector width, the device's native float width on a CPU (16 with
+ * AVX-512, 8 with AVX2: 12 chains then fill 12 of its 16 ymm registers; 12
+ * float16 chains there would need 24 and spill, which halved the probe on a
+ * Zen 3), 16 elsewhere. */
 static const char probe_src[] =
+    "#define VT_(n) float##n\n"
+    "#define VT(n) VT_(n)\n"
+    "#define VST_(n) vstore##n\n"
+    "#define VST(n) VST_(n)\n"
+    "typedef VT(PW) pv;\n"
     "__kernel void fma_probe(__global float *out, const uint iters, const float a, const float b)\n"
     "{\n"
     "    const uint g = get_global_id(0);\n"
-    "    float16 x0 = (float16)(g * 1e-6f), x1 = x0 + 1.0f, x2 = x0 + 2.0f, x3 = x0 + 3.0f, x4 = x0 + 4.0f,\n"
-    "            x5 = x0 + 5.0f, x6 = x0 + 6.0f, x7 = x0 + 7.0f, x8 = x0 + 8.0f, x9 = x0 + 9.0f,\n"
-    "            x10 = x0 + 10.0f, x11 = x0 + 11.0f;\n"
+    "    pv x0 = (pv)(g * 1e-6f), x1 = x0 + 1.0f, x2 = x0 + 2.0f, x3 = x0 + 3.0f, x4 = x0 + 4.0f,\n"
+    "       x5 = x0 + 5.0f, x6 = x0 + 6.0f, x7 = x0 + 7.0f, x8 = x0 + 8.0f, x9 = x0 + 9.0f,\n"
+    "       x10 = x0 + 10.0f, x11 = x0 + 11.0f;\n"
     "    for (uint i = 0; i < iters; i++) {\n"
     "        x0 = fma(x0, a, b); x1 = fma(x1, a, b); x2 = fma(x2, a, b); x3 = fma(x3, a, b);\n"
     "        x4 = fma(x4, a, b); x5 = fma(x5, a, b); x6 = fma(x6, a, b); x7 = fma(x7, a, b);\n"
     "        x8 = fma(x8, a, b); x9 = fma(x9, a, b); x10 = fma(x10, a, b); x11 = fma(x11, a, b);\n"
     "    }\n"
-    "    const float16 s = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7)) + ((x8 + x9) + (x10 + x11));\n"
-    "    out[g] = s.s0 + s.s1 + s.s2 + s.s3 + s.s4 + s.s5 + s.s6 + s.s7 + s.s8 + s.s9 + s.sa + s.sb + s.sc +\n"
-    "             s.sd + s.se + s.sf;\n"
+    "    const pv s = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7)) + ((x8 + x9) + (x10 + x11));\n"
+    "    float t[PW], r = 0.0f;\n"
+    "    VST(PW)(s, 0, t);\n"
+    "    for (int i = 0; i < PW; i++) r += t[i];\n"
+    "    out[g] = r;\n"
     "}\n";
 
 typedef struct probe {
@@ -189,6 +201,7 @@ typedef struct probe {
     cl_kernel kern;
     cl_mem out;
     cl_uint iters;
+    int width; /* PW */
 } probe;
 
 static void cl_check(cl_int e, const char *what)
@@ -199,13 +212,22 @@ static void cl_check(cl_int e, const char *what)
     }
 }
 
+static int probe_width(const wbcl_context *ctx)
+{
+    const unsigned vw = ctx->info.native_vector_width_float;
+    return ctx->info.type == WBCL_DEVICE_CPU && (vw == 4 || vw == 8) ? (int)vw : 16;
+}
+
 static void probe_init(wbcl_context *ctx, probe *p)
 {
     const char *src = probe_src;
     cl_int e;
     p->prog = clCreateProgramWithSource(ctx->cl, 1, &src, NULL, &e);
     cl_check(e, "clCreateProgramWithSource");
-    cl_check(clBuildProgram(p->prog, 1, &ctx->device, "", NULL, NULL), "clBuildProgram");
+    p->width = probe_width(ctx);
+    char opts[32];
+    snprintf(opts, sizeof opts, "-DPW=%d", p->width);
+    cl_check(clBuildProgram(p->prog, 1, &ctx->device, opts, NULL, NULL), "clBuildProgram");
     p->kern = clCreateKernel(p->prog, "fma_probe", &e);
     cl_check(e, "clCreateKernel");
     p->out = clCreateBuffer(ctx->cl, CL_MEM_WRITE_ONLY, PROBE_ITEMS * sizeof(float), NULL, &e);
@@ -226,7 +248,7 @@ static double probe_run(wbcl_context *ctx, probe *p, double *per_cpu)
     cl_check(clEnqueueNDRangeKernel(ctx->queue, p->kern, 1, NULL, &global, &local, 0, NULL, NULL), "launch");
     cl_check(clFinish(ctx->queue), "clFinish");
     double t = now_s() - t0, c = cpu_s() - c0;
-    double gflop = (double)PROBE_ITEMS * p->iters * PROBE_CHAINS * 16 * 2 * 1e-9;
+    double gflop = (double)PROBE_ITEMS * p->iters * PROBE_CHAINS * p->width * 2 * 1e-9;
     *per_cpu = gflop / c;
     return gflop / t;
 }
@@ -422,10 +444,10 @@ int main(int argc, char **argv)
     printf("reps: %d after warm-up, interleaved; times are medians; ratio = spotrf_ time / wbcl time (> 1: wbcl "
            "faster)\n",
            reps);
-    printf("(0) measured FP32 FMA peak (OpenCL probe, %d work-items x %d float16 chains): median %.1f, best %.1f "
+    printf("(0) measured FP32 FMA peak (OpenCL probe, %d work-items x %d float%d chains): median %.1f, best %.1f "
            "GFLOP/s; OpenBLAS SGEMM n = 2048: median %.1f, best %.1f GFLOP/s; %% of peak below uses %.1f GFLOP/s%s, "
            "%% of SGEMM the SGEMM median\n\n",
-           PROBE_ITEMS, PROBE_CHAINS, probe_gf, probe_best, sgemm_gf, sgemm_best, peak,
+           PROBE_ITEMS, PROBE_CHAINS, probe_width(ctx), probe_gf, probe_best, sgemm_gf, sgemm_best, peak,
            peak_given ? " (--peak)" : " (the probe's best: the capability; medians swing with the machine's load)");
     printf("    per CPU-second of this process (load-independent): probe %.1f GFLOP per CPU-s, i.e. %.1f GFLOP/s "
            "on %d cores; OpenBLAS SGEMM %.1f GFLOP per CPU-s (%.0f%% of the probe's)\n\n",
