@@ -48,23 +48,36 @@ static void msg(char *why, size_t len, env *e, wbcl_status st)
 }
 
 /* ---- peak probes (raw OpenCL on the same device) ----------------------------------------------- */
-/* FMA probe: 8 independent chains of float16 per work-item (one 512-bit register each on an
- * AVX-512 CPU, where PoCL does not vectorize across work-items of a kernel with a loop; GPU
- * compilers split the vectors into scalar registers). 2 * 16 * 8 FLOP per iteration. */
+/* FMA probe: 8 independent chains of PW floats per work-item: float16 (one 512-bit register each on an
+ * AVX-512 CPU, where PoCL does not vectorize across work-items of a kernel with a loop; GPU compilers
+ * split the vectors into scalar registers), or the CPU's native width when it is 4 or 8 (AVX2: 8 float16
+ * chains need all 16 ymm registers plus the operands and spill). 2 * PW * 8 FLOP per iteration. */
 static const char *probe_src =
+    "#define VT_(n) float##n\n"
+    "#define VT(n) VT_(n)\n"
+    "#define VST_(n) vstore##n\n"
+    "#define VST(n) VST_(n)\n"
+    "#define VLD_(n) vload##n\n"
+    "#define VLD(n) VLD_(n)\n"
+    "typedef VT(PW) pv;\n"
     "__kernel void probe_fma(__global float *out, float a, float b, int iters) {\n"
     "  size_t g = get_global_id(0);\n"
-    "  float16 base = (float16)(0.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f, 9.f, 10.f, 11.f, 12.f, 13.f, 14.f, 15.f)\n"
-    "                 * 1e-3f + (float)g * 1e-9f;\n"
-    "  float16 x0 = base, x1 = base + 0.1f, x2 = base + 0.2f, x3 = base + 0.3f, x4 = base + 0.4f,\n"
-    "          x5 = base + 0.5f, x6 = base + 0.6f, x7 = base + 0.7f;\n"
+    "  float16 b16 = (float16)(0.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f, 9.f, 10.f, 11.f, 12.f, 13.f, 14.f, 15.f)\n"
+    "                * 1e-3f + (float)g * 1e-9f;\n"
+    "  float t[16];\n"
+    "  vstore16(b16, 0, t);\n"
+    "  pv base = VLD(PW)(0, t);\n"
+    "  pv x0 = base, x1 = base + 0.1f, x2 = base + 0.2f, x3 = base + 0.3f, x4 = base + 0.4f,\n"
+    "     x5 = base + 0.5f, x6 = base + 0.6f, x7 = base + 0.7f;\n"
     "  for (int i = 0; i < iters; i++) {\n"
-    "    x0 = fma(x0, (float16)a, (float16)b); x1 = fma(x1, (float16)a, (float16)b); x2 = fma(x2, (float16)a, (float16)b); x3 = fma(x3, (float16)a, (float16)b);\n"
-    "    x4 = fma(x4, (float16)a, (float16)b); x5 = fma(x5, (float16)a, (float16)b); x6 = fma(x6, (float16)a, (float16)b); x7 = fma(x7, (float16)a, (float16)b);\n"
+    "    x0 = fma(x0, (pv)a, (pv)b); x1 = fma(x1, (pv)a, (pv)b); x2 = fma(x2, (pv)a, (pv)b); x3 = fma(x3, (pv)a, (pv)b);\n"
+    "    x4 = fma(x4, (pv)a, (pv)b); x5 = fma(x5, (pv)a, (pv)b); x6 = fma(x6, (pv)a, (pv)b); x7 = fma(x7, (pv)a, (pv)b);\n"
     "  }\n"
-    "  float16 s = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;\n"
-    "  out[g] = s.s0 + s.s1 + s.s2 + s.s3 + s.s4 + s.s5 + s.s6 + s.s7 + s.s8 + s.s9 + s.sa + s.sb + s.sc\n"
-    "         + s.sd + s.se + s.sf;\n"
+    "  pv s = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;\n"
+    "  VST(PW)(s, 0, t);\n"
+    "  float r = 0.f;\n"
+    "  for (int i = 0; i < PW; i++) r += t[i];\n"
+    "  out[g] = r;\n"
     "}\n"
     "__kernel void probe_copy(__global const float4 *in, __global float4 *out, int per) {\n"
     "  size_t g = get_global_id(0);\n"
@@ -138,7 +151,11 @@ static void measure_peak(const wbcl_device_info *di, int quick, peak *pk)
     if (e != CL_SUCCESS) { snprintf(pk->note, sizeof pk->note, "probe context: error %d", (int)e); return; }
     cl_command_queue q = clCreateCommandQueue(cx, dev, CL_QUEUE_PROFILING_ENABLE, &e);
     cl_program p = clCreateProgramWithSource(cx, 1, &probe_src, NULL, &e);
-    if (e == CL_SUCCESS) e = clBuildProgram(p, 1, &dev, "", NULL, NULL);
+    const unsigned vw = di->native_vector_width_float;
+    const int pw = di->type == WBCL_DEVICE_CPU && (vw == 4 || vw == 8) ? (int)vw : 16;
+    char popts[32];
+    snprintf(popts, sizeof popts, "-DPW=%d", pw);
+    if (e == CL_SUCCESS) e = clBuildProgram(p, 1, &dev, popts, NULL, NULL);
     cl_kernel kf = NULL, kc = NULL;
     if (e == CL_SUCCESS) kf = clCreateKernel(p, "probe_fma", &e);
     if (e == CL_SUCCESS) kc = clCreateKernel(p, "probe_copy", &e);
@@ -169,7 +186,7 @@ static void measure_peak(const wbcl_device_info *di, int quick, peak *pk)
         double tf = time_kernel(q, kf, gf, 0, quick ? 3 : 15);
         size_t gc = copy_bytes / 16 / (size_t)per;
         double tc = time_kernel(q, kc, per == 1 ? gc / lc * lc : gc, per == 1 ? lc : 0, quick ? 3 : 15);
-        if (tf > 0) pk->gflops = 2.0 * 16 * 8 * iters * (double)gf / tf * 1e-9;
+        if (tf > 0) pk->gflops = 2.0 * pw * 8 * iters * (double)gf / tf * 1e-9;
         if (tc > 0) pk->gbs = 2.0 * 16.0 * (double)gc * per / tc * 1e-9;
     } else {
         snprintf(pk->note, sizeof pk->note, "probe kernels failed: OpenCL error %d", (int)e);
