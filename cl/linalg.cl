@@ -76,8 +76,16 @@ static inline __attribute__((always_inline)) void la_record(__global int *info, 
  * of LA_UC rows, each n long and contiguous over the column index:
  *   P[(row / LA_UC) * n * LA_UC + col * LA_UC + row % LA_UC] = L[row][col]
  * Rows >= n of the last panel are written as 0 (la_pack_pad). LA_UR: rows
- * of wbcl_chol_upd's register tile (a quarter of a panel). */
+ * of wbcl_chol_upd's register tile (LA_UR rows x 2 float16 accumulators): 8
+ * where a float16 is one register (AVX-512: 16 of 32 zmm), 2 where it takes
+ * two (AVX2: 8 of 16 ymm; 8 rows spilled, and 2 measured 1.5x faster than 8
+ * and 4 on a Zen 3 at n = 2048: perf/RESULTS.md). WBCL_SIMD: the device's
+ * native float vector width. */
+#if WBCL_SIMD >= 16
 #define LA_UR 8
+#else
+#define LA_UR 2
+#endif
 #define LA_UC 32
 static inline __attribute__((always_inline)) void la_pack_pad(__global float *P, uint n, uint col0, uint ncols)
 {

@@ -2,7 +2,7 @@
  * call in one process; medians, GFLOP/s (n^3/3 flops), ratios.
  *
  *   bench_linalg [--reps N] [--threads T] [--peak GFLOPS] [--large n,n,...] [--small n,n,...]
- *                [--batch B] [--redunet]
+ *                [--batch B] [--redunet] [--profile]
  *
  * (0) the yardsticks, measured in the same run (interleaved, medians):
  *     - FMA peak: an OpenCL probe kernel on the wbcl device (64 work-items,
@@ -31,6 +31,8 @@
  *     parallelize across calls; our batch runs on every core).
  * (3) --redunet: ReduNet's per-layer work, 11 matrices of d = 784 (MNIST, 10
  *     classes + the whole set): wbcl_spd_inverse vs spotrf_ + spotri_ per matrix.
+ * --profile: instead of the tables, the device time per kernel of one
+ *     wbcl_cholesky call at each --large n (kernel_profile.h).
  * The input copies the peer needs (LAPACK works in place) are made outside its
  * timed region. Recommended environment (perf/RESULTS.md): POCL_AFFINITY=1
  * OPENBLAS_THREAD_TIMEOUT=1, warm POCL_CACHE_DIR. "ratio" = peer time / wbcl
@@ -47,6 +49,7 @@
 #include "wbcl/linalg.h"
 #include "wbcl/wbcl.h"
 #include "bench_util.h"
+#include "kernel_profile.h"
 
 /* LAPACK as shipped inside libopenblas (Fortran calling convention). */
 extern void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
@@ -348,6 +351,32 @@ static void yardsticks(wbcl_context *ctx, int reps, double *probe_gf, double *sg
 
 /* One row of a table: interleaved repetitions of wbcl (which = 0: cholesky,
  * 1: inverse) and the peer. Returns wbcl and peer medians. */
+/* --profile: device time per kernel of one wbcl_cholesky call at each large n (every launch waited for:
+ * the sum has no overlap and no host gaps), the median call's share per kernel over reps calls. */
+static void profile_large(wbcl_context *ctx, const int *large, int nl, int reps)
+{
+    for (int i = 0; i < nl; i++) {
+        const int n = large[i];
+        float *A = malloc((size_t)n * n * sizeof *A);
+        if (!A) exit(1);
+        make_spd(n, A);
+        size_t s3[3] = {1, (size_t)n, (size_t)n};
+        wbcl_tensor *tA, *tL;
+        check(wbcl_tensor_create(ctx, 3, s3, WBCL_F32, A, &tA), ctx, "tensor A");
+        check(wbcl_tensor_create(ctx, 3, s3, WBCL_F32, NULL, &tL), ctx, "tensor L");
+        check(wbcl_cholesky(ctx, tA, tL), ctx, "wbcl_cholesky"); /* warm-up: builds */
+        check(wbcl_context_set_timing(ctx, 1), ctx, "timing");
+        wbcl_context_reset_kernel_ns(ctx);
+        for (int r = 0; r < reps; r++) check(wbcl_cholesky(ctx, tA, tL), ctx, "wbcl_cholesky");
+        check(wbcl_context_set_timing(ctx, 0), ctx, "timing");
+        printf("n = %d: device time per kernel and call (mean of %d calls)\n", n, reps);
+        print_kernel_profile(ctx, stdout, (double)reps);
+        wbcl_tensor_destroy(tA);
+        wbcl_tensor_destroy(tL);
+        free(A);
+    }
+}
+
 static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const float *A, double *mw, double *mp,
                      double *diff, double *bw, double *cw, double *cp)
 {
@@ -399,7 +428,7 @@ static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const
 
 int main(int argc, char **argv)
 {
-    int reps = 9, threads = 2, batch = 1000, redunet = 0;
+    int reps = 9, threads = 2, batch = 1000, redunet = 0, profile = 0;
     double peak = 0.0; /* 0: the probe's median */
     int large[16] = {256, 512, 1024, 2048}, nl = 4, small[16] = {3, 10, 20, 64}, nsm = 4;
     for (int i = 1; i < argc; i++) {
@@ -410,10 +439,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--small") && i + 1 < argc) nsm = parse_list(argv[++i], small, 16);
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--redunet")) redunet = 1;
+        else if (!strcmp(argv[i], "--profile")) profile = 1;
         else {
             fprintf(stderr,
                     "usage: %s [--reps N] [--threads T] [--peak GFLOPS] [--large n,n,...] [--small n,n,...] "
-                    "[--batch B] [--redunet]\n",
+                    "[--batch B] [--redunet] [--profile]\n",
                     argv[0]);
             return 2;
         }
@@ -430,6 +460,11 @@ int main(int argc, char **argv)
         return 1;
     }
     const wbcl_device_info *dev = wbcl_context_device(ctx);
+    if (profile) {
+        profile_large(ctx, large, nl, reps);
+        wbcl_context_destroy(ctx);
+        return 0;
+    }
     const char *env_aff = getenv("POCL_AFFINITY"), *env_to = getenv("OPENBLAS_THREAD_TIMEOUT");
     printf("device: %s (%s, driver %s), variant %s; OpenBLAS %s, %d threads; POCL_AFFINITY=%s "
            "OPENBLAS_THREAD_TIMEOUT=%s\n",

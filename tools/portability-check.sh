@@ -42,9 +42,9 @@ out=${1:-build/portability}
 
 prelude() { # variant fp64
   if [ "$1" = cpu ]; then
-    echo "-DWBCL_VARIANT_CPU=1 -DWBCL_VARIANT_GPU=0 -DWBCL_WG=64 -DWBCL_GEMM_MR=12 -DWBCL_GEMM_NR=32 -DWBCL_TILE=16 -DWBCL_REDUCE_ROWS=64 -DWBCL_REDUCE_WG=64 -DWBCL_HAS_FP64=$2 -DWBCL_HAS_FP16=0"
+    echo "-DWBCL_VARIANT_CPU=1 -DWBCL_VARIANT_GPU=0 -DWBCL_WG=64 -DWBCL_GEMM_MR=12 -DWBCL_GEMM_NR=32 -DWBCL_TILE=16 -DWBCL_REDUCE_ROWS=64 -DWBCL_REDUCE_WG=64 -DWBCL_HAS_FP64=$2 -DWBCL_HAS_FP16=0 -DWBCL_SIMD=16"
   else
-    echo "-DWBCL_VARIANT_CPU=0 -DWBCL_VARIANT_GPU=1 -DWBCL_WG=256 -DWBCL_GEMM_MR=8 -DWBCL_GEMM_NR=32 -DWBCL_TILE=16 -DWBCL_REDUCE_ROWS=1 -DWBCL_REDUCE_WG=256 -DWBCL_HAS_FP64=$2 -DWBCL_HAS_FP16=0"
+    echo "-DWBCL_VARIANT_CPU=0 -DWBCL_VARIANT_GPU=1 -DWBCL_WG=256 -DWBCL_GEMM_MR=8 -DWBCL_GEMM_NR=32 -DWBCL_TILE=16 -DWBCL_REDUCE_ROWS=1 -DWBCL_REDUCE_WG=256 -DWBCL_HAS_FP64=$2 -DWBCL_HAS_FP16=0 -DWBCL_SIMD=1"
   fi
 }
 
@@ -72,6 +72,7 @@ specs() { # family variant -> one line per extra option set ("-" = none)
     redunet) local vw=16 ls=1; [ "$2" = gpu ] && { vw=1; ls=64; }
           echo "-DRD_D=3 -DRD_K=3 -DRD_VW=$vw"; echo "-DRD_D=16 -DRD_K=32 -DRD_VW=$vw"; echo "-DRD_D=0 -DRD_K=3 -DRD_LS=$ls" ;;
     circulant) echo "-"; for c in 3 16 64; do echo "-DCI_C=$c"; done ;;
+    linalg) echo "-"; if [ "$2" = cpu ]; then echo "-UWBCL_SIMD -DWBCL_SIMD=8"; fi ;; # AVX2: wbcl_chol_upd tile
     *) echo "-" ;;
   esac
 }

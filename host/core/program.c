@@ -55,10 +55,11 @@ static void prelude(const wbcl_context *ctx, char *buf, size_t len)
     if (sscanf(ctx->info.opencl_c_version, "OpenCL C %d.%d", &maj, &min) == 2) c12 = maj > 1 || (maj == 1 && min >= 2);
     snprintf(buf, len,
              "%s-DWBCL_VARIANT_CPU=%d -DWBCL_VARIANT_GPU=%d -DWBCL_WG=%d -DWBCL_GEMM_MR=%d -DWBCL_GEMM_NR=%d "
-             "-DWBCL_TILE=%d -DWBCL_REDUCE_ROWS=%d -DWBCL_REDUCE_WG=%d -DWBCL_HAS_FP64=%d -DWBCL_HAS_FP16=%d",
+             "-DWBCL_TILE=%d -DWBCL_REDUCE_ROWS=%d -DWBCL_REDUCE_WG=%d -DWBCL_HAS_FP64=%d -DWBCL_HAS_FP16=%d "
+             "-DWBCL_SIMD=%u",
              c12 ? "-cl-std=CL1.2 " : "", ctx->variant == WBCL_VARIANT_CPU, ctx->variant == WBCL_VARIANT_GPU,
              p->wg_size, p->gemm_mr, p->gemm_nr, p->gemm_tile, p->reduce_rows, p->reduce_wg, ctx->info.has_fp64,
-             ctx->info.has_fp16);
+             ctx->info.has_fp16, ctx->info.native_vector_width_float);
 }
 
 /* ---- hashing (FNV-1a, two 64-bit lanes) ----------------------------------- */
