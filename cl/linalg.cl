@@ -393,8 +393,16 @@ __kernel void wbcl_chol_soa(__global const float *A, const ulong off_a, const ul
  * diagonal are skipped except inside the 32-column tile).
  * pk: also write the rows (at row0, col0 of the whole n x n matrix) into the
  * packed copy of L at P; the last work-item writes the zero rows past n
- * (see wbcl_chol_upd). global: (ceil(rows/8), batch). */
+ * (see wbcl_chol_upd). global: (ceil(rows/8), batch).
+ * LA_PG: rows accumulated at once; 8 where a float16 is one register, 2 where
+ * it takes two (AVX2: the 8 x 2 float16 accumulators spill; in groups of 2
+ * rows V's 32-column strip is read four times, from L1). */
 #define LA_PR 8
+#if WBCL_SIMD >= 16
+#define LA_PG 8
+#else
+#define LA_PG 2
+#endif
 __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const ulong stride_v, const uint ldv,
                               __global const float *X, const ulong off_x, const ulong stride_x, const uint ldx,
                               __global const float *U, const ulong off_u, const ulong stride_u, const uint ldu,
@@ -426,16 +434,24 @@ __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const 
     __global float *y = Y + off_y + (ulong)b * stride_y + (ulong)r0 * ldy;
     for (uint c0 = 0; c0 < kb; c0 += 32) {
         la_v acc[LA_PR][2];
-#pragma unroll
-        for (uint r = 0; r < LA_PR; r++) acc[r][0] = acc[r][1] = 0.0f;
         const uint pend = min(kb, c0 + 32);
-        const __global float *vp = v + c0;
-        for (uint p = 0; p < pend; p++, vp += ldv) {
-            const la_v b0 = vload16(0, vp), b1 = vload16(0, vp + 16);
+        for (uint rg = 0; rg < LA_PR; rg += LA_PG) {
+            la_v ag[LA_PG][2];
 #pragma unroll
-            for (uint r = 0; r < LA_PR; r++) {
-                acc[r][0] = LA_FMA_C(xr[r][p], b0, acc[r][0]);
-                acc[r][1] = LA_FMA_C(xr[r][p], b1, acc[r][1]);
+            for (uint r = 0; r < LA_PG; r++) ag[r][0] = ag[r][1] = 0.0f;
+            const __global float *vp = v + c0;
+            for (uint p = 0; p < pend; p++, vp += ldv) {
+                const la_v b0 = vload16(0, vp), b1 = vload16(0, vp + 16);
+#pragma unroll
+                for (uint r = 0; r < LA_PG; r++) {
+                    ag[r][0] = LA_FMA_C(xr[rg + r][p], b0, ag[r][0]);
+                    ag[r][1] = LA_FMA_C(xr[rg + r][p], b1, ag[r][1]);
+                }
+            }
+#pragma unroll
+            for (uint r = 0; r < LA_PG; r++) {
+                acc[rg + r][0] = ag[r][0];
+                acc[rg + r][1] = ag[r][1];
             }
         }
         const uint nc = kb - c0;
@@ -496,8 +512,9 @@ __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const 
  *   upper != 0:  Y <- L11^-T (X + U),  Y[i] = sum_{p >= i} V[i][p] x_p   (backward)
  * on the first ncols columns (Y may be X; U is added on its first ucols
  * columns only, 0: none). A work-item owns 32 columns of all
- * kb rows (copied to private memory first) and produces 8 x 32 tiles in 16
- * float16 accumulators (per p: 2 vector loads, 8 broadcasts, 16 FMAs).
+ * kb rows (copied to private memory first) and produces LA_PG x 32 tiles in
+ * 2 LA_PG float16 accumulators (8 x 32 with AVX-512: per p 2 vector loads, 8
+ * broadcasts, 16 FMAs; 2 x 32 with AVX2, see wbcl_chol_panel).
  * global: (ceil(ncols/32), batch). */
 __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ulong stride_v, const uint ldv,
                             __global const float *X, const ulong off_x, const ulong stride_x, const uint ldx,
@@ -521,34 +538,34 @@ __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ul
         if (nu0) xs[p][0] += la_load_row(u + (ulong)p * ldu, nu0);
         if (nu1) xs[p][1] += la_load_row(u + (ulong)p * ldu + 16, nu1);
     }
-    for (uint i0 = 0; i0 < kb; i0 += LA_PR) {
-        la_v acc[LA_PR][2];
+    for (uint i0 = 0; i0 < kb; i0 += LA_PG) {
+        la_v acc[LA_PG][2];
 #pragma unroll
-        for (uint r = 0; r < LA_PR; r++) acc[r][0] = acc[r][1] = 0.0f;
+        for (uint r = 0; r < LA_PG; r++) acc[r][0] = acc[r][1] = 0.0f;
         if (!upper) {
-            const uint pend = min(kb, i0 + LA_PR);
+            const uint pend = min(kb, i0 + LA_PG);
             const __global float *vp = v + i0;
             for (uint p = 0; p < pend; p++, vp += ldv) {
 #pragma unroll
-                for (uint r = 0; r < LA_PR; r++) {
+                for (uint r = 0; r < LA_PG; r++) {
                     acc[r][0] = LA_FMA_C(vp[r], xs[p][0], acc[r][0]);
                     acc[r][1] = LA_FMA_C(vp[r], xs[p][1], acc[r][1]);
                 }
             }
         } else {
-            const __global float *vr[LA_PR];
+            const __global float *vr[LA_PG];
 #pragma unroll
-            for (uint r = 0; r < LA_PR; r++) vr[r] = v + (ulong)min(i0 + r, kb - 1) * ldv;
+            for (uint r = 0; r < LA_PG; r++) vr[r] = v + (ulong)min(i0 + r, kb - 1) * ldv;
             for (uint p = i0; p < kb; p++) {
 #pragma unroll
-                for (uint r = 0; r < LA_PR; r++) {
+                for (uint r = 0; r < LA_PG; r++) {
                     acc[r][0] = LA_FMA_C(vr[r][p], xs[p][0], acc[r][0]);
                     acc[r][1] = LA_FMA_C(vr[r][p], xs[p][1], acc[r][1]);
                 }
             }
         }
 #pragma unroll
-        for (uint r = 0; r < LA_PR; r++) {
+        for (uint r = 0; r < LA_PG; r++) {
             if (i0 + r < kb) {
                 la_store_row(acc[r][0], y + (ulong)(i0 + r) * ldy, n0);
                 if (n1) la_store_row(acc[r][1], y + (ulong)(i0 + r) * ldy + 16, n1);

@@ -32,7 +32,8 @@
  * (3) --redunet: ReduNet's per-layer work, 11 matrices of d = 784 (MNIST, 10
  *     classes + the whole set): wbcl_spd_inverse vs spotrf_ + spotri_ per matrix.
  * --profile: instead of the tables, the device time per kernel of one
- *     wbcl_cholesky call at each --large n (kernel_profile.h).
+ *     wbcl_cholesky and of one wbcl_spd_inverse call at each --large n
+ *     (kernel_profile.h).
  * The input copies the peer needs (LAPACK works in place) are made outside its
  * timed region. Recommended environment (perf/RESULTS.md): POCL_AFFINITY=1
  * OPENBLAS_THREAD_TIMEOUT=1, warm POCL_CACHE_DIR. "ratio" = peer time / wbcl
@@ -369,7 +370,14 @@ static void profile_large(wbcl_context *ctx, const int *large, int nl, int reps)
         wbcl_context_reset_kernel_ns(ctx);
         for (int r = 0; r < reps; r++) check(wbcl_cholesky(ctx, tA, tL), ctx, "wbcl_cholesky");
         check(wbcl_context_set_timing(ctx, 0), ctx, "timing");
-        printf("n = %d: device time per kernel and call (mean of %d calls)\n", n, reps);
+        printf("n = %d: wbcl_cholesky, device time per kernel and call (mean of %d calls)\n", n, reps);
+        print_kernel_profile(ctx, stdout, (double)reps);
+        check(wbcl_spd_inverse(ctx, tA, tL), ctx, "wbcl_spd_inverse");
+        check(wbcl_context_set_timing(ctx, 1), ctx, "timing");
+        wbcl_context_reset_kernel_ns(ctx);
+        for (int r = 0; r < reps; r++) check(wbcl_spd_inverse(ctx, tA, tL), ctx, "wbcl_spd_inverse");
+        check(wbcl_context_set_timing(ctx, 0), ctx, "timing");
+        printf("n = %d: wbcl_spd_inverse, device time per kernel and call (mean of %d calls)\n", n, reps);
         print_kernel_profile(ctx, stdout, (double)reps);
         wbcl_tensor_destroy(tA);
         wbcl_tensor_destroy(tL);
