@@ -447,7 +447,10 @@ __kernel void circ_shifted_inverse(__global float *S, __global const float *alph
  * of 16 samples. A work-item owns a register tile of 4 matrix rows x 16 samples (8 float16 accumulators,
  * re/im), streams the samples' C-vectors from the lane layout (two contiguous float16 loads per k, L1
  * resident) and broadcasts the matrix entries (contiguous rows). The matrices are Hermitian, so
- * M^H v = M v is taken row by row. mp is a multiple of 16 (the host pads). */
+ * M^H v = M v is taken row by row. mp is a multiple of 16 (the host pads).
+ * circ_update's tiles are 4 rows where a float16 is one register (WBCL_SIMD >= 16: its two tiles take 16 of
+ * 32 zmm) and 2 rows elsewhere (AVX2: 4-row tiles need 32 of 16 ymm and spill; 2 rows measured faster on a
+ * Zen 3, perf/RESULTS.md). */
 #define CI_WW 16
 /* Operators in batch lanes (as circ_shifted_inverse writes them): matrix t = j P + p in block t / 16,
  * lane t % 16; entry (r, k) real part at CI_OS (r C + k) from the matrix's base, imaginary part CI_MW later */
@@ -476,6 +479,23 @@ static inline const __global float *ci_op(const __global float *ops, const size_
             c2i = fma((ci_w)(a2_.x), xi_, fma((ci_w)(a2_.y), xr_, c2i));                 \
             c3r = fma((ci_w)(a3_.x), xr_, fma((ci_w)(-a3_.y), xi_, c3r));                \
             c3i = fma((ci_w)(a3_.x), xi_, fma((ci_w)(a3_.y), xr_, c3i));                 \
+        }                                                                                \
+    }
+
+/* (cXr, cXi), X = 0..1 = rows r, r+1 of M times the 16 samples at pb (the update's tile where a float16
+ * takes two registers: see circ_update) */
+#define CI_TILE2(c0r, c0i, c1r, c1i, Mp, r, pb, mp)                                      \
+    {                                                                                    \
+        c0r = c0i = c1r = c1i = (ci_w)(0.0f);                                            \
+        const __global float *m0_ = (Mp) + (r) * CI_C * CI_OS;                           \
+        for (uint k_ = 0; k_ < CI_C; k_++) {                                             \
+            const ci_w xr_ = vload16(0, (pb) + (size_t)k_ * 2 * (mp)),                   \
+                       xi_ = vload16(0, (pb) + ((size_t)k_ * 2 + 1) * (mp));             \
+            const float2 a0_ = CI_OP(m0_, k_), a1_ = CI_OP(m0_, CI_C + k_);              \
+            c0r = fma((ci_w)(a0_.x), xr_, fma((ci_w)(-a0_.y), xi_, c0r));                \
+            c0i = fma((ci_w)(a0_.x), xi_, fma((ci_w)(a0_.y), xr_, c0i));                 \
+            c1r = fma((ci_w)(a1_.x), xr_, fma((ci_w)(-a1_.y), xi_, c1r));                \
+            c1i = fma((ci_w)(a1_.x), xi_, fma((ci_w)(a1_.y), xr_, c1i));                 \
         }                                                                                \
     }
 
@@ -664,6 +684,15 @@ __kernel void circ_update(__global const float *Vt, __global float *Vo, __global
             const __global float *Ep = ci_op(ops, (size_t)K * P + p);
             ci_w s = (ci_w)(0.0f);
             uint r = 0;
+#define CI_OUT(gr, gi, rr)                                                                       \
+    {                                                                                            \
+        const ci_w ur_ = fma(e, gr, vload16(0, pb + (size_t)(rr) * 2 * mp)),                     \
+                   ui_ = fma(e, gi, vload16(0, pb + ((size_t)(rr) * 2 + 1) * mp));               \
+        s = fma(ur_, ur_, fma(ui_, ui_, s));                                                     \
+        vstore16(ur_, 0, ob + (size_t)(rr) * 2 * mp);                                            \
+        vstore16(ui_, 0, ob + ((size_t)(rr) * 2 + 1) * mp);                                      \
+    }
+#if WBCL_SIMD >= 16
             for (; r + 4 <= CI_C; r += 4) {
                 ci_w g0r, g0i, g1r, g1i, g2r, g2i, g3r, g3i;
                 CI_TILE4(g0r, g0i, g1r, g1i, g2r, g2i, g3r, g3i, Ep, r, pb, mp)
@@ -682,18 +711,28 @@ __kernel void circ_update(__global const float *Vt, __global float *Vo, __global
                     g3r = fma(-cf, c3r, g3r);
                     g3i = fma(-cf, c3i, g3i);
                 }
-#define CI_OUT(gr, gi, rr)                                                                       \
-    {                                                                                            \
-        const ci_w ur_ = fma(e, gr, vload16(0, pb + (size_t)(rr) * 2 * mp)),                     \
-                   ui_ = fma(e, gi, vload16(0, pb + ((size_t)(rr) * 2 + 1) * mp));               \
-        s = fma(ur_, ur_, fma(ui_, ui_, s));                                                     \
-        vstore16(ur_, 0, ob + (size_t)(rr) * 2 * mp);                                            \
-        vstore16(ui_, 0, ob + ((size_t)(rr) * 2 + 1) * mp);                                      \
-    }
                 CI_OUT(g0r, g0i, r)
                 CI_OUT(g1r, g1i, r + 1)
                 CI_OUT(g2r, g2i, r + 2)
                 CI_OUT(g3r, g3i, r + 3)
+            }
+#endif
+            for (; r + 2 <= CI_C; r += 2) { /* the rows left, or all with AVX2 (tiles of 4 spill there) */
+                ci_w g0r, g0i, g1r, g1i;
+                CI_TILE2(g0r, g0i, g1r, g1i, Ep, r, pb, mp)
+                for (uint j = 0; j < K; j++) {
+                    const ci_w cf = vload16(0, coef + (size_t)j * mp + b0);
+                    if (all(cf == (ci_w)(0.0f))) continue;
+                    const __global float *Cp = ci_op(ops, (size_t)j * P + p);
+                    ci_w c0r, c0i, c1r, c1i;
+                    CI_TILE2(c0r, c0i, c1r, c1i, Cp, r, pb, mp)
+                    g0r = fma(-cf, c0r, g0r);
+                    g0i = fma(-cf, c0i, g0i);
+                    g1r = fma(-cf, c1r, g1r);
+                    g1i = fma(-cf, c1i, g1i);
+                }
+                CI_OUT(g0r, g0i, r)
+                CI_OUT(g1r, g1i, r + 1)
             }
             for (; r < CI_C; r++) {
                 ci_w gr, gi;

@@ -71,7 +71,8 @@ specs() { # family variant -> one line per extra option set ("-" = none)
           echo "-DWBCL_GEMM_EPILOGUE=0 -DWBCL_GEMM_A_ROWS=1"; echo "-DWBCL_GEMM_EPILOGUE=2 -DWBCL_GEMM_A_ROWS=1 -DWBCL_GEMM_C_HALF=1" ;;
     redunet) local vw=16 ls=1; [ "$2" = gpu ] && { vw=1; ls=64; }
           echo "-DRD_D=3 -DRD_K=3 -DRD_VW=$vw"; echo "-DRD_D=16 -DRD_K=32 -DRD_VW=$vw"; echo "-DRD_D=0 -DRD_K=3 -DRD_LS=$ls" ;;
-    circulant) echo "-"; for c in 3 16 64; do echo "-DCI_C=$c"; done ;;
+    circulant) echo "-"; for c in 3 16 64; do echo "-DCI_C=$c"; done
+          if [ "$2" = cpu ]; then echo "-DCI_C=20 -UWBCL_SIMD -DWBCL_SIMD=8"; fi ;; # AVX2: circ_update's 2-row tiles
     linalg) echo "-"; if [ "$2" = cpu ]; then echo "-UWBCL_SIMD -DWBCL_SIMD=8"; fi ;; # AVX2: wbcl_chol_upd tile
     *) echo "-" ;;
   esac
