@@ -75,16 +75,19 @@ static inline __attribute__((always_inline)) void la_record(__global int *info, 
 /* The packed copy of L for the blocked path (see wbcl_chol_upd): row panels
  * of LA_UC rows, each n long and contiguous over the column index:
  *   P[(row / LA_UC) * n * LA_UC + col * LA_UC + row % LA_UC] = L[row][col]
- * Rows >= n of the last panel are written as 0 (la_pack_pad). LA_UR: rows
- * of wbcl_chol_upd's register tile (LA_UR rows x 2 float16 accumulators): 8
- * where a float16 is one register (AVX-512: 16 of 32 zmm), 2 where it takes
- * two (AVX2: 8 of 16 ymm; 8 rows spilled, and 2 measured 1.5x faster than 8
- * and 4 on a Zen 3 at n = 2048: perf/RESULTS.md). WBCL_SIMD: the device's
- * native float vector width. */
+ * Rows >= n of the last panel are written as 0 (la_pack_pad). LA_UR x LA_UH:
+ * wbcl_chol_upd's register tile, LA_UR rows x LA_UH float16 accumulators
+ * (LA_UH = 2: the panel's 32 columns at once, 1: 16 of them): 8 x 2 where a
+ * float16 is one register (AVX-512: 16 of 32 zmm), 4 x 1 where it takes two
+ * (AVX2: 8 of 16 ymm; on a Zen 3 at n = 2048, 8 x 2 spilled, 2 x 2 ran 1.5x
+ * faster and 4 x 1 1.2x faster again: perf/RESULTS.md). WBCL_SIMD: the
+ * device's native float vector width. */
 #if WBCL_SIMD >= 16
 #define LA_UR 8
+#define LA_UH 2
 #else
-#define LA_UR 2
+#define LA_UR 4
+#define LA_UH 1
 #endif
 #define LA_UC 32
 static inline __attribute__((always_inline)) void la_pack_pad(__global float *P, uint n, uint col0, uint ncols)
@@ -585,12 +588,13 @@ __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ul
  *     S = A[j:n, j:j+kb] - L[j:n, 0:j] L[j:j+kb, 0:j]^T
  * is a GEMM whose operands are already packed: both are prefixes 0:j of the
  * same panels. A work-item of wbcl_chol_upd owns a 32 x 32 block of S (one
- * row panel, one column panel) as four 8-row register tiles (8 rows x 2
- * float16 accumulators: per p 2 vector loads, 8 broadcasts, 16 FMAs) and
- * walks k in chunks of LA_KC: per chunk, the four row tiles in turn (their
+ * row panel, one column panel) as register tiles of LA_UR x 16 LA_UH (with
+ * AVX-512 four of 8 x 32: 8 rows x 2 float16 accumulators, per p 2 vector
+ * loads, 8 broadcasts, 16 FMAs; with AVX2 sixteen of 4 x 16) and
+ * walks k in chunks of LA_KC: per chunk, the tiles in turn (their
  * accumulators parked in private memory between chunks), so the chunk's
  * 32 x LA_KC pieces of both panels (16 KiB each) are read from L1 four
- * times instead of from L2 (one 8-row tile over the whole k read 12 bytes
+ * or more times instead of from L2 (one 8-row tile over the whole k read 12 bytes
  * of L2 per FMA and ran at about half the probe's rate per CPU-second).
  * S is written over L[j:n, j:j+kb] (L may be A). j must be a multiple of
  * LA_UC, so the row panels start at row j.
@@ -612,32 +616,33 @@ __kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride
         for (uint r = 0; r < LA_UR; r++) park[rt][r][0] = park[rt][r][1] = 0.0f;
     for (uint k0 = 0; k0 < j; k0 += LA_KC) {
         const uint k1 = min(j, k0 + LA_KC);
-        for (uint rt = 0; rt < LA_UC / LA_UR; rt++) {
-            la_v acc[LA_UR][2];
+        for (uint rt = 0; rt < LA_UC / LA_UR; rt++)
+            for (uint h0 = 0; h0 < 2; h0 += LA_UH) {
+                la_v acc[LA_UR][LA_UH];
 #pragma unroll
-            for (uint r = 0; r < LA_UR; r++) {
-                acc[r][0] = park[rt][r][0];
-                acc[r][1] = park[rt][r][1];
-            }
-            const __global float *a = a0 + (ulong)k0 * LA_UC + rt * LA_UR;
-            const __global float *bp = b00 + (ulong)k0 * LA_UC;
-            for (uint p = k0; p < k1; p++) {
-                const la_v b0 = vload16(0, bp), b1 = vload16(1, bp);
+                for (uint r = 0; r < LA_UR; r++)
 #pragma unroll
-                for (uint r = 0; r < LA_UR; r++) {
-                    const la_v ar = (la_v)(a[r]);
-                    acc[r][0] = LA_FMA_C(ar, b0, acc[r][0]);
-                    acc[r][1] = LA_FMA_C(ar, b1, acc[r][1]);
+                    for (uint u = 0; u < LA_UH; u++) acc[r][u] = park[rt][r][h0 + u];
+                const __global float *a = a0 + (ulong)k0 * LA_UC + rt * LA_UR;
+                const __global float *bp = b00 + (ulong)k0 * LA_UC + 16 * h0;
+                for (uint p = k0; p < k1; p++) {
+                    la_v bv[LA_UH];
+#pragma unroll
+                    for (uint u = 0; u < LA_UH; u++) bv[u] = vload16(u, bp);
+#pragma unroll
+                    for (uint r = 0; r < LA_UR; r++) {
+                        const la_v ar = (la_v)(a[r]);
+#pragma unroll
+                        for (uint u = 0; u < LA_UH; u++) acc[r][u] = LA_FMA_C(ar, bv[u], acc[r][u]);
+                    }
+                    a += LA_UC;
+                    bp += LA_UC;
                 }
-                a += LA_UC;
-                bp += LA_UC;
-            }
 #pragma unroll
-            for (uint r = 0; r < LA_UR; r++) {
-                park[rt][r][0] = acc[r][0];
-                park[rt][r][1] = acc[r][1];
+                for (uint r = 0; r < LA_UR; r++)
+#pragma unroll
+                    for (uint u = 0; u < LA_UH; u++) park[rt][r][h0 + u] = acc[r][u];
             }
-        }
     }
     const uint c0 = j + cb * LA_UC, nc = min((uint)LA_UC, kb - cb * LA_UC);
     const __global float *ab = A + (ulong)b * stride_a + c0;
