@@ -365,20 +365,19 @@ static void profile_large(wbcl_context *ctx, const int *large, int nl, int reps)
         wbcl_tensor *tA, *tL;
         check(wbcl_tensor_create(ctx, 3, s3, WBCL_F32, A, &tA), ctx, "tensor A");
         check(wbcl_tensor_create(ctx, 3, s3, WBCL_F32, NULL, &tL), ctx, "tensor L");
-        check(wbcl_cholesky(ctx, tA, tL), ctx, "wbcl_cholesky"); /* warm-up: builds */
-        check(wbcl_context_set_timing(ctx, 1), ctx, "timing");
-        wbcl_context_reset_kernel_ns(ctx);
-        for (int r = 0; r < reps; r++) check(wbcl_cholesky(ctx, tA, tL), ctx, "wbcl_cholesky");
-        check(wbcl_context_set_timing(ctx, 0), ctx, "timing");
-        printf("n = %d: wbcl_cholesky, device time per kernel and call (mean of %d calls)\n", n, reps);
-        print_kernel_profile(ctx, stdout, (double)reps);
-        check(wbcl_spd_inverse(ctx, tA, tL), ctx, "wbcl_spd_inverse");
-        check(wbcl_context_set_timing(ctx, 1), ctx, "timing");
-        wbcl_context_reset_kernel_ns(ctx);
-        for (int r = 0; r < reps; r++) check(wbcl_spd_inverse(ctx, tA, tL), ctx, "wbcl_spd_inverse");
-        check(wbcl_context_set_timing(ctx, 0), ctx, "timing");
-        printf("n = %d: wbcl_spd_inverse, device time per kernel and call (mean of %d calls)\n", n, reps);
-        print_kernel_profile(ctx, stdout, (double)reps);
+        for (int op = 0; op < 2; op++) {
+            const char *name = op ? "wbcl_spd_inverse" : "wbcl_cholesky";
+            for (int r = -1; r < reps; r++) { /* r = -1: warm-up (builds), untimed */
+                if (r == 0) {
+                    check(wbcl_context_set_timing(ctx, 1), ctx, "timing");
+                    wbcl_context_reset_kernel_ns(ctx);
+                }
+                check(op ? wbcl_spd_inverse(ctx, tA, tL) : wbcl_cholesky(ctx, tA, tL), ctx, name);
+            }
+            check(wbcl_context_set_timing(ctx, 0), ctx, "timing");
+            printf("n = %d: %s, device time per kernel and call (mean of %d calls)\n", n, name, reps);
+            print_kernel_profile(ctx, stdout, (double)reps);
+        }
         wbcl_tensor_destroy(tA);
         wbcl_tensor_destroy(tL);
         free(A);
