@@ -52,7 +52,7 @@ replay_clean() {
     [ -n "$crash" ] || return 1
     for input in "$crash" "$OUT/corpus_$1"; do
         rm -rf "$OUT/pocl-cache-replay"
-        ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp" \
+        ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:use_sigaltstack=0} LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp" \
             POCL_CACHE_DIR="$OUT/pocl-cache-replay" WBCL_CACHE_DIR=off \
             "$OUT/fuzz_$1" -runs=0 -timeout=30 -rss_limit_mb=4096 "$input" >"$OUT/replay_$1.log" 2>&1 || return 1
     done
@@ -73,8 +73,9 @@ for t in $TARGETS; do
     esac
     echo "== fuzz_$t: ${SECS} s"
     # the model target keeps an OpenCL context: the runtime's own allocations (PoCL, LLVM,
-    # libstdc++) are suppressed (tests/fuzz/lsan.supp); leaks of wbcl's C code are still reported
-    if ! ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp" \
+    # libstdc++) are suppressed (tests/fuzz/lsan.supp); leaks of wbcl's C code are still reported.
+    # use_sigaltstack=0: see tools/ci-hardening.sh (LLVM's per-thread alternate signal stack)
+    if ! ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:use_sigaltstack=0} LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp" \
         POCL_CACHE_DIR="$OUT/pocl-cache" WBCL_CACHE_DIR=off \
         nice -n "$NICE" "$OUT/fuzz_$t" -max_total_time="$SECS" -timeout=30 -rss_limit_mb=4096 $dict \
         -artifact_prefix="$OUT/$t-" -print_final_stats=1 "$corpus" 2>"$OUT/fuzz_$t.log"; then
