@@ -72,8 +72,8 @@ specs() { # family variant -> one line per extra option set ("-" = none)
     redunet) local vw=16 ls=1; [ "$2" = gpu ] && { vw=1; ls=64; }
           echo "-DRD_D=3 -DRD_K=3 -DRD_VW=$vw"; echo "-DRD_D=16 -DRD_K=32 -DRD_VW=$vw"; echo "-DRD_D=0 -DRD_K=3 -DRD_LS=$ls" ;;
     circulant) echo "-"; for c in 3 16 64; do echo "-DCI_C=$c"; done
-          if [ "$2" = cpu ]; then echo "-DCI_C=20 -UWBCL_SIMD -DWBCL_SIMD=8"; fi ;; # AVX2: circ_update's 2-row tiles
-    linalg) echo "-"; if [ "$2" = cpu ]; then echo "-UWBCL_SIMD -DWBCL_SIMD=8"; fi ;; # AVX2: wbcl_chol_upd tile
+          if [ "$2" = cpu ]; then echo "-DCI_C=20 -DWBCL_SIMD=8"; fi ;; # AVX2: circ_update's 2-row tiles
+    linalg) echo "-"; if [ "$2" = cpu ]; then echo "-DWBCL_SIMD=8"; fi ;; # AVX2: wbcl_chol_upd tile
     *) echo "-" ;;
   esac
 }
@@ -175,6 +175,8 @@ for cl in cl/*.cl; do
       while IFS= read -r extra; do
         [ "$extra" = "-" ] && extra=""
         opts="-cl-std=CL1.2 $pre $extra"
+        # a spec that sets WBCL_SIMD replaces the prelude's value (OpenCL build options have no -U)
+        [[ "$extra" == *-DWBCL_SIMD=* ]] && opts="-cl-std=CL1.2 $(sed 's/-DWBCL_SIMD=[0-9]*//' <<< "$pre") $extra"
         for target in nvptx gfx90a gfx1030 pocl; do
           # PoCL: the device's own fp64 setting only (it has fp64); GPU targets: both
           [ "$target" = pocl ] && [ "$fp64" = 0 ] && continue
