@@ -40,9 +40,8 @@ build() {
 # runtime's libraries (libpocl, libLLVM, libc) or in the sanitizer's interceptors.
 # (libFuzzer's own NEW_FUNC lines before the report name wbcl's files too: only the report is read.)
 runtime_only() {
-    grep -qE 'ERROR: AddressSanitizer: (SEGV|BUS)' "$1" &&
-        ! sed -n '/ERROR: AddressSanitizer/,$p' "$1" | grep -qE '/host/|/tests/fuzz/|LeakSanitizer|runtime error:' &&
-        ! grep -qE 'LeakSanitizer|runtime error:' "$1"
+    grep -qE 'ERROR: AddressSanitizer: (SEGV|BUS)' "$1" && ! grep -qE 'LeakSanitizer|runtime error:' "$1" &&
+        ! sed -n '/ERROR: AddressSanitizer/,$p' "$1" | grep -qE '/host/|/tests/fuzz/'
 }
 
 # Replays the newest crash input, then the whole corpus, with a fresh PoCL kernel cache (the crash
@@ -52,13 +51,18 @@ replay_clean() {
     [ -n "$crash" ] || return 1
     for input in "$crash" "$OUT/corpus_$1"; do
         rm -rf "$OUT/pocl-cache-replay"
-        ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:use_sigaltstack=0} LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp" \
-            POCL_CACHE_DIR="$OUT/pocl-cache-replay" WBCL_CACHE_DIR=off \
+        ASAN_OPTIONS=$ASAN LSAN_OPTIONS=$LSAN POCL_CACHE_DIR="$OUT/pocl-cache-replay" WBCL_CACHE_DIR=off \
             "$OUT/fuzz_$1" -runs=0 -timeout=30 -rss_limit_mb=4096 "$input" >"$OUT/replay_$1.log" 2>&1 || return 1
     done
     mv "$crash" "$crash.runtime-not-reproduced"
     return 0
 }
+
+# the model target keeps an OpenCL context: the runtime's own allocations (PoCL, LLVM, libstdc++)
+# are suppressed (tests/fuzz/lsan.supp); leaks of wbcl's C code are still reported.
+# use_sigaltstack=0: see tools/ci-hardening.sh (LLVM's per-thread alternate signal stack)
+ASAN=${ASAN_OPTIONS:-detect_leaks=1:use_sigaltstack=0}
+LSAN="suppressions=$PWD/tests/fuzz/lsan.supp"
 
 status=0
 for t in $TARGETS; do
@@ -72,11 +76,7 @@ for t in $TARGETS; do
     models) cp tests/fuzz/corpus/models/* "$corpus/"; dict="-dict=tests/fuzz/models.dict" ;;
     esac
     echo "== fuzz_$t: ${SECS} s"
-    # the model target keeps an OpenCL context: the runtime's own allocations (PoCL, LLVM,
-    # libstdc++) are suppressed (tests/fuzz/lsan.supp); leaks of wbcl's C code are still reported.
-    # use_sigaltstack=0: see tools/ci-hardening.sh (LLVM's per-thread alternate signal stack)
-    if ! ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:use_sigaltstack=0} LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp" \
-        POCL_CACHE_DIR="$OUT/pocl-cache" WBCL_CACHE_DIR=off \
+    if ! ASAN_OPTIONS=$ASAN LSAN_OPTIONS=$LSAN POCL_CACHE_DIR="$OUT/pocl-cache" WBCL_CACHE_DIR=off \
         nice -n "$NICE" "$OUT/fuzz_$t" -max_total_time="$SECS" -timeout=30 -rss_limit_mb=4096 $dict \
         -artifact_prefix="$OUT/$t-" -print_final_stats=1 "$corpus" 2>"$OUT/fuzz_$t.log"; then
         if [ "$t" = models ] && runtime_only "$OUT/fuzz_$t.log" && replay_clean "$t"; then

@@ -73,7 +73,7 @@ specs() { # family variant -> one line per extra option set ("-" = none)
           echo "-DRD_D=3 -DRD_K=3 -DRD_VW=$vw"; echo "-DRD_D=16 -DRD_K=32 -DRD_VW=$vw"; echo "-DRD_D=0 -DRD_K=3 -DRD_LS=$ls" ;;
     circulant) echo "-"; for c in 3 16 64; do echo "-DCI_C=$c"; done
           if [ "$2" = cpu ]; then echo "-DCI_C=20 -DWBCL_SIMD=8"; fi ;; # AVX2: circ_update's 2-row tiles
-    linalg) echo "-"; if [ "$2" = cpu ]; then echo "-DWBCL_SIMD=8"; fi ;; # AVX2: wbcl_chol_upd tile
+    linalg) echo "-"; if [ "$2" = cpu ]; then echo "-DWBCL_SIMD=8"; fi ;; # AVX2: the update, panel and solve tiles
     *) echo "-" ;;
   esac
 }
@@ -174,9 +174,9 @@ for cl in cl/*.cl; do
       pre=$(prelude $variant $fp64)
       while IFS= read -r extra; do
         [ "$extra" = "-" ] && extra=""
-        opts="-cl-std=CL1.2 $pre $extra"
-        # a spec that sets WBCL_SIMD replaces the prelude's value (OpenCL build options have no -U)
-        [[ "$extra" == *-DWBCL_SIMD=* ]] && opts="-cl-std=CL1.2 $(sed 's/-DWBCL_SIMD=[0-9]*//' <<< "$pre") $extra"
+        base=$pre # a spec that sets WBCL_SIMD replaces the prelude's value (build options have no -U)
+        [[ "$extra" == *-DWBCL_SIMD=* ]] && base=$(sed 's/-DWBCL_SIMD=[0-9]*//' <<< "$pre")
+        opts="-cl-std=CL1.2 $base $extra"
         for target in nvptx gfx90a gfx1030 pocl; do
           # PoCL: the device's own fp64 setting only (it has fp64); GPU targets: both
           [ "$target" = pocl ] && [ "$fp64" = 0 ] && continue
