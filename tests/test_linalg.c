@@ -9,9 +9,13 @@
  *    so ||L L^T - A||_F / ||A||_F <= (n+1) u sqrt(n) in the worst case. The
  *    rounding errors of the length-n dot products add up like a random walk, so
  *    in practice the residual is about sqrt(n) u (trace(A)/||A||_F ~ sqrt(n) for our
- *    matrices gives ~ n u at most). We require RES_C * n * u with RES_C = 1:
+ *    matrices gives ~ n u at most). We require RES_C * (n + 1) * u with RES_C = 1:
  *    observed residuals are 5-30x below it (e.g. 2e-6 at n = 1024 vs 6.1e-5),
  *    while a wrong update (a dropped block, a stale panel) gives O(1).
+ *    Plus SQRT_TERM = 12 u: the analysis assumes a correctly rounded sqrt, but OpenCL 1.2
+ *    (section 7.4) allows 3 ulp in single precision, i.e. a relative error of up to 6 u in a
+ *    pivot L_jj and 12 u in L_jj^2. At n = 1 the residual is exactly that error: NVIDIA's
+ *    driver gave 2.5 u on an H200, above the (n + 1) u = 2 u a correctly rounded sqrt meets.
  *  - logdet: d logdet = tr(A^-1 dA); with the backward error above,
  *    |d logdet| <= n ||A^-1||_2 ||dA||_2 ~ n cond(A) (n u) ||A||... is far too
  *    pessimistic; per pivot the relative error of L_ii^2 is about cond(A) n u
@@ -38,6 +42,8 @@
 
 #define U32 (1.0 / 16777216.0)
 #define RES_C 1.0
+#define SQRT_TERM (12.0 * U32)
+#define RES_BOUND(n) (RES_C * (double)((n) + 1) * U32 + SQRT_TERM)
 #define LD_C 1.0
 #define INV_C 1.0
 #define SOL_C 1.0
@@ -179,14 +185,14 @@ static void check_cholesky(wbcl_context *ctx, size_t n, size_t batch, int batche
     for (size_t b = 0; b < batch; b++) {
         double res = chol_residual(n, L + b * n * n, A + b * n * n);
         if (!(res <= worst)) worst = res;
-        ck_assert_msg(res <= RES_C * (n + 1) * U32, "%s: matrix %zu: ||LL^T - A||/||A|| = %.3g > %.3g", what, b, res,
-                      RES_C * (n + 1) * U32);
+        ck_assert_msg(res <= RES_BOUND(n), "%s: matrix %zu: ||LL^T - A||/||A|| = %.3g > %.3g", what, b, res,
+                      RES_BOUND(n));
     }
     /* the input is untouched */
     float *A2 = tu_guarded_alloc(total);
     ck_assert_int_eq(wbcl_tensor_read(ctx, tA, A2, total), WBCL_SUCCESS);
     ck_assert(memcmp(A, A2, total * sizeof(float)) == 0);
-    if (getenv("WBCL_TEST_VERBOSE")) printf("%s: residual %.3g (bound %.3g)\n", what, worst, RES_C * (n + 1) * U32);
+    if (getenv("WBCL_TEST_VERBOSE")) printf("%s: residual %.3g (bound %.3g)\n", what, worst, RES_BOUND(n));
     tu_guarded_free(A2);
     tu_guarded_free(L);
     wbcl_tensor_destroy(tA);
@@ -461,7 +467,7 @@ START_TEST(cholesky_block_boundaries)
         ck_assert_int_eq(wbcl_tensor_read(ctx, tL, L1, n * n), WBCL_SUCCESS);
         ck_assert_int_eq(wbcl_tensor_read(ctx, tA, L2, n * n), WBCL_SUCCESS);
         ck_assert_msg(memcmp(L1, L2, n * n * sizeof *L1) == 0, "in-place L differs from out-of-place L");
-        ck_assert(chol_residual(n, L2, A) <= RES_C * (n + 1) * U32);
+        ck_assert(chol_residual(n, L2, A) <= RES_BOUND(n));
         wbcl_tensor_destroy(tA);
         wbcl_tensor_destroy(tL);
         free(A);
@@ -683,7 +689,7 @@ START_TEST(upper_triangle_ignored)
             ck_assert_int_eq(wbcl_tensor_read(ctx, t2, L2, n * n), WBCL_SUCCESS);
             ck_assert(memcmp(L1, L2, n * n * sizeof *L1) == 0);
             ck_assert(tu_canary_ok(L1, n * n) && tu_canary_ok(L2, n * n));
-            ck_assert(chol_residual(n, L1, A) <= RES_C * (n + 1) * U32);
+            ck_assert(chol_residual(n, L1, A) <= RES_BOUND(n));
             tu_guarded_free(L1);
             tu_guarded_free(L2);
             wbcl_tensor_destroy(t1);
