@@ -33,6 +33,7 @@ typedef struct opts {
     const char *csv, *json, *plot;
     int quick;            /* small sizes (tests, CI, valgrind) */
     int reps;
+    int progress;         /* one stderr line per operator as it finishes */
 } opts;
 
 static uint64_t now_ns(void)
@@ -478,7 +479,7 @@ static void print_table(const device_rec *d, const row *rows, size_t n)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: wbcl-bench [--device all|SEL] [--op SUBSTR] [--quick] [--reps N]\n"
+            "usage: wbcl-bench [--device all|SEL] [--op SUBSTR] [--quick] [--reps N] [--progress]\n"
             "                  [--csv FILE] [--json FILE] [--plot FILE.svg] [--list]\n"
             "  Runs every wbcl operator on each selected device: verifies it against the double-precision\n"
             "  reference, then reports the median kernel time (profiling events) and wall time, GFLOP/s or\n"
@@ -487,6 +488,7 @@ static void usage(FILE *f)
             "  --op SUBSTR       only operators whose name contains SUBSTR\n"
             "  --quick           small sizes (seconds, for tests and CI)\n"
             "  --reps N          timed repetitions per operator (default 5; median reported)\n"
+            "  --progress        a line on stderr as each operator finishes (status, seconds taken)\n"
             "  --csv/--json FILE machine-readable results (format version %d); --plot FILE.svg: chart\n"
             "  --list            list the operators and exit\n"
             "Exit status 0 when every supported operator verified, 1 otherwise, 2 for a bad command line.\n",
@@ -495,7 +497,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    opts o = {"all", NULL, NULL, NULL, NULL, 0, 5};
+    opts o = {"all", NULL, NULL, NULL, NULL, 0, 5, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -510,6 +512,7 @@ int main(int argc, char **argv)
             if (*end || r < 1 || r > 1000) { fprintf(stderr, "wbcl-bench: --reps must be 1..1000, got '%s'\n", argv[i]); return 2; }
             o.reps = (int)r;
         } else if (!strcmp(a, "--quick")) o.quick = 1;
+        else if (!strcmp(a, "--progress")) o.progress = 1;
         else if (!strcmp(a, "--list")) {
             for (size_t k = 0; k < wbcl_bench_n_ops; k++) printf("%-24s %s\n", wbcl_bench_ops[k].name, wbcl_bench_ops[k].family);
             return 0;
@@ -567,8 +570,15 @@ int main(int argc, char **argv)
                 continue;
             }
             e.seed = 0x5eed + k;
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
             run_op(&e, &wbcl_bench_ops[k], o.reps, &devs[d].pk, r);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
             if (r->status == R_FAIL || r->status == R_ERROR) bad = 1;
+            if (o.progress)
+                fprintf(stderr, "wbcl-bench: device %zu: %-22s %-11s %.1f s\n", devs[d].info.index, r->op->name,
+                        row_status_name[r->status],
+                        (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
         }
         wbcl_context_destroy(e.ctx);
         print_table(&devs[d], rows + first, nr - first);
