@@ -170,12 +170,16 @@ static double time_spotri(int n, int b, const float *src, float *work, double *c
 
 
 /* ---- (0) yardsticks ------------------------------------------------------------ */
-#define PROBE_ITEMS 64
+#define PROBE_CPU_ITEMS 64
 #define PROBE_CHAINS 12
 /* PW: the vector width, the device's native float width on a CPU (16 with
  * AVX-512, 8 with AVX2: 12 chains then fill 12 of its 16 ymm registers; 12
  * float16 chains there would need 24 and spill, which halved the probe on a
- * Zen 3), 16 elsewhere. */
+ * Zen 3), 4 elsewhere (a GPU runs each work-item's lanes as scalars: 48 live
+ * registers leave room for full occupancy).
+ * Work-items: 64 on a CPU (PoCL runs one work-group of 1 per core at a time);
+ * on other devices 2048 per compute unit (an H200's 132 SMs run 2048 threads
+ * each), so every core is full: 64 work-items measured 0.3% of an H200. */
 static const char probe_src[] =
     "#define VT_(n) float##n\n"
     "#define VT(n) VT_(n)\n"
@@ -205,7 +209,8 @@ typedef struct probe {
     cl_kernel kern;
     cl_mem out;
     cl_uint iters;
-    int width; /* PW */
+    int width;    /* PW */
+    size_t items; /* global size */
 } probe;
 
 static void cl_check(cl_int e, const char *what)
@@ -219,7 +224,14 @@ static void cl_check(cl_int e, const char *what)
 static int probe_width(const wbcl_context *ctx)
 {
     const unsigned vw = ctx->info.native_vector_width_float;
-    return ctx->info.type == WBCL_DEVICE_CPU && (vw == 4 || vw == 8) ? (int)vw : 16;
+    if (ctx->info.type != WBCL_DEVICE_CPU) return 4;
+    return vw == 4 || vw == 8 ? (int)vw : 16;
+}
+
+static size_t probe_items(const wbcl_context *ctx)
+{
+    const size_t cu = ctx->info.compute_units ? ctx->info.compute_units : 1;
+    return ctx->info.type == WBCL_DEVICE_CPU ? PROBE_CPU_ITEMS : cu * 2048;
 }
 
 static void probe_init(wbcl_context *ctx, probe *p)
@@ -234,9 +246,12 @@ static void probe_init(wbcl_context *ctx, probe *p)
     cl_check(clBuildProgram(p->prog, 1, &ctx->device, opts, NULL, NULL), "clBuildProgram");
     p->kern = clCreateKernel(p->prog, "fma_probe", &e);
     cl_check(e, "clCreateKernel");
-    p->out = clCreateBuffer(ctx->cl, CL_MEM_WRITE_ONLY, PROBE_ITEMS * sizeof(float), NULL, &e);
+    p->items = probe_items(ctx);
+    p->out = clCreateBuffer(ctx->cl, CL_MEM_WRITE_ONLY, p->items * sizeof(float), NULL, &e);
     cl_check(e, "clCreateBuffer");
-    p->iters = 1u << 18;
+    /* a GPU launch: 2^13 iterations x 12 x 4 lanes x 2048 per compute unit = 1e11 FMAs on an H200, a few
+     * ms at tens of TFLOP/s, so the host-clock timing around it costs about 1% */
+    p->iters = ctx->info.type == WBCL_DEVICE_CPU ? 1u << 18 : 1u << 13;
     float a = 0.999999f, b = 1e-7f;
     cl_check(clSetKernelArg(p->kern, 0, sizeof p->out, &p->out), "clSetKernelArg");
     cl_check(clSetKernelArg(p->kern, 1, sizeof p->iters, &p->iters), "clSetKernelArg");
@@ -247,12 +262,14 @@ static void probe_init(wbcl_context *ctx, probe *p)
 /* One probe launch: GFLOP/s (2 flops per FMA lane); *per_cpu: GFLOP per CPU-second. */
 static double probe_run(wbcl_context *ctx, probe *p, double *per_cpu)
 {
-    size_t global = PROBE_ITEMS, local = 1;
+    size_t global = p->items, local = 1;
     double t0 = now_s(), c0 = cpu_s();
-    cl_check(clEnqueueNDRangeKernel(ctx->queue, p->kern, 1, NULL, &global, &local, 0, NULL, NULL), "launch");
+    cl_check(clEnqueueNDRangeKernel(ctx->queue, p->kern, 1, NULL, &global,
+                                    ctx->info.type == WBCL_DEVICE_CPU ? &local : NULL, 0, NULL, NULL),
+             "launch");
     cl_check(clFinish(ctx->queue), "clFinish");
     double t = now_s() - t0, c = cpu_s() - c0;
-    double gflop = (double)PROBE_ITEMS * p->iters * PROBE_CHAINS * p->width * 2 * 1e-9;
+    double gflop = (double)p->items * p->iters * PROBE_CHAINS * p->width * 2 * 1e-9;
     *per_cpu = gflop / c;
     return gflop / t;
 }
@@ -489,7 +506,7 @@ int main(int argc, char **argv)
     printf("(0) measured FP32 FMA peak (OpenCL probe, %d work-items x %d float%d chains): median %.1f, best %.1f "
            "GFLOP/s; OpenBLAS SGEMM n = 2048: median %.1f, best %.1f GFLOP/s; %% of peak below uses %.1f GFLOP/s%s, "
            "%% of SGEMM the SGEMM median\n\n",
-           PROBE_ITEMS, PROBE_CHAINS, probe_width(ctx), probe_gf, probe_best, sgemm_gf, sgemm_best, peak,
+           (int)probe_items(ctx), PROBE_CHAINS, probe_width(ctx), probe_gf, probe_best, sgemm_gf, sgemm_best, peak,
            peak_given ? " (--peak)" : " (the probe's best: the capability; medians swing with the machine's load)");
     printf("    per CPU-second of this process (load-independent): probe %.1f GFLOP per CPU-s, i.e. %.1f GFLOP/s "
            "on %d cores; OpenBLAS SGEMM %.1f GFLOP per CPU-s (%.0f%% of the probe's)\n\n",
@@ -498,6 +515,9 @@ int main(int argc, char **argv)
     printf("    wbcl_gemm (packed kernel) per CPU-second: m = n = k = 1024: %.1f (%.0f%% of the probe's), 2048: %.1f "
            "(%.0f%%): the ceiling of a factorization whose flops all run in wbcl's GEMM\n\n",
            wg_cpu[0], 100 * wg_cpu[0] / probe_cpu, wg_cpu[1], 100 * wg_cpu[1] / probe_cpu);
+    if (dev->type != WBCL_DEVICE_CPU)
+        printf("    (the device is not the CPU: per-CPU-second figures count the host's time waiting for it and "
+               "are not comparable; the GEMM is the device's GEMM path, see wbcl-info)\n\n");
 
     if (nl) {
         printf("(1) one large matrix, n^3/3 flops\n\n");
