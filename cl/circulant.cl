@@ -9,10 +9,12 @@
  * (CI_MW matrices per block, see circ_shifted_inverse and ci_op): the factorization stores them with
  * contiguous 16-lane vectors; the host converts to and from (K+1, P, C, C) row-major (model files, read_layer).
  *
- * CPU-shaped throughout (PERF-NOTES.md): every work-item owns a register tile (the application: 4 matrix
+ * CPU-shaped (PERF-NOTES.md): every work-item owns a register tile (the application: 4 matrix
  * rows x 16 samples in float16 lanes; the Gram: 1 x 4 entries x 8 lanes; the Cholesky: 16 matrices in
  * float16 lanes), no local memory, no barriers, no atomics on data; sums in a fixed order (deterministic
- * results). They also run on GPUs (tested on PoCL only here).
+ * results). GPU-shaped contexts use scalar variants of the per-frequency Cholesky and of the application
+ * (the _g kernels at the end: one matrix or one sample lane per work-item, the same layouts and the same
+ * operations); the lifting has its own pair. Both variants are tested on PoCL and on an NVIDIA H200.
  * The Cholesky follows the real kernel of cl/linalg.cl (Crout by columns, the first bad pivot
  * recorded once per batch entry as info[2b] = pivot index, info[2b+1] = its float bits) with the
  * complex operations c - a conj(b), |a|^2 and division by the real pivot. OpenCL C 1.2. */
@@ -789,3 +791,204 @@ __kernel void circ_scale(__global float *Vo, __global const float *part, const u
         for (uint i = 0; i < 2 * CI_C; i++) vstore16(inv * vload16(0, pb + (size_t)i * mp), 0, pb + (size_t)i * mp);
     }
 }
+
+/* ---- GPU-shaped application: one sample lane per work-item ----------------------------------------
+ * The kernels above give each work-item 16 lanes and a long loop (a few dozen work-items per launch: the
+ * cores of a CPU). A GPU wants tens of thousands of work-items, each a short scalar loop: the variants
+ * below keep the layouts (Vt, the operators in batch lanes, part, npart), so circ_softmax and circ_scale
+ * are shared; the host picks them on GPU-shaped contexts and sizes the chunks of bins for them
+ * (host/ops/circulant.c, ws_alloc). Work-items with consecutive lanes read consecutive floats of Vt
+ * (coalesced) and the same matrix entry (one broadcast load). Measured on an H200 (perf/RESULTS.md). */
+
+/* circ_op_square, one (matrix t < nc, row r) per work-item: Q'_t[r][c] for c <= r, the same values and
+ * layout (w_p on the diagonal, 2 w_p below it, a real diagonal). */
+__kernel void circ_op_square_g(__global const float *ops, __global float *sq, const uint nc, const uint P,
+                               const uint W, const uint Wh)
+{
+    const size_t gid = get_global_id(0);
+    if (gid >= (size_t)nc * CI_C) return;
+    const uint t = (uint)(gid % nc), r = (uint)(gid / nc);
+    const __global float *A = ci_op(ops, t);
+    __global float *Q = sq + (ci_op(sq, t) - sq);
+    const float w = ci_weight(t % P, W, Wh);
+    for (uint c = 0; c <= r; c++) {
+        float sr = 0.0f, si = 0.0f;
+        for (uint k = 0; k < CI_C; k++) {
+            const float2 a = CI_OP(A, r * CI_C + k), b = CI_OP(A, k * CI_C + c);
+            sr = fma(a.x, b.x, fma(-a.y, b.y, sr));
+            si = fma(a.x, b.y, fma(a.y, b.x, si));
+        }
+        const float f = c == r ? w : 2.0f * w;
+        Q[(size_t)(r * CI_C + c) * CI_OS] = f * sr;
+        Q[(size_t)(r * CI_C + c) * CI_OS + CI_MW] = c == r ? 0.0f : f * si;
+    }
+}
+
+/* circ_norms_q, one (lane l, class j, chunk of bins ch) per work-item: part[(ch K + j) mp + l] = sum over the
+ * chunk's bins of v_l(p)^H Q'_{j,p} v_l(p), the same two sums (Re Q Re f and Im Q Im f) as there. */
+__kernel void circ_norms_q_g(__global const float *Vt, __global const float *sq, __global float *part,
+                             const uint mp, const uint P, const uint K, const uint pchunk)
+{
+    const size_t gid = get_global_id(0);
+    const uint l = (uint)(gid % mp), j = (uint)((gid / mp) % K), ch = (uint)(gid / ((size_t)mp * K)),
+               p0 = ch * pchunk;
+    if (p0 >= P) return;
+    const uint p1 = min(P, p0 + pchunk);
+    float a = 0.0f, b = 0.0f;
+    for (uint p = p0; p < p1; p++) {
+        const __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + l;
+        const __global float *Q = ci_op(sq, (size_t)j * P + p);
+        for (uint i = 0; i < CI_C; i++) {
+            const float xr = pb[(size_t)i * 2 * mp], xi = pb[((size_t)i * 2 + 1) * mp];
+            for (uint k = 0; k < i; k++) {
+                const float yr = pb[(size_t)k * 2 * mp], yi = pb[((size_t)k * 2 + 1) * mp];
+                const float2 q = CI_OP(Q, i * CI_C + k);
+                a = fma(q.x, fma(xr, yr, xi * yi), a);  /* Re conj(v_i) v_k */
+                b = fma(q.y, fma(xr, yi, -(xi * yr)), b); /* Im conj(v_i) v_k */
+            }
+            a = fma(Q[(size_t)(i * CI_C + i) * CI_OS], fma(xr, xr, xi * xi), a);
+        }
+    }
+    part[((size_t)ch * K + j) * mp + l] = a - b;
+}
+
+/* circ_update, one (lane l, chunk of bins ch) per work-item: per bin u = v + eta (E v - sum_j coef_j C_j v)
+ * (the operators are Hermitian: M^H v = M v) from Vt into Vo, and the chunk's weighted |u|^2 into
+ * part[ch mp + l]. A class whose coefficient is 0 in this lane contributes exactly 0 and is skipped. */
+__kernel void circ_update_g(__global const float *Vt, __global float *Vo, __global const float *ops,
+                            __global const float *coef, __global float *part, const float eta, const uint mp,
+                            const uint P, const uint W, const uint Wh, const uint K, const uint pchunk)
+{
+    const size_t gid = get_global_id(0);
+    const uint l = (uint)(gid % mp), ch = (uint)(gid / mp), p0 = ch * pchunk;
+    if (p0 >= P) return;
+    const uint p1 = min(P, p0 + pchunk);
+    float tot = 0.0f;
+    for (uint p = p0; p < p1; p++) {
+        const size_t off = (size_t)p * CI_C * 2 * mp + l;
+        const __global float *pb = Vt + off;
+        __global float *ob = Vo + off;
+        const __global float *Ep = ci_op(ops, (size_t)K * P + p);
+        float s = 0.0f;
+        for (uint r = 0; r < CI_C; r++) {
+            float gr = 0.0f, gi = 0.0f;
+            for (uint k = 0; k < CI_C; k++) {
+                const float xr = pb[(size_t)k * 2 * mp], xi = pb[((size_t)k * 2 + 1) * mp];
+                const float2 a = CI_OP(Ep, r * CI_C + k);
+                gr = fma(a.x, xr, fma(-a.y, xi, gr));
+                gi = fma(a.x, xi, fma(a.y, xr, gi));
+            }
+            for (uint j = 0; j < K; j++) {
+                const float cf = coef[(size_t)j * mp + l];
+                if (cf == 0.0f) continue;
+                const __global float *Cp = ci_op(ops, (size_t)j * P + p);
+                float cr = 0.0f, cim = 0.0f;
+                for (uint k = 0; k < CI_C; k++) {
+                    const float xr = pb[(size_t)k * 2 * mp], xi = pb[((size_t)k * 2 + 1) * mp];
+                    const float2 a = CI_OP(Cp, r * CI_C + k);
+                    cr = fma(a.x, xr, fma(-a.y, xi, cr));
+                    cim = fma(a.x, xi, fma(a.y, xr, cim));
+                }
+                gr = fma(-cf, cr, gr);
+                gi = fma(-cf, cim, gi);
+            }
+            const float ur = fma(eta, gr, pb[(size_t)r * 2 * mp]), ui = fma(eta, gi, pb[((size_t)r * 2 + 1) * mp]);
+            s = fma(ur, ur, fma(ui, ui, s));
+            ob[(size_t)r * 2 * mp] = ur;
+            ob[((size_t)r * 2 + 1) * mp] = ui;
+        }
+        tot = fma(ci_weight(p, W, Wh), s, tot);
+    }
+    part[(size_t)ch * mp + l] = tot;
+}
+
+/* circ_shifted_inverse, one matrix per work-item t < nb rounded up to 16 (the lanes past nb of the last
+ * block get A = I and M = 0, as there): the same operations in the same order on one lane. */
+#define CG_RE(X, i, k) (X)[((size_t)(i) * CI_C + (k)) * 2 * CI_MW]
+#define CG_IM(X, i, k) (X)[((size_t)(i) * CI_C + (k)) * 2 * CI_MW + CI_MW]
+__kernel void circ_shifted_inverse_g(__global float *S, __global const float *alpha, const uint P, const uint nb,
+                                     __global float *logdet, __global int *info, const uint want_inv,
+                                     __global float *M, const uint ld_off, const uint info_off,
+                                     __global const int *skip, const uint skip_off)
+{
+    if (skip[skip_off]) return;
+    const uint t = get_global_id(0);
+    if (t >= (nb + CI_MW - 1) / CI_MW * CI_MW) return;
+    const float a = t < nb ? alpha[t / P] : 0.0f;
+    const size_t off = (size_t)(t / CI_MW) * CI_C * CI_C * 2 * CI_MW + t % CI_MW;
+    __global float *A = S + off, *Mq = M + off;
+    for (uint i = 0; i < CI_C; i++) {
+        for (uint k = 0; k < i; k++) {
+            CG_RE(A, i, k) *= a;
+            CG_IM(A, i, k) *= a;
+        }
+        CG_RE(A, i, i) = fma(a, CG_RE(A, i, i), 1.0f);
+        CG_IM(A, i, i) = 0.0f;
+    }
+    int fail = -1;
+    float fval = 0.0f, ld = 0.0f;
+    for (uint j = 0; j < CI_C; j++) {
+        float d = CG_RE(A, j, j);
+        for (uint k = 0; k < j; k++) {
+            const float xr = CG_RE(A, j, k), xi = CG_IM(A, j, k);
+            d = fma(-xr, xr, fma(-xi, xi, d));
+        }
+        if ((!isgreater(d, 0.0f) || isinf(d)) && fail < 0) {
+            fail = (int)j;
+            fval = d;
+        }
+        const float ljj = sqrt(d), inv = 1.0f / ljj;
+        CG_RE(A, j, j) = ljj;
+        ld += log(ljj);
+        for (uint i = j + 1; i < CI_C; i++) {
+            float sr = CG_RE(A, i, j), si = CG_IM(A, i, j);
+            for (uint k = 0; k < j; k++) {
+                const float ar = CG_RE(A, i, k), ai = CG_IM(A, i, k), br = CG_RE(A, j, k), bi = CG_IM(A, j, k);
+                sr = fma(-ar, br, fma(-ai, bi, sr));
+                si = fma(-ai, br, fma(ar, bi, si));
+            }
+            CG_RE(A, i, j) = sr * inv;
+            CG_IM(A, i, j) = si * inv;
+        }
+    }
+    if (t < nb) {
+        logdet[ld_off + t] = 2.0f * ld;
+        if (fail >= 0 && a > 0.0f && info[info_off + 2 * t] < 0) {
+            info[info_off + 2 * t] = fail;
+            info[info_off + 2 * t + 1] = as_int(fval);
+        }
+    }
+    if (!want_inv) return;
+    for (uint i = 0; i < CI_C; i++) { /* X = L^-1 in place, as there */
+        const float xii = 1.0f / CG_RE(A, i, i);
+        for (uint j = 0; j < i; j++) {
+            float sr = 0.0f, si = 0.0f;
+            for (uint k = j; k < i; k++) {
+                const float ar = CG_RE(A, i, k), ai = CG_IM(A, i, k), br = CG_RE(A, k, j), bi = CG_IM(A, k, j);
+                sr = fma(ar, br, fma(-ai, bi, sr));
+                si = fma(ar, bi, fma(ai, br, si));
+            }
+            CG_RE(A, i, j) = -xii * sr;
+            CG_IM(A, i, j) = -xii * si;
+        }
+        CG_RE(A, i, i) = xii;
+    }
+    for (uint r = 0; r < CI_C; r++) /* M = a X^H X, the lower entry computed, the upper its conjugate */
+        for (uint c = 0; c <= r; c++) {
+            float sr = 0.0f, si = 0.0f;
+            for (uint k = r; k < CI_C; k++) {
+                const float ar = CG_RE(A, k, c), ai = CG_IM(A, k, c), br = CG_RE(A, k, r), bi = CG_IM(A, k, r);
+                sr = fma(ar, br, fma(ai, bi, sr));
+                si = fma(ai, br, fma(-ar, bi, si));
+            }
+            const float mr = a * sr, mi = c == r ? 0.0f : a * si;
+            CG_RE(Mq, r, c) = mr;
+            CG_IM(Mq, r, c) = mi;
+            if (c != r) {
+                CG_RE(Mq, c, r) = mr;
+                CG_IM(Mq, c, r) = -mi;
+            }
+        }
+}
+#undef CG_RE
+#undef CG_IM

@@ -366,11 +366,21 @@ static void prog_cb(int layer, double dR, double R, double Rc, void *user)
  * well-conditioned 3 x 3 problems (cond(I + a S_p) <= 1 + a |S_p| ~ 10) is a few 1e-7; 1e-5 is the SPEC's
  * stated engine tolerance, with room for the softmax (lambda = 500 amplifies |c_j| errors 500-fold into pi,
  * but pi is saturated at 0/1 here). */
+/* The device tests that exercise the application run in both kernel variants (wbcl_context_set_variant):
+ * CPU-shaped (16 lanes per work-item) and GPU-shaped (one lane per work-item, the _g kernels); the variant
+ * of loop index i is i % 2 (the test case is i / 2). */
+static wbcl_context *variant_context(int v)
+{
+    wbcl_context *ctx = tu_context();
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, v ? WBCL_VARIANT_GPU : WBCL_VARIANT_CPU), WBCL_SUCCESS);
+    return ctx;
+}
+
 START_TEST(device_golden_1d)
 {
     golden1d g;
     load_golden1d(&g);
-    wbcl_context *ctx = tu_context();
+    wbcl_context *ctx = variant_context(_i);
     const size_t sx[3] = {4, 1, 8}, sw[3] = {3, 1, 3}, sz[3] = {4, 3, 8};
     wbcl_tensor *X = upload_d(ctx, 3, sx, g.X), *Wt = upload_d(ctx, 3, sw, g.W), *Y = empty_t(ctx, 3, sz),
                 *Z = empty_t(ctx, 3, sz);
@@ -434,7 +444,7 @@ START_TEST(device_golden_1d)
 END_TEST
 
 /* Device vs the double reference on random small cases, 1-D and 2-D, odd and even lengths (the Nyquist bin
- * weighting), several layers: objective per layer to 1e-4 relative, features to 1e-4 of their largest entry,
+ * weighting), several layers, both kernel variants: objective per layer to 1e-4 relative, features to 1e-4 of their largest entry,
  * operators E_p of the last layer to 1e-4. fp32 error: ~1e-6 per layer in V (C x C solves with
  * cond <= 1 + a|S| ~ 1e2-1e3 here, lambda = 50 keeps pi away from saturation so its sensitivity
  * 50 |dn| stays ~1e-5); 1e-4 bounds the accumulation over 3 layers with a factor 10 of margin. */
@@ -445,6 +455,9 @@ static const size_t dev_cases[][8] = {
     /* the application's tiles (4 rows x 16 lanes, bins in chunks): C = 6, 7, 9 (a partial row tile), K = 1,
      * m = 37 (3 blocks of 16 lanes, 1 bin per chunk), odd lengths */
     {5, 1, 6, 1, 9, 1, 2, 1}, {37, 1, 7, 1, 11, 1, 3, 3}, {20, 1, 9, 3, 5, 2, 2, 2},
+    /* the GPU variant's chunks of several bins (it takes one bin per chunk while P <= 16384 / mp): mp = 48,
+     * P = 28 x 15 = 420 bins, so circ_update_g takes 2 bins per chunk and circ_norms_q_g 2 */
+    {37, 1, 2, 28, 28, 2, 2, 3},
 };
 
 /* Lifting alone on the device against wbcl_ref_circ_lift, in both kernel variants (CPU: padded rows, 4 output
@@ -522,11 +535,11 @@ END_TEST
 
 START_TEST(device_vs_reference)
 {
-    const size_t *cs = dev_cases[_i];
+    const size_t *cs = dev_cases[_i / 2];
     size_t m = cs[0], Cin = cs[1], C = cs[2], H = cs[3], W = cs[4], kh = cs[5], kw = cs[6], K = cs[7], N = H * W;
     int dims = H == 1 ? 1 : 2, L = 3;
     tu_rng r;
-    tu_rng_seed(&r, 1000 + (uint64_t)_i);
+    tu_rng_seed(&r, 1000 + (uint64_t)(_i / 2));
     double *X = malloc(m * Cin * N * sizeof *X), *Wt = malloc(C * Cin * kh * kw * sizeof *Wt);
     double *Z = malloc(m * C * N * sizeof *Z), hist[9];
     size_t nops = (K + 1) * N * C * C * 2;
@@ -538,7 +551,7 @@ START_TEST(device_vs_reference)
     wbcl_ref_circ_lift(m, Cin, C, H, W, kh, kw, X, Wt, Z);
     ck_assert_int_eq(wbcl_ref_circ_fit(m, C, H, W, K, L, y, 0.5, 0.1, 50.0, Z, ops, gam, hist, NULL, NULL), 0);
 
-    wbcl_context *ctx = tu_context();
+    wbcl_context *ctx = variant_context(_i % 2);
     size_t sx[4] = {m, Cin, H, W}, sw[4] = {C, Cin, kh, kw}, sz[4] = {m, C, H, W};
     if (dims == 1) {
         sx[2] = W;
@@ -606,15 +619,15 @@ END_TEST
  * no lifting) vs the dense time-domain layer of the reference (O((NC)^3) construction). Tolerance as above. */
 START_TEST(device_vs_dense)
 {
-    const size_t *cs = dense_cases[_i];
+    const size_t *cs = dense_cases[_i / 2];
     size_t m = cs[0], C = cs[1], H = cs[2], W = cs[3], K = cs[4], N = H * W, n = C * N;
     tu_rng r;
-    tu_rng_seed(&r, 300 + (uint64_t)_i);
+    tu_rng_seed(&r, 300 + (uint64_t)(_i / 2));
     double *Z = malloc(m * n * sizeof *Z);
     int *y = malloc(m * sizeof *y), yh[16];
     for (size_t i = 0; i < m * n; i++) Z[i] = tu_normal(&r);
     for (size_t b = 0; b < m; b++) y[b] = (int)(b % K);
-    wbcl_context *ctx = tu_context();
+    wbcl_context *ctx = variant_context(_i % 2);
     int dims = H == 1 ? 1 : 2;
     size_t sz[4] = {m, C, H, W};
     if (dims == 1) sz[2] = W;
@@ -1396,7 +1409,7 @@ START_TEST(device_norms_cancellation)
         for (size_t c = 0; c < C; c++)
             for (size_t t = 0; t < T; t++) X[(b * C + c) * T + t] = tpl[k][c * T + (t + sh) % T] + 1e-4 * tu_normal(&r);
     }
-    wbcl_context *ctx = tu_context();
+    wbcl_context *ctx = variant_context(_i);
     const size_t sx[3] = {m, C, T};
     wbcl_tensor *Xd = upload_d(ctx, 3, sx, X), *Zd = empty_t(ctx, 3, sx);
     float *Ed = malloc(P * CC * 2 * sizeof *Ed), *Cd = malloc(K * P * CC * 2 * sizeof *Cd), gam[2], pid[16];
@@ -1458,10 +1471,10 @@ static Suite *circulant_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("device");
     tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, device_golden_1d);
-    tcase_add_loop_test(tc, device_vs_reference, 0, (int)(sizeof dev_cases / sizeof dev_cases[0]));
-    tcase_add_loop_test(tc, device_vs_dense, 0, (int)(sizeof dense_cases / sizeof dense_cases[0]));
-    tcase_add_test(tc, device_norms_cancellation);
+    tcase_add_loop_test(tc, device_golden_1d, 0, 2);
+    tcase_add_loop_test(tc, device_vs_reference, 0, 2 * (int)(sizeof dev_cases / sizeof dev_cases[0]));
+    tcase_add_loop_test(tc, device_vs_dense, 0, 2 * (int)(sizeof dense_cases / sizeof dense_cases[0]));
+    tcase_add_loop_test(tc, device_norms_cancellation, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("lifting");
     tcase_set_timeout(tc, 300);

@@ -11,6 +11,9 @@
  * circ_shifted_inverse without inverse; the log-determinants are summed in
  * double on the host).
  * Leaving: circ_from_lanes, clFFT inverse, circ_real_normalize.
+ * GPU-shaped contexts (ctx->variant) take the one-lane-per-work-item kernels for the per-frequency
+ * Cholesky and the application (circ_shifted_inverse_g, circ_op_square_g, circ_norms_q_g, circ_update_g)
+ * with more, shorter chunks of bins (ws_alloc); the layouts and the other kernels are shared.
  * The fit reads nothing back inside its layer loop (unless a progress callback wants each layer's
  * objective): the predicted groups are built on the device (circ_groups), pivot info, log-determinants
  * and class counts of all layers are read and checked once at the end, before Z is written. */
@@ -309,11 +312,16 @@ static wbcl_status ws_alloc(wbcl_context *ctx, ws *w, const geom *g, size_t K, c
         for (size_t b = 0; b < g->m; b++) w->lane_h[b] = (int)b, w->sample_h[b] = (int)b;
     }
     const size_t nb = (K + 1) * g->P, CC = g->C * g->C;
-    /* chunks of bins: circ_update about 32 work-items (one per chunk), circ_norms_q about 48 (5 classes x chunk) */
-    w->nch = g->P < 32 ? g->P : 32;
+    /* chunks of bins. CPU-shaped: circ_update about 32 work-items (one per chunk), circ_norms_q about 48
+     * (5 classes x chunk). GPU-shaped (one lane per work-item, the _g kernels): about 16384 work-items for
+     * circ_update (lane, chunk) and 32768 for circ_norms_q (lane, class, chunk), at most one chunk per bin. */
+    const int gpu = ctx->variant == WBCL_VARIANT_GPU;
+    w->nch = gpu ? (16384 + mp - 1) / mp : 32;
+    if (w->nch > g->P) w->nch = g->P;
     w->pchunk = (g->P + w->nch - 1) / w->nch;
     w->nch = (g->P + w->pchunk - 1) / w->pchunk;
-    w->nchn = (48 + (K + 4) / 5 - 1) / ((K + 4) / 5); /* circ_norms_q: about 48 work-items (chunk, 5 classes) */
+    w->nchn = gpu ? (32768 + mp * K - 1) / (mp * K)
+                  : (48 + (K + 4) / 5 - 1) / ((K + 4) / 5); /* circ_norms_q: about 48 work-items (chunk, 5 classes) */
     if (w->nchn > g->P) w->nchn = g->P;
     w->pchn = (g->P + w->nchn - 1) / w->nchn;
     w->nchn = (g->P + w->pchn - 1) / w->pchn;
@@ -614,7 +622,8 @@ static wbcl_status enq_shinv(wbcl_context *ctx, ws *w, cl_mem alpha, cl_mem M, c
     const size_t nb = (w->K + 1) * g->P;
     wbcl_kern *k;
     wbcl_status st;
-    if ((st = kern(ctx, g->C, "circ_shifted_inverse", &k))) return st;
+    const int gpu = ctx->variant == WBCL_VARIANT_GPU; /* one matrix per work-item: circ_shifted_inverse_g */
+    if ((st = kern(ctx, g->C, gpu ? "circ_shifted_inverse_g" : "circ_shifted_inverse", &k))) return st;
     cl_uint uP = (cl_uint)g->P, unb = (cl_uint)nb, want = M != NULL, uld = (cl_uint)ld_off, uinfo = (cl_uint)info_off;
     cl_mem out = M ? M : w->S; /* not written when want == 0 */
     WBCL_ARG(ctx, k, 0, w->S);
@@ -630,7 +639,8 @@ static wbcl_status enq_shinv(wbcl_context *ctx, ws *w, cl_mem alpha, cl_mem M, c
     cl_uint uso = (cl_uint)skip_off;
     WBCL_ARG(ctx, k, 10, skip);
     WBCL_ARG(ctx, k, 11, uso);
-    return launch_heavy(ctx, k, (nb + 15) / 16); /* 16 matrices per work-item */
+    return gpu ? launch1(ctx, k, (nb + 15) / 16 * 16)
+               : launch_heavy(ctx, k, (nb + 15) / 16); /* 16 matrices per work-item */
 }
 
 /* Pivot info of one batch of (K+1) P matrices (host copy) -> NUMERIC naming the layer (1-based; 0: none),
@@ -718,8 +728,10 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
     const geom *g = &w->g;
     wbcl_kern *ks, *ku, *kc;
     wbcl_status st;
+    const int gpu = ctx->variant == WBCL_VARIANT_GPU; /* one lane per work-item: the _g kernels */
     if ((st = kern(ctx, g->C, "circ_softmax", &ks)) ||
-        (st = kern(ctx, g->C, "circ_update", &ku)) || (st = kern(ctx, g->C, "circ_scale", &kc)))
+        (st = kern(ctx, g->C, gpu ? "circ_update_g" : "circ_update", &ku)) ||
+        (st = kern(ctx, g->C, "circ_scale", &kc)))
         return st;
     const size_t nblk = w->mp / 16;
     cl_uint ump = (cl_uint)w->mp, uP = (cl_uint)g->P, uW = (cl_uint)g->W, uWh = (cl_uint)g->Wh, uK = (cl_uint)w->K,
@@ -728,7 +740,9 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
     cl_uint upn = (cl_uint)w->pchn, unchn = (cl_uint)w->nchn;
     /* Q'_{j,p} = w_p C_{j,p}^2 (off-diagonal doubled), then the class norms as quadratic forms (cl/circulant.cl) */
     wbcl_kern *kq, *kn;
-    if ((st = kern(ctx, g->C, "circ_op_square", &kq)) || (st = kern(ctx, g->C, "circ_norms_q", &kn))) return st;
+    if ((st = kern(ctx, g->C, gpu ? "circ_op_square_g" : "circ_op_square", &kq)) ||
+        (st = kern(ctx, g->C, gpu ? "circ_norms_q_g" : "circ_norms_q", &kn)))
+        return st;
     cl_uint unc = (cl_uint)(w->K * g->P);
     WBCL_ARG(ctx, kq, 0, ops);
     WBCL_ARG(ctx, kq, 1, w->sq);
@@ -736,7 +750,9 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
     WBCL_ARG(ctx, kq, 3, uP);
     WBCL_ARG(ctx, kq, 4, uW);
     WBCL_ARG(ctx, kq, 5, uWh);
-    if ((st = launch_heavy(ctx, kq, (w->K * g->P + 15) / 16))) return st; /* 16 matrices per work-item */
+    if ((st = gpu ? launch1(ctx, kq, w->K * g->P * g->C) /* (matrix, row) */
+                  : launch_heavy(ctx, kq, (w->K * g->P + 15) / 16))) /* 16 matrices per work-item */
+        return st;
     WBCL_ARG(ctx, kn, 0, w->Vt);
     WBCL_ARG(ctx, kn, 1, w->sq);
     WBCL_ARG(ctx, kn, 2, w->npart);
@@ -744,7 +760,9 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
     WBCL_ARG(ctx, kn, 4, uP);
     WBCL_ARG(ctx, kn, 5, uK);
     WBCL_ARG(ctx, kn, 6, upn);
-    if ((st = launch_heavy(ctx, kn, (w->K + 4) / 5 * w->nchn))) return st; /* (chunk of bins, 5 classes) */
+    if ((st = gpu ? launch1(ctx, kn, w->mp * w->K * w->nchn) /* (lane, class, chunk of bins) */
+                  : launch_heavy(ctx, kn, (w->K + 4) / 5 * w->nchn))) /* (chunk of bins, 5 classes) */
+        return st;
     WBCL_ARG(ctx, ks, 0, w->npart);
     WBCL_ARG(ctx, ks, 1, w->nrm);
     WBCL_ARG(ctx, ks, 2, gam);
@@ -769,7 +787,9 @@ static wbcl_status apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl_mem gam,
     WBCL_ARG(ctx, ku, 9, uWh);
     WBCL_ARG(ctx, ku, 10, uK);
     WBCL_ARG(ctx, ku, 11, upc);
-    if ((st = launch_heavy(ctx, ku, w->nch))) return st; /* one chunk of bins (all lanes) per work-item */
+    if ((st = gpu ? launch1(ctx, ku, w->mp * w->nch) /* (lane, chunk of bins) */
+                  : launch_heavy(ctx, ku, w->nch))) /* one chunk of bins (all lanes) per work-item */
+        return st;
     WBCL_ARG(ctx, kc, 0, w->Vt2);
     WBCL_ARG(ctx, kc, 1, w->part);
     WBCL_ARG(ctx, kc, 2, ump);
