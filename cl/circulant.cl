@@ -852,6 +852,19 @@ __kernel void circ_norms_q_g(__global const float *Vt, __global const float *sq,
     part[((size_t)ch * K + j) * mp + l] = a - b;
 }
 
+/* Row r of the operator M (batch-lane layout) times one lane's C-vector at pb (stride 2 mp): (re, im). */
+static inline float2 ci_row_times(const __global float *M, const uint r, const __global float *pb, const uint mp)
+{
+    float gr = 0.0f, gi = 0.0f;
+    for (uint k = 0; k < CI_C; k++) {
+        const float xr = pb[(size_t)k * 2 * mp], xi = pb[((size_t)k * 2 + 1) * mp];
+        const float2 a = CI_OP(M, r * CI_C + k);
+        gr = fma(a.x, xr, fma(-a.y, xi, gr));
+        gi = fma(a.x, xi, fma(a.y, xr, gi));
+    }
+    return (float2)(gr, gi);
+}
+
 /* circ_update, one (lane l, chunk of bins ch) per work-item: per bin u = v + eta (E v - sum_j coef_j C_j v)
  * (the operators are Hermitian: M^H v = M v) from Vt into Vo, and the chunk's weighted |u|^2 into
  * part[ch mp + l]. A class whose coefficient is 0 in this lane contributes exactly 0 and is skipped. */
@@ -871,28 +884,13 @@ __kernel void circ_update_g(__global const float *Vt, __global float *Vo, __glob
         const __global float *Ep = ci_op(ops, (size_t)K * P + p);
         float s = 0.0f;
         for (uint r = 0; r < CI_C; r++) {
-            float gr = 0.0f, gi = 0.0f;
-            for (uint k = 0; k < CI_C; k++) {
-                const float xr = pb[(size_t)k * 2 * mp], xi = pb[((size_t)k * 2 + 1) * mp];
-                const float2 a = CI_OP(Ep, r * CI_C + k);
-                gr = fma(a.x, xr, fma(-a.y, xi, gr));
-                gi = fma(a.x, xi, fma(a.y, xr, gi));
-            }
+            float2 g = ci_row_times(Ep, r, pb, mp);
             for (uint j = 0; j < K; j++) {
                 const float cf = coef[(size_t)j * mp + l];
                 if (cf == 0.0f) continue;
-                const __global float *Cp = ci_op(ops, (size_t)j * P + p);
-                float cr = 0.0f, cim = 0.0f;
-                for (uint k = 0; k < CI_C; k++) {
-                    const float xr = pb[(size_t)k * 2 * mp], xi = pb[((size_t)k * 2 + 1) * mp];
-                    const float2 a = CI_OP(Cp, r * CI_C + k);
-                    cr = fma(a.x, xr, fma(-a.y, xi, cr));
-                    cim = fma(a.x, xi, fma(a.y, xr, cim));
-                }
-                gr = fma(-cf, cr, gr);
-                gi = fma(-cf, cim, gi);
+                g = fma((float2)(-cf), ci_row_times(ci_op(ops, (size_t)j * P + p), r, pb, mp), g);
             }
-            const float ur = fma(eta, gr, pb[(size_t)r * 2 * mp]), ui = fma(eta, gi, pb[((size_t)r * 2 + 1) * mp]);
+            const float ur = fma(eta, g.x, pb[(size_t)r * 2 * mp]), ui = fma(eta, g.y, pb[((size_t)r * 2 + 1) * mp]);
             s = fma(ur, ur, fma(ui, ui, s));
             ob[(size_t)r * 2 * mp] = ur;
             ob[((size_t)r * 2 + 1) * mp] = ui;
