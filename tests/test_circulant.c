@@ -361,11 +361,6 @@ static void prog_cb(int layer, double dR, double R, double Rc, void *user)
     pl->calls++;
 }
 
-/* Golden 1-D case on the device (fp32): lifted values and the objective to 1e-5 relative, E^1_p for the
- * stored bins p = 0..4 and the final features to 1e-5 of their largest entry. The float32 error of these
- * well-conditioned 3 x 3 problems (cond(I + a S_p) <= 1 + a |S_p| ~ 10) is a few 1e-7; 1e-5 is the SPEC's
- * stated engine tolerance, with room for the softmax (lambda = 500 amplifies |c_j| errors 500-fold into pi,
- * but pi is saturated at 0/1 here). */
 /* The device tests that exercise the application run in both kernel variants (wbcl_context_set_variant):
  * CPU-shaped (16 lanes per work-item) and GPU-shaped (one lane per work-item, the _g kernels); the variant
  * of loop index i is i % 2 (the test case is i / 2). */
@@ -376,6 +371,11 @@ static wbcl_context *variant_context(int v)
     return ctx;
 }
 
+/* Golden 1-D case on the device (fp32): lifted values and the objective to 1e-5 relative, E^1_p for the
+ * stored bins p = 0..4 and the final features to 1e-5 of their largest entry. The float32 error of these
+ * well-conditioned 3 x 3 problems (cond(I + a S_p) <= 1 + a |S_p| ~ 10) is a few 1e-7; 1e-5 is the SPEC's
+ * stated engine tolerance, with room for the softmax (lambda = 500 amplifies |c_j| errors 500-fold into pi,
+ * but pi is saturated at 0/1 here). */
 START_TEST(device_golden_1d)
 {
     golden1d g;
@@ -444,8 +444,8 @@ START_TEST(device_golden_1d)
 END_TEST
 
 /* Device vs the double reference on random small cases, 1-D and 2-D, odd and even lengths (the Nyquist bin
- * weighting), several layers, both kernel variants: objective per layer to 1e-4 relative, features to 1e-4 of their largest entry,
- * operators E_p of the last layer to 1e-4. fp32 error: ~1e-6 per layer in V (C x C solves with
+ * weighting), several layers, both kernel variants: objective per layer to 1e-4 relative, features to 1e-4
+ * of their largest entry, operators E_p of the last layer to 1e-4. fp32 error: ~1e-6 per layer in V (C x C solves with
  * cond <= 1 + a|S| ~ 1e2-1e3 here, lambda = 50 keeps pi away from saturation so its sensitivity
  * 50 |dn| stays ~1e-5); 1e-4 bounds the accumulation over 3 layers with a factor 10 of margin. */
 static const size_t dev_cases[][8] = {
