@@ -179,7 +179,7 @@ static double time_spotri(int n, int b, const float *src, float *work, double *c
  * registers leave room for full occupancy).
  * Work-items: 64 on a CPU (PoCL runs one work-group of 1 per core at a time);
  * on other devices 2048 per compute unit (an H200's 132 SMs run 2048 threads
- * each), so every core is full: 64 work-items measured 0.3% of an H200. */
+ * each), so every core is full: 64 work-items measured 0.4% of an H200. */
 static const char probe_src[] =
     "#define VT_(n) float##n\n"
     "#define VT(n) VT_(n)\n"

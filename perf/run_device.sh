@@ -8,8 +8,10 @@
 # CTEST_ARGS passed on, e.g. "-R test_linalg"); linalg: bench_linalg with the OpenBLAS peer (60 s); redunet,
 # circulant: run_redunet.sh and run_circulant.sh with the NumPy peer (STEP_PEERS, 90 s each); profile:
 # bench_circulant's per-kernel device times, 1-D and 2-D (60 s); bench: wbcl-bench on the device, every
-# operator verified against the double-precision reference, csv/json/svg (STEP_BENCH, 180 s). SKIP="tests circulant ..." skips steps by name. ARCHIVE=FILE.tgz:
-# OUTDIR is packed into FILE after every step.
+# operator verified against the double-precision reference, csv/json/svg (STEP_BENCH, 180 s).
+# SKIP="tests circulant ..." skips steps by name. ARCHIVE=FILE.tgz: OUTDIR is packed into FILE after every
+# step. A device with no package access needs the build, the runtime libraries and an ICD file brought
+# along (perf/RESULTS.md, "NVIDIA H200", says what that run carried).
 set -uo pipefail
 out=${1:?usage: perf/run_device.sh OUTDIR [BUILD_DIR]}
 build=${2:-build}
