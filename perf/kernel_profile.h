@@ -26,7 +26,10 @@ static void print_kernel_profile(const wbcl_context *ctx, FILE *f, double per)
     size_t n = 0;
     while (wbcl_context_kernel_profile(ctx, n, NULL, NULL, NULL)) n++;
     kp_row *r = calloc(n ? n : 1, sizeof *r);
-    if (!r) return;
+    if (!r) {
+        fprintf(f, "profile: out of memory for %zu rows\n", n);
+        return;
+    }
     for (size_t i = 0; i < n; i++) wbcl_context_kernel_profile(ctx, i, &r[i].name, &r[i].ns, &r[i].launches);
     qsort(r, n, sizeof *r, kp_cmp);
     double sum = 0;
