@@ -12,7 +12,8 @@
  *   wbcl_chol_panel / wbcl_chol_panel_wg rows below it: X <- X L11^-T
  *   wbcl_trsm_cols / wbcl_trsm_cols_wg   X <- L11^-1 X or L11^-T X (solves)
  *   wbcl_chol_upd                        CPU: left-looking update from L kept packed
- *   wbcl_la_logdet, wbcl_la_identity, wbcl_la_mirror   small helpers
+ *   wbcl_la_logdet, wbcl_la_identity, wbcl_la_mirror, wbcl_la_zero_right
+ *                                        small helpers
  *
  * Non-SPD input: a pivot d = A_ii - sum_p L_ip^2 that is not > 0 or is
  * infinite (NaN fails "> 0") is recorded once per batch entry in info:
@@ -390,21 +391,27 @@ __kernel void wbcl_chol_soa(__global const float *A, const ulong off_a, const ul
  * columns up to roundup(kb, 32); wbcl_chol_cm's want_inv output), so this is
  * a small GEMM with a triangular right factor: a work-item owns 8 full rows
  * (copied to private memory first, so Y may be X) and produces them in tiles
- * of 8 x 32 held in 16 float16 accumulators:
- *     Y[r][C:C+32] = sum_{p < C+32} x[r][p] V[p][C:C+32]
- * (per p: 2 vector loads, 8 broadcasts, 16 FMAs; the zeros of V below the
- * diagonal are skipped except inside the 32-column tile).
+ * of LA_PG rows x 16 LA_PH columns:
+ *     Y[r][C:C+w] = sum_{p < C+w} x[r][p] V[p][C:C+w]
+ * (AVX-512: 8 x 32 in 16 float16 accumulators, per p 2 vector loads, 8
+ * broadcasts, 16 FMAs; the zeros of V below the diagonal are skipped except
+ * inside the tile's columns).
  * pk: also write the rows (at row0, col0 of the whole n x n matrix) into the
  * packed copy of L at P; the last work-item writes the zero rows past n
  * (see wbcl_chol_upd). global: (ceil(rows/8), batch).
- * LA_PG: rows accumulated at once; 8 where a float16 is one register, 2 where
- * it takes two (AVX2: the 8 x 2 float16 accumulators spill; in groups of 2
- * rows V's 32-column strip is read four times, from L1). */
+ * LA_PG x LA_PH: the tile, 8 x 2 float16 where a float16 is one register,
+ * 4 x 1 where it takes two (AVX2: 8 ymm accumulators; 8 x 2 spills, and
+ * 4 x 16 beat 2 x 32 as the GEMM's tile did, perf/RESULTS.md). LA_TG: rows
+ * of wbcl_trsm_inv's 32-column tile (8 and 2). */
 #define LA_PR 8
 #if WBCL_SIMD >= 16
 #define LA_PG 8
+#define LA_PH 2
+#define LA_TG 8
 #else
-#define LA_PG 2
+#define LA_PG 4
+#define LA_PH 1
+#define LA_TG 2
 #endif
 __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const ulong stride_v, const uint ldv,
                               __global const float *X, const ulong off_x, const ulong stride_x, const uint ldx,
@@ -437,24 +444,29 @@ __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const 
     __global float *y = Y + off_y + (ulong)b * stride_y + (ulong)r0 * ldy;
     for (uint c0 = 0; c0 < kb; c0 += 32) {
         la_v acc[LA_PR][2];
-        const uint pend = min(kb, c0 + 32);
-        for (uint rg = 0; rg < LA_PR; rg += LA_PG) {
-            la_v ag[LA_PG][2];
+        for (uint h0 = 0; h0 < 2; h0 += LA_PH) {
+            /* V is upper triangular: rows past the tile's last column are zero */
+            const uint pend = min(kb, c0 + 16 * (h0 + LA_PH));
+            for (uint rg = 0; rg < LA_PR; rg += LA_PG) {
+                la_v ag[LA_PG][LA_PH];
 #pragma unroll
-            for (uint r = 0; r < LA_PG; r++) ag[r][0] = ag[r][1] = 0.0f;
-            const __global float *vp = v + c0;
-            for (uint p = 0; p < pend; p++, vp += ldv) {
-                const la_v b0 = vload16(0, vp), b1 = vload16(0, vp + 16);
+                for (uint r = 0; r < LA_PG; r++)
 #pragma unroll
-                for (uint r = 0; r < LA_PG; r++) {
-                    ag[r][0] = LA_FMA_C(xr[rg + r][p], b0, ag[r][0]);
-                    ag[r][1] = LA_FMA_C(xr[rg + r][p], b1, ag[r][1]);
+                    for (uint u = 0; u < LA_PH; u++) ag[r][u] = 0.0f;
+                const __global float *vp = v + c0 + 16 * h0;
+                for (uint p = 0; p < pend; p++, vp += ldv) {
+                    la_v bv[LA_PH];
+#pragma unroll
+                    for (uint u = 0; u < LA_PH; u++) bv[u] = vload16(u, vp);
+#pragma unroll
+                    for (uint r = 0; r < LA_PG; r++)
+#pragma unroll
+                        for (uint u = 0; u < LA_PH; u++) ag[r][u] = LA_FMA_C(xr[rg + r][p], bv[u], ag[r][u]);
                 }
-            }
 #pragma unroll
-            for (uint r = 0; r < LA_PG; r++) {
-                acc[rg + r][0] = ag[r][0];
-                acc[rg + r][1] = ag[r][1];
+                for (uint r = 0; r < LA_PG; r++)
+#pragma unroll
+                    for (uint u = 0; u < LA_PH; u++) acc[rg + r][h0 + u] = ag[r][u];
             }
         }
         const uint nc = kb - c0;
@@ -515,8 +527,8 @@ __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const 
  *   upper != 0:  Y <- L11^-T (X + U),  Y[i] = sum_{p >= i} V[i][p] x_p   (backward)
  * on the first ncols columns (Y may be X; U is added on its first ucols
  * columns only, 0: none). A work-item owns 32 columns of all
- * kb rows (copied to private memory first) and produces LA_PG x 32 tiles in
- * 2 LA_PG float16 accumulators (8 x 32 with AVX-512: per p 2 vector loads, 8
+ * kb rows (copied to private memory first) and produces LA_TG x 32 tiles in
+ * 2 LA_TG float16 accumulators (8 x 32 with AVX-512: per p 2 vector loads, 8
  * broadcasts, 16 FMAs; 2 x 32 with AVX2, see wbcl_chol_panel).
  * global: (ceil(ncols/32), batch). */
 __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ulong stride_v, const uint ldv,
@@ -541,34 +553,34 @@ __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ul
         if (nu0) xs[p][0] += la_load_row(u + (ulong)p * ldu, nu0);
         if (nu1) xs[p][1] += la_load_row(u + (ulong)p * ldu + 16, nu1);
     }
-    for (uint i0 = 0; i0 < kb; i0 += LA_PG) {
-        la_v acc[LA_PG][2];
+    for (uint i0 = 0; i0 < kb; i0 += LA_TG) {
+        la_v acc[LA_TG][2];
 #pragma unroll
-        for (uint r = 0; r < LA_PG; r++) acc[r][0] = acc[r][1] = 0.0f;
+        for (uint r = 0; r < LA_TG; r++) acc[r][0] = acc[r][1] = 0.0f;
         if (!upper) {
-            const uint pend = min(kb, i0 + LA_PG);
+            const uint pend = min(kb, i0 + LA_TG);
             const __global float *vp = v + i0;
             for (uint p = 0; p < pend; p++, vp += ldv) {
 #pragma unroll
-                for (uint r = 0; r < LA_PG; r++) {
+                for (uint r = 0; r < LA_TG; r++) {
                     acc[r][0] = LA_FMA_C(vp[r], xs[p][0], acc[r][0]);
                     acc[r][1] = LA_FMA_C(vp[r], xs[p][1], acc[r][1]);
                 }
             }
         } else {
-            const __global float *vr[LA_PG];
+            const __global float *vr[LA_TG];
 #pragma unroll
-            for (uint r = 0; r < LA_PG; r++) vr[r] = v + (ulong)min(i0 + r, kb - 1) * ldv;
+            for (uint r = 0; r < LA_TG; r++) vr[r] = v + (ulong)min(i0 + r, kb - 1) * ldv;
             for (uint p = i0; p < kb; p++) {
 #pragma unroll
-                for (uint r = 0; r < LA_PG; r++) {
+                for (uint r = 0; r < LA_TG; r++) {
                     acc[r][0] = LA_FMA_C(vr[r][p], xs[p][0], acc[r][0]);
                     acc[r][1] = LA_FMA_C(vr[r][p], xs[p][1], acc[r][1]);
                 }
             }
         }
 #pragma unroll
-        for (uint r = 0; r < LA_PG; r++) {
+        for (uint r = 0; r < LA_TG; r++) {
             if (i0 + r < kb) {
                 la_store_row(acc[r][0], y + (ulong)(i0 + r) * ldy, n0);
                 if (n1) la_store_row(acc[r][1], y + (ulong)(i0 + r) * ldy + 16, n1);
@@ -593,13 +605,22 @@ __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ul
  * loads, 8 broadcasts, 16 FMAs; with AVX2 sixteen of 4 x 16) and
  * walks k in chunks of LA_KC: per chunk, the tiles in turn (their
  * accumulators parked in private memory between chunks), so the chunk's
- * 32 x LA_KC pieces of both panels (16 KiB each) are read from L1 four
- * or more times instead of from L2 (one 8-row tile over the whole k read 12 bytes
+ * 32 x LA_KC pieces of both panels (16 KiB each at LA_KC = 128) are read
+ * from L1 four or more times instead of from L2 (one 8-row tile over the whole k read 12 bytes
  * of L2 per FMA and ran at about half the probe's rate per CPU-second).
  * S is written over L[j:n, j:j+kb] (L may be A). j must be a multiple of
  * LA_UC, so the row panels start at row j.
  * global: ((ceil(n/32) - j/32) * ceil(kb/32), batch). */
+/* LA_KC: 128 with AVX-512 (L1 of 48 KiB on the Xeon measured: 64 was 2%
+ * slower), 64 with AVX2. The two panels lie n * 128 bytes apart, a multiple
+ * of 4 KiB, so their chunks fall into the same L1 sets: at 128 they fill all
+ * 8 ways of a 32 KiB L1 (Zen 3, Haswell), at 64 half of them (update kernel
+ * 9% faster on a Zen 3, perf/RESULTS.md). */
+#if WBCL_SIMD >= 16
 #define LA_KC 128
+#else
+#define LA_KC 64
+#endif
 __kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride_p, __global const float *A,
                             const ulong stride_a, __global float *L, const ulong stride_l, const uint n, const uint j,
                             const uint kb, const uint batch)
@@ -608,6 +629,10 @@ __kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride
     const uint ncb = (kb + LA_UC - 1) / LA_UC, q0 = j / LA_UC, nq = (n + LA_UC - 1) / LA_UC - q0;
     if (t >= nq * ncb || b >= batch) return;
     const uint ia = t / ncb, cb = t - ia * ncb, i0 = (q0 + ia) * LA_UC;
+    /* blocks of the diagonal block strictly above its diagonal: never read
+     * (wbcl_chol_cm reads the lower triangle and writes the zeros) */
+    if (cb > ia) return;
+    const uint diag = cb == ia;
     const __global float *a0 = P + (ulong)b * stride_p + (ulong)(q0 + ia) * n * LA_UC;
     const __global float *b00 = P + (ulong)b * stride_p + (ulong)(q0 + cb) * n * LA_UC;
     la_v park[LA_UC / LA_UR][LA_UR][2];
@@ -618,6 +643,7 @@ __kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride
         const uint k1 = min(j, k0 + LA_KC);
         for (uint rt = 0; rt < LA_UC / LA_UR; rt++)
             for (uint h0 = 0; h0 < 2; h0 += LA_UH) {
+                if (diag && rt * LA_UR + LA_UR <= 16 * h0) continue; /* tile above the diagonal */
                 la_v acc[LA_UR][LA_UH];
 #pragma unroll
                 for (uint r = 0; r < LA_UR; r++)
@@ -824,6 +850,20 @@ __kernel void wbcl_la_identity(__global float *X, const uint n, const uint batch
     if (i >= n || b >= batch) return;
     __global float *x = X + ((ulong)b * n + i) * n;
     for (uint j = 0; j < n; j++) x[j] = i == j ? 1.0f : 0.0f;
+}
+
+/* Zeros row i of X from column (i / nb + 1) nb on: the part of the upper
+ * triangle right of the diagonal blocks of size nb (the blocked Cholesky's
+ * factor kernel zeros the rest of its block rows' upper part).
+ * global: (n, batch). */
+__kernel void wbcl_la_zero_right(__global float *X, const uint n, const uint nb, const uint batch)
+{
+    const uint i = get_global_id(0), b = get_global_id(1);
+    if (i >= n || b >= batch) return;
+    __global float *x = X + ((ulong)b * n + i) * n;
+    uint c = (i / nb + 1) * nb;
+    for (; c + 16 <= n; c += 16) vstore16((float16)0.0f, 0, x + c);
+    for (; c < n; c++) x[c] = 0.0f;
 }
 
 /* Copies the strict lower triangle onto the upper one: X[j][i] = X[i][j] for

@@ -13,7 +13,10 @@
  * Variants: by default the packed-L path ("new") against the path through
  * the packed GEMM ("old"); with NB_A NB_B two block sizes of the packed path.
  * INV=1 in the environment: wbcl_spd_inverse on 11 matrices (ReduNet's
- * layer) instead of wbcl_cholesky on one. */
+ * layer) instead of wbcl_cholesky on one. KDIR_A=dir KDIR_B=dir: instead,
+ * the packed path with two kernel sets (two contexts, each created with
+ * WBCL_KERNEL_DIR set to one of them; "-" for the embedded kernels), for
+ * A/B trials of a kernel edit in one process. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
 #include <stdio.h>
@@ -35,6 +38,13 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+static double cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
+}
+
 static int cmpd(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -48,12 +58,18 @@ int main(int argc, char **argv)
     const int inv = getenv("INV") != NULL, B = inv ? 11 : 1;
     if (n < 1 || reps < 1 || reps > 64) return 2;
     char err[512];
-    wbcl_context *ctx;
-    if (wbcl_context_create(NULL, &ctx, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return 1;
+    const char *kdir[2] = {getenv("KDIR_A"), getenv("KDIR_B")};
+    const int kab = kdir[0] && kdir[1];
+    wbcl_context *cx[2] = {NULL, NULL};
+    for (int c = 0; c < 1 + kab; c++) {
+        if (kab && strcmp(kdir[c], "-")) setenv("WBCL_KERNEL_DIR", kdir[c], 1);
+        else if (kab) unsetenv("WBCL_KERNEL_DIR");
+        if (wbcl_context_create(NULL, &cx[c], err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+        wbcl_context_set_timing(cx[c], 1);
     }
-    wbcl_context_set_timing(ctx, 1);
     /* A = G G^T / n + I, G uniform in [-1.7, 1.7], as perf/bench_linalg.c */
     float *A = malloc((size_t)B * n * n * sizeof *A), *G = malloc((size_t)n * n * sizeof *G);
     if (!A || !G) return 1;
@@ -71,28 +87,36 @@ int main(int argc, char **argv)
     }
     for (int b = 1; b < B; b++) memcpy(A + (size_t)b * n * n, A, (size_t)n * n * sizeof *A);
     size_t s[3] = {(size_t)B, (size_t)n, (size_t)n};
-    wbcl_tensor *tA, *tL;
-    if (wbcl_tensor_create(ctx, 3, s, WBCL_F32, A, &tA) || wbcl_tensor_create(ctx, 3, s, WBCL_F32, NULL, &tL)) return 1;
-    static double T[2][64][16];
+    wbcl_tensor *tAs[2] = {NULL, NULL}, *tLs[2] = {NULL, NULL};
+    for (int c = 0; c < 1 + kab; c++)
+        if (wbcl_tensor_create(cx[c], 3, s, WBCL_F32, A, &tAs[c]) ||
+            wbcl_tensor_create(cx[c], 3, s, WBCL_F32, NULL, &tLs[c]))
+            return 1;
+    static double T[2][64][17];
     for (int it = -2; it < reps; it++)
         for (int h = 0; h < 2; h++) {
             const int v = it < 0 ? h : (it + h) % 2;
-            if (nba) {
+            wbcl_context *ctx = cx[kab ? v : 0];
+            wbcl_tensor *tA = tAs[kab ? v : 0], *tL = tLs[kab ? v : 0];
+            if (kab) {
+                wbcl__la_old = 0;
+            } else if (nba) {
                 wbcl__la_old = 0;
                 wbcl__la_nb = (size_t)(v ? nbb : nba);
             } else {
                 wbcl__la_old = v;
             }
             for (int k = 0; k < 5; k++) wbcl__la_trace_acc[k] = wbcl__la_trace_kns[k] = wbcl__la_trace_cpu[k] = 0;
-            double t0 = now();
+            double t0 = now(), c0 = cpu_ms();
             wbcl_status st = inv ? wbcl_spd_inverse(ctx, tA, tL) : wbcl_cholesky(ctx, tA, tL);
-            double t = now() - t0;
+            double t = now() - t0, c = cpu_ms() - c0;
             if (st) {
                 fprintf(stderr, "%s\n", wbcl_context_last_error(ctx));
                 return 1;
             }
             if (it < 0) continue;
             T[v][it][0] = t * 1e3;
+            T[v][it][16] = c;
             for (int k = 0; k < 5; k++) {
                 T[v][it][1 + k] = wbcl__la_trace_acc[k];
                 T[v][it][6 + k] = wbcl__la_trace_kns[k];
@@ -100,11 +124,13 @@ int main(int argc, char **argv)
             }
         }
     /* phases: 0 factor, 1 panel, 2 update / GEMM (wall only through the GEMM), 3 solve */
-    static const char *nm[16] = {"total", "factor", "panel", "update", "solve", "-", "K:factor", "K:panel",
-                                 "K:update", "K:solve", "-", "C:factor", "C:panel", "C:update", "C:solve", "-"};
+    static const char *nm[17] = {"total", "factor", "panel", "update", "solve", "-", "K:factor", "K:panel",
+                                 "K:update", "K:solve", "-", "C:factor", "C:panel", "C:update", "C:solve", "-", "C:total"};
     for (int v = 0; v < 2; v++) {
-        printf("n=%d %s:", n, nba ? (v ? "nb B" : "nb A") : (v ? "old (GEMM path)" : "new (packed L)"));
-        for (int k = 0; k < 16; k++) {
+        printf("n=%d %s:", n,
+               kab ? (v ? "kernels B" : "kernels A")
+                   : nba ? (v ? "nb B" : "nb A") : (v ? "old (GEMM path)" : "new (packed L)"));
+        for (int k = 0; k < 17; k++) {
             if (nm[k][0] == '-') continue;
             double col[64];
             for (int r = 0; r < reps; r++) col[r] = T[v][r][k];
@@ -113,9 +139,11 @@ int main(int argc, char **argv)
         }
         printf("\n");
     }
-    wbcl_tensor_destroy(tA);
-    wbcl_tensor_destroy(tL);
-    wbcl_context_destroy(ctx);
+    for (int c = 0; c < 1 + kab; c++) {
+        wbcl_tensor_destroy(tAs[c]);
+        wbcl_tensor_destroy(tLs[c]);
+        wbcl_context_destroy(cx[c]);
+    }
     free(A);
     free(G);
     return 0;

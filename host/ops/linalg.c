@@ -410,14 +410,26 @@ static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
     const size_t n = r->n, nn = n * n, nb = r->nb;
     const size_t per = packed_floats(n);
     cl_mem P;
-    wbcl_kern *kup;
+    wbcl_kern *kup, *kz;
     wbcl_status st = wbcl__scratch(r->ctx, SLOT_T, r->batch * per * sizeof(float), &P);
     if (!st) st = kernel(r, "wbcl_chol_upd", &kup);
+    if (!st) st = kernel(r, "wbcl_la_zero_right", &kz);
     if (st) return st;
     r->P = P;
     r->stride_p = per;
     const cl_ulong stride_p = per, snn = nn;
-    const cl_uint n_ = (cl_uint)n, batch_ = (cl_uint)r->batch;
+    const cl_uint n_ = (cl_uint)n, nb_ = (cl_uint)nb, batch_ = (cl_uint)r->batch;
+    /* L's zeros right of the diagonal blocks, all at once on every core (the
+     * factor kernel, one work-item, writes those of its own block only).
+     * L may be A: nothing reads A's upper triangle there. */
+    WBCL_ARG(r->ctx, kz, 0, L);
+    WBCL_ARG(r->ctx, kz, 1, n_);
+    WBCL_ARG(r->ctx, kz, 2, nb_);
+    WBCL_ARG(r->ctx, kz, 3, batch_);
+    {
+        size_t g[2] = {n, r->batch}, l[2] = {1, 1};
+        if ((st = la_launch(r, 4, kz, 2, g, l))) return st;
+    }
     for (size_t j = 0; j < n && !st; j += nb) {
         const size_t kb = n - j < nb ? n - j : nb, rows = n - j - kb;
         const cl_uint j_ = (cl_uint)j, kb_ = (cl_uint)kb;
@@ -438,7 +450,7 @@ static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
         }
         r->pack = rows > 0; /* the last block column is never read back */
         if (!st)
-            st = factor_block(r, mat(in, j * n + j, nn, n), NULL, mat(L, j * n + j, nn, n), kb, rows, j,
+            st = factor_block(r, mat(in, j * n + j, nn, n), NULL, mat(L, j * n + j, nn, n), kb, 0, j,
                               rows > 0 || r->keep_v);
         if (!st && rows)
             st = tri_kernel(r, 0, vblock(r, j), mat(in, (j + kb) * n + j, nn, n), NULL, 1,
