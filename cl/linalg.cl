@@ -12,6 +12,7 @@
  *   wbcl_chol_panel / wbcl_chol_panel_wg rows below it: X <- X L11^-T
  *   wbcl_trsm_cols / wbcl_trsm_cols_wg   X <- L11^-1 X or L11^-T X (solves)
  *   wbcl_chol_upd                        CPU: left-looking update from L kept packed
+ *   wbcl_chol_upd_panel                  CPU: the update and the panel below the diagonal block
  *   wbcl_la_logdet, wbcl_la_identity, wbcl_la_mirror, wbcl_la_zero_right
  *                                        small helpers
  *
@@ -137,6 +138,26 @@ static inline __attribute__((always_inline)) void la_store_row(la_v v, __global 
     else la_scatter(v, p, 1, cnt);
 }
 
+/* v[c][l] <-> v[l][c]: four butterfly stages of 16 two-source shuffles. */
+#define LA_T_STAGE(S, MLO, MHI)                                                        \
+    _Pragma("unroll") for (uint i = 0; i < 16; i++)                                    \
+        if (!(i & S)) {                                                                \
+            const la_v lo = shuffle2(v[i], v[i + S], MLO), hi = shuffle2(v[i], v[i + S], MHI); \
+            v[i] = lo;                                                                 \
+            v[i + S] = hi;                                                             \
+        }
+static inline __attribute__((always_inline)) void la_transpose16(la_v *v)
+{
+    LA_T_STAGE(1, ((uint16)(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30)),
+               ((uint16)(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31)))
+    LA_T_STAGE(2, ((uint16)(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29)),
+               ((uint16)(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31)))
+    LA_T_STAGE(4, ((uint16)(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27)),
+               ((uint16)(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31)))
+    LA_T_STAGE(8, ((uint16)(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)),
+               ((uint16)(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31)))
+}
+
 /* ============================================================================
  * CPU: factor one kb x kb block per work-item.
  *
@@ -209,12 +230,30 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
      * though their results are unused); perf/RESULTS.md, issue 5 */
     for (uint i = 0; i < kb; i++)
         for (uint c = kb; c < kb + 64; c++) w[(ulong)i * ldw + c] = 0.0f;
+    /* W[c][i] = A[i][c] (+ U[i][c]) for i >= c, by 16 x 16 tiles on and below
+     * the diagonal: rows read contiguously, transposed in registers. (Column
+     * by column, every element missed L1: the rows lie lda floats apart, all
+     * in one L1 set when lda is a multiple of 1024, and the gather took a
+     * fifth of the factor's time at n = 2048, perf/RESULTS.md.) The tiles on
+     * the diagonal also put A's upper values into W's strict lower part,
+     * which nothing reads (the rows below kb come in as 0: padding). */
+    for (uint i0 = 0; i0 < kb; i0 += LA_VW)
+        for (uint c0 = 0; c0 <= i0; c0 += LA_VW) {
+            const uint cnt = min((uint)LA_VW, kb - c0);
+            la_v t[LA_VW];
+#pragma unroll
+            for (uint l = 0; l < LA_VW; l++) {
+                t[l] = 0.0f;
+                if (i0 + l < kb) {
+                    t[l] = la_load_row(a + (ulong)(i0 + l) * lda + c0, cnt);
+                    if (has_u) t[l] += la_load_row(u + (ulong)(i0 + l) * ldu + c0, cnt);
+                }
+            }
+            la_transpose16(t);
+            for (uint c = 0; c < cnt; c++) vstore16(t[c], 0, w + (ulong)(c0 + c) * ldw + i0);
+        }
     for (uint j = 0; j < kb; j++) {
         __global float *wj = w + (ulong)j * ldw;
-        if (has_u)
-            for (uint i = j; i < kb; i++) wj[i] = a[(ulong)i * lda + j] + u[(ulong)i * ldu + j];
-        else
-            for (uint i = j; i < kb; i++) wj[i] = a[(ulong)i * lda + j];
         LA_CM_ROW(wj, j, kb, 0, j, w[(ulong)p * ldw + j], w + (ulong)p * ldw)
         const float d = LA_RE(wj[j]);
         if (fail < 0 && la_bad_pivot(d)) {
@@ -279,26 +318,6 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
  * Every lane does the same work, so all 16 lanes of every FMA are useful
  * whatever n is. global: (ceil(batch/16)). */
 #define LA_SOA_ROWS 8
-
-/* v[c][l] <-> v[l][c]: four butterfly stages of 16 two-source shuffles. */
-#define LA_T_STAGE(S, MLO, MHI)                                                        \
-    _Pragma("unroll") for (uint i = 0; i < 16; i++)                                    \
-        if (!(i & S)) {                                                                \
-            const la_v lo = shuffle2(v[i], v[i + S], MLO), hi = shuffle2(v[i], v[i + S], MHI); \
-            v[i] = lo;                                                                 \
-            v[i + S] = hi;                                                             \
-        }
-static inline __attribute__((always_inline)) void la_transpose16(la_v *v)
-{
-    LA_T_STAGE(1, ((uint16)(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30)),
-               ((uint16)(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31)))
-    LA_T_STAGE(2, ((uint16)(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29)),
-               ((uint16)(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31)))
-    LA_T_STAGE(4, ((uint16)(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27)),
-               ((uint16)(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31)))
-    LA_T_STAGE(8, ((uint16)(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)),
-               ((uint16)(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31)))
-}
 
 __kernel void wbcl_chol_soa(__global const float *A, const ulong off_a, const ulong stride_a, const uint lda,
                             __global float *L, const ulong off_l, const ulong stride_l, const uint ldl,
@@ -413,6 +432,42 @@ __kernel void wbcl_chol_soa(__global const float *A, const ulong off_a, const ul
 #define LA_PH 1
 #define LA_TG 2
 #endif
+
+/* One 32-column strip of X V for V upper triangular (row-major, row stride
+ * ldv; zeros below the diagonal up to roundup(kb, 32)): acc[r][h] = columns
+ * c0 + 16 h ... of row r of X V, for the rows rows of X (private, row
+ * stride ldx), in LA_PG x 16 LA_PH register tiles. */
+static inline __attribute__((always_inline)) void la_tri_strip(la_v (*acc)[2], const float *x, const uint ldx,
+                                                               const uint rows, const __global float *v,
+                                                               const uint ldv, const uint c0, const uint kb)
+{
+    for (uint h0 = 0; h0 < 2; h0 += LA_PH) {
+        /* V is upper triangular: rows past the tile's last column are zero */
+        const uint pend = min(kb, c0 + 16 * (h0 + LA_PH));
+        for (uint rg = 0; rg < rows; rg += LA_PG) {
+            la_v ag[LA_PG][LA_PH];
+#pragma unroll
+            for (uint r = 0; r < LA_PG; r++)
+#pragma unroll
+                for (uint u = 0; u < LA_PH; u++) ag[r][u] = 0.0f;
+            const __global float *vp = v + c0 + 16 * h0;
+            const float *xr = x + rg * ldx;
+            for (uint p = 0; p < pend; p++, vp += ldv) {
+                la_v bv[LA_PH];
+#pragma unroll
+                for (uint u = 0; u < LA_PH; u++) bv[u] = vload16(u, vp);
+#pragma unroll
+                for (uint r = 0; r < LA_PG; r++)
+#pragma unroll
+                    for (uint u = 0; u < LA_PH; u++) ag[r][u] = LA_FMA_C(xr[r * ldx + p], bv[u], ag[r][u]);
+            }
+#pragma unroll
+            for (uint r = 0; r < LA_PG; r++)
+#pragma unroll
+                for (uint u = 0; u < LA_PH; u++) acc[rg + r][h0 + u] = ag[r][u];
+        }
+    }
+}
 __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const ulong stride_v, const uint ldv,
                               __global const float *X, const ulong off_x, const ulong stride_x, const uint ldx,
                               __global const float *U, const ulong off_u, const ulong stride_u, const uint ldu,
@@ -444,31 +499,7 @@ __kernel void wbcl_chol_panel(__global const float *V, const ulong off_v, const 
     __global float *y = Y + off_y + (ulong)b * stride_y + (ulong)r0 * ldy;
     for (uint c0 = 0; c0 < kb; c0 += 32) {
         la_v acc[LA_PR][2];
-        for (uint h0 = 0; h0 < 2; h0 += LA_PH) {
-            /* V is upper triangular: rows past the tile's last column are zero */
-            const uint pend = min(kb, c0 + 16 * (h0 + LA_PH));
-            for (uint rg = 0; rg < LA_PR; rg += LA_PG) {
-                la_v ag[LA_PG][LA_PH];
-#pragma unroll
-                for (uint r = 0; r < LA_PG; r++)
-#pragma unroll
-                    for (uint u = 0; u < LA_PH; u++) ag[r][u] = 0.0f;
-                const __global float *vp = v + c0 + 16 * h0;
-                for (uint p = 0; p < pend; p++, vp += ldv) {
-                    la_v bv[LA_PH];
-#pragma unroll
-                    for (uint u = 0; u < LA_PH; u++) bv[u] = vload16(u, vp);
-#pragma unroll
-                    for (uint r = 0; r < LA_PG; r++)
-#pragma unroll
-                        for (uint u = 0; u < LA_PH; u++) ag[r][u] = LA_FMA_C(xr[rg + r][p], bv[u], ag[r][u]);
-                }
-#pragma unroll
-                for (uint r = 0; r < LA_PG; r++)
-#pragma unroll
-                    for (uint u = 0; u < LA_PH; u++) acc[rg + r][h0 + u] = ag[r][u];
-            }
-        }
+        la_tri_strip(acc, &xr[0][0], LA_NBMAX, LA_PR, v, ldv, c0, kb);
         const uint nc = kb - c0;
 #pragma unroll
         for (uint r = 0; r < LA_PR; r++) {
@@ -621,21 +652,14 @@ __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ul
 #else
 #define LA_KC 64
 #endif
-__kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride_p, __global const float *A,
-                            const ulong stride_a, __global float *L, const ulong stride_l, const uint n, const uint j,
-                            const uint kb, const uint batch)
+/* The 32 x 32 block of L[rows of panel a0, 0:j] L[rows of panel b00, 0:j]^T
+ * into park (row rt * LA_UR + r, columns 16 h .. 16 h + 15 in park[rt][r][h]),
+ * walking k in chunks of LA_KC as described above; diag: the block is on the
+ * diagonal, its tiles strictly above it are skipped (left at 0). */
+static inline __attribute__((always_inline)) void la_upd_block(la_v (*park)[LA_UR][2], const __global float *a0,
+                                                               const __global float *b00, const uint j,
+                                                               const uint diag)
 {
-    const uint t = get_global_id(0), b = get_global_id(1);
-    const uint ncb = (kb + LA_UC - 1) / LA_UC, q0 = j / LA_UC, nq = (n + LA_UC - 1) / LA_UC - q0;
-    if (t >= nq * ncb || b >= batch) return;
-    const uint ia = t / ncb, cb = t - ia * ncb, i0 = (q0 + ia) * LA_UC;
-    /* blocks of the diagonal block strictly above its diagonal: never read
-     * (wbcl_chol_cm reads the lower triangle and writes the zeros) */
-    if (cb > ia) return;
-    const uint diag = cb == ia;
-    const __global float *a0 = P + (ulong)b * stride_p + (ulong)(q0 + ia) * n * LA_UC;
-    const __global float *b00 = P + (ulong)b * stride_p + (ulong)(q0 + cb) * n * LA_UC;
-    la_v park[LA_UC / LA_UR][LA_UR][2];
     for (uint rt = 0; rt < LA_UC / LA_UR; rt++)
 #pragma unroll
         for (uint r = 0; r < LA_UR; r++) park[rt][r][0] = park[rt][r][1] = 0.0f;
@@ -670,6 +694,22 @@ __kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride
                     for (uint u = 0; u < LA_UH; u++) park[rt][r][h0 + u] = acc[r][u];
             }
     }
+}
+
+__kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride_p, __global const float *A,
+                            const ulong stride_a, __global float *L, const ulong stride_l, const uint n, const uint j,
+                            const uint kb, const uint batch)
+{
+    const uint t = get_global_id(0), b = get_global_id(1);
+    const uint ncb = (kb + LA_UC - 1) / LA_UC, q0 = j / LA_UC, nq = (n + LA_UC - 1) / LA_UC - q0;
+    if (t >= nq * ncb || b >= batch) return;
+    const uint ia = t / ncb, cb = t - ia * ncb, i0 = (q0 + ia) * LA_UC;
+    /* blocks of the diagonal block strictly above its diagonal: never read
+     * (wbcl_chol_cm reads the lower triangle and writes the zeros) */
+    if (cb > ia) return;
+    la_v park[LA_UC / LA_UR][LA_UR][2];
+    la_upd_block(park, P + (ulong)b * stride_p + (ulong)(q0 + ia) * n * LA_UC,
+                 P + (ulong)b * stride_p + (ulong)(q0 + cb) * n * LA_UC, j, cb == ia);
     const uint c0 = j + cb * LA_UC, nc = min((uint)LA_UC, kb - cb * LA_UC);
     const __global float *ab = A + (ulong)b * stride_a + c0;
     __global float *lb = L + (ulong)b * stride_l + c0;
@@ -689,6 +729,76 @@ __kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride
                 }
             }
         }
+}
+
+/* ============================================================================
+ * CPU: the update and the panel of one block column in one pass, for the rows
+ * below its diagonal block (those of wbcl_chol_upd with ia >= ncb, then
+ * wbcl_chol_panel on them). A work-item owns one 32-row panel of rows
+ * i0 = j + kb + 32 g ... and all kb <= LA_FNB columns:
+ *     S = A[i0:i0+32, j:j+kb] - L[i0:i0+32, 0:j] L[j:j+kb, 0:j]^T
+ *         (la_upd_block per 32-column block, into private memory)
+ *     L[i0:i0+32, j:j+kb] = S V,   V = L_jj^-T from wbcl_chol_cm
+ *         (wbcl_chol_panel's tiles, 32 rows instead of 8)
+ * and writes the rows into L and into the packed copy (rows >= n: S = 0, so
+ * their packed rows come out as the zeros the padding needs). S never goes
+ * to memory and back, and one launch replaces two (measured: perf/RESULTS.md).
+ * j and kb: multiples of LA_UC (kb = nb whenever rows follow the block).
+ * global: (ceil((n - j - kb) / 32), batch). */
+#define LA_FNB 128
+__kernel void wbcl_chol_upd_panel(__global float *restrict P, const ulong stride_p, __global const float *A,
+                                  const ulong stride_a, __global float *L, const ulong stride_l, const uint n,
+                                  const uint j, const uint kb, const uint batch, __global const float *V,
+                                  const ulong off_v, const ulong stride_v, const uint ldv)
+{
+    const uint g = get_global_id(0), b = get_global_id(1);
+    const uint q = (j + kb) / LA_UC + g, i0 = q * LA_UC;
+    if (i0 >= n || b >= batch || kb > LA_FNB) return;
+    __global float *pb = P + (ulong)b * stride_p;
+    const __global float *v = V + off_v + (ulong)b * stride_v;
+    float s[LA_UC][LA_FNB];
+    for (uint cb = 0; cb < kb / LA_UC; cb++) {
+        la_v park[LA_UC / LA_UR][LA_UR][2];
+        la_upd_block(park, pb + (ulong)q * n * LA_UC, pb + (ulong)(j / LA_UC + cb) * n * LA_UC, j, 0);
+        const __global float *ab = A + (ulong)b * stride_a + j + cb * LA_UC;
+        for (uint rt = 0; rt < LA_UC / LA_UR; rt++)
+#pragma unroll
+            for (uint r = 0; r < LA_UR; r++) {
+                const uint rr = rt * LA_UR + r, i = i0 + rr;
+                la_v x0 = 0.0f, x1 = 0.0f;
+                if (i < n) {
+                    x0 = vload16(0, ab + (ulong)i * n) - park[rt][r][0];
+                    x1 = vload16(1, ab + (ulong)i * n) - park[rt][r][1];
+                }
+                vstore16(x0, 0, &s[rr][cb * LA_UC]);
+                vstore16(x1, 0, &s[rr][cb * LA_UC + 16]);
+            }
+    }
+    __global float *lb = L + (ulong)b * stride_l + j;
+    for (uint c0 = 0; c0 < kb; c0 += 32) {
+        la_v acc[LA_UC][2];
+        la_tri_strip(acc, &s[0][0], LA_FNB, LA_UC, v, ldv, c0, kb);
+        for (uint r = 0; r < LA_UC && i0 + r < n; r++) {
+            vstore16(acc[r][0], 0, lb + (ulong)(i0 + r) * n + c0);
+            vstore16(acc[r][1], 0, lb + (ulong)(i0 + r) * n + c0 + 16);
+        }
+        /* packed: 8-row groups transposed in registers as in wbcl_chol_panel */
+        for (uint r8 = 0; r8 < LA_UC; r8 += 8) {
+            la_v t[LA_VW];
+#pragma unroll
+            for (uint r = 0; r < 8; r++) {
+                t[r] = acc[r8 + r][0];
+                t[r + 8] = acc[r8 + r][1];
+            }
+            la_transpose16(t);
+            __global float *pp = pb + (ulong)q * n * LA_UC + r8 + (ulong)(j + c0) * LA_UC;
+#pragma unroll
+            for (uint c = 0; c < 16; c++) {
+                vstore8(t[c].lo, 0, pp + c * LA_UC);
+                vstore8(t[c].hi, 0, pp + (16 + c) * LA_UC);
+            }
+        }
+    }
 }
 
 #endif /* WBCL_VARIANT_CPU */

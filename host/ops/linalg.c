@@ -71,6 +71,9 @@
 #define PK_UC 32
 #define PK_LOCAL 4
 _Static_assert(NB_CPU % PK_UC == 0, "the packed path needs block columns starting on panel boundaries");
+/* Widest block column wbcl_chol_upd_panel holds (LA_FNB of cl/linalg.cl). */
+#define PK_FNB 128
+_Static_assert(NB_CPU <= PK_FNB, "wbcl_chol_upd_panel holds block columns of up to 128");
 
 typedef struct la_mat { cl_mem mem; size_t off, stride, ld; } la_mat;
 
@@ -395,26 +398,34 @@ static wbcl_status chol_soa(la_run *r, cl_mem A, cl_mem L)
     return la_launch(r, 0, k, 1, &global, &local);
 }
 
-/* CPU, n > nb: left-looking blocked with L kept packed. For each block
- * column j (kb columns):
- *   1. S = A[j:n, j:j+kb] - L[j:n, 0:j] L[j:j+kb, 0:j]^T into L   wbcl_chol_upd
- *   2. L[j:j+kb, j:j+kb] = chol(S11), V = L11^-T                  wbcl_chol_cm
- *   3. L[j+kb:n, j:j+kb] = S21 V                                  wbcl_chol_panel
- * Steps 2 and 3 also write their results into the packed copy of L (from
- * registers / their scratch; a separate packing pass read L back at a stride
- * of n floats and cost 10-15% of the time at n = 2048). The packed GEMM
- * would repack L[j:n, 0:j] at every step (n^3/(6 nb) floats in all); here
- * every element of L is packed once. */
+/* CPU, n > nb: left-looking blocked with L kept packed. Once: the zeros
+ * right of the diagonal blocks (wbcl_la_zero_right). For each block column j
+ * (kb columns):
+ *   1. S11 = A[j:j+kb, j:j+kb] - L[j:j+kb, 0:j] L[j:j+kb, 0:j]^T   wbcl_chol_upd
+ *   2. L[j:j+kb, j:j+kb] = chol(S11), V = L11^-T                    wbcl_chol_cm
+ *   3. L[j+kb:n, j:j+kb] = (A[j+kb:n, j:j+kb]
+ *                           - L[j+kb:n, 0:j] L[j:j+kb, 0:j]^T) V    wbcl_chol_upd_panel
+ * (step 3 is the update and the panel of those rows in one pass: S21 stays
+ * in private memory). Steps 2 and 3 also write their results into the packed
+ * copy of L (a separate packing pass read L back at a stride of n floats and
+ * cost 10-15% of the time at n = 2048). The packed GEMM would repack
+ * L[j:n, 0:j] at every step (n^3/(6 nb) floats in all); here every element
+ * of L is packed once. */
 static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
 {
     const size_t n = r->n, nn = n * n, nb = r->nb;
     const size_t per = packed_floats(n);
     cl_mem P;
-    wbcl_kern *kup, *kz;
+    wbcl_kern *kup, *kz, *kup_panel;
     wbcl_status st = wbcl__scratch(r->ctx, SLOT_T, r->batch * per * sizeof(float), &P);
     if (!st) st = kernel(r, "wbcl_chol_upd", &kup);
     if (!st) st = kernel(r, "wbcl_la_zero_right", &kz);
+    if (!st) st = kernel(r, "wbcl_chol_upd_panel", &kup_panel);
     if (st) return st;
+    if (nb > PK_FNB || nb % PK_UC) /* only a development override (la_trace) can get here */
+        return wbcl__fail(r->ctx, WBCL_ERROR_INVALID_ARGUMENT,
+                          "%s: block size %zu (the packed path takes multiples of %d up to %d)", r->op, nb, PK_UC,
+                          PK_FNB);
     r->P = P;
     r->stride_p = per;
     const cl_ulong stride_p = per, snn = nn;
@@ -434,6 +445,10 @@ static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
         const size_t kb = n - j < nb ? n - j : nb, rows = n - j - kb;
         const cl_uint j_ = (cl_uint)j, kb_ = (cl_uint)kb;
         const cl_mem in = j ? L : A; /* after the update, S lies in L */
+        /* the update here covers the block's own rows only (ncb x ncb
+         * blocks, those above the diagonal return at once); the rows below
+         * get theirs in wbcl_chol_upd_panel, after the factor */
+        const size_t ncb = ceil_div(kb, PK_UC);
         if (j > 0) {
             WBCL_ARG(r->ctx, kup, 0, P);
             WBCL_ARG(r->ctx, kup, 1, stride_p);
@@ -445,16 +460,34 @@ static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
             WBCL_ARG(r->ctx, kup, 7, j_);
             WBCL_ARG(r->ctx, kup, 8, kb_);
             WBCL_ARG(r->ctx, kup, 9, batch_);
-            size_t g[2] = {(ceil_div(n, PK_UC) - j / PK_UC) * ceil_div(kb, PK_UC), r->batch}, l[2] = {PK_LOCAL, 1};
+            size_t g[2] = {ncb * ncb, r->batch}, l[2] = {PK_LOCAL, 1};
             st = la_launch(r, 2, kup, 2, g, l);
         }
         r->pack = rows > 0; /* the last block column is never read back */
         if (!st)
             st = factor_block(r, mat(in, j * n + j, nn, n), NULL, mat(L, j * n + j, nn, n), kb, 0, j,
                               rows > 0 || r->keep_v);
-        if (!st && rows)
-            st = tri_kernel(r, 0, vblock(r, j), mat(in, (j + kb) * n + j, nn, n), NULL, 1,
-                            mat(L, (j + kb) * n + j, nn, n), kb, rows, 0, j + kb, j);
+        if (!st && rows) {
+            const la_mat v = vblock(r, j);
+            const cl_ulong off_v = v.off, stride_v = v.stride;
+            const cl_uint ldv = (cl_uint)v.ld;
+            WBCL_ARG(r->ctx, kup_panel, 0, P);
+            WBCL_ARG(r->ctx, kup_panel, 1, stride_p);
+            WBCL_ARG(r->ctx, kup_panel, 2, A);
+            WBCL_ARG(r->ctx, kup_panel, 3, snn);
+            WBCL_ARG(r->ctx, kup_panel, 4, L);
+            WBCL_ARG(r->ctx, kup_panel, 5, snn);
+            WBCL_ARG(r->ctx, kup_panel, 6, n_);
+            WBCL_ARG(r->ctx, kup_panel, 7, j_);
+            WBCL_ARG(r->ctx, kup_panel, 8, kb_);
+            WBCL_ARG(r->ctx, kup_panel, 9, batch_);
+            WBCL_ARG(r->ctx, kup_panel, 10, v.mem);
+            WBCL_ARG(r->ctx, kup_panel, 11, off_v);
+            WBCL_ARG(r->ctx, kup_panel, 12, stride_v);
+            WBCL_ARG(r->ctx, kup_panel, 13, ldv);
+            size_t g[2] = {ceil_div(rows, PK_UC), r->batch}, l[2] = {1, 1};
+            st = la_launch(r, 1, kup_panel, 2, g, l);
+        }
     }
     r->pack = 0;
     return st;
