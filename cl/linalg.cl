@@ -639,9 +639,14 @@ __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ul
  * 32 x LA_KC pieces of both panels (16 KiB each at LA_KC = 128) are read
  * from L1 four or more times instead of from L2 (one 8-row tile over the whole k read 12 bytes
  * of L2 per FMA and ran at about half the probe's rate per CPU-second).
- * S is written over L[j:n, j:j+kb] (L may be A). j must be a multiple of
- * LA_UC, so the row panels start at row j.
- * global: ((ceil(n/32) - j/32) * ceil(kb/32), batch). */
+ * This kernel updates the diagonal block's own rows, S11 = A[j:j+kb, j:j+kb]
+ * - L[j:j+kb, 0:j] L[j:j+kb, 0:j]^T, the 32 x 32 blocks on and below its
+ * diagonal (those above are never read: wbcl_chol_cm reads the lower
+ * triangle and writes the zeros), one per work-item, t -> (ia, cb <= ia)
+ * row by row; the rows below get theirs in wbcl_chol_upd_panel. S is
+ * written over L (L may be A). j must be a multiple of LA_UC, so the row
+ * panels start at row j. global: (ncb (ncb + 1) / 2, batch), ncb =
+ * ceil(kb/32). */
 /* LA_KC: 128 with AVX-512 (L1 of 48 KiB on the Xeon measured: 64 was 2%
  * slower), 64 with AVX2. The two panels lie n * 128 bytes apart, a multiple
  * of 4 KiB, so their chunks fall into the same L1 sets: at 128 they fill all
@@ -701,12 +706,11 @@ __kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride
                             const uint kb, const uint batch)
 {
     const uint t = get_global_id(0), b = get_global_id(1);
-    const uint ncb = (kb + LA_UC - 1) / LA_UC, q0 = j / LA_UC, nq = (n + LA_UC - 1) / LA_UC - q0;
-    if (t >= nq * ncb || b >= batch) return;
-    const uint ia = t / ncb, cb = t - ia * ncb, i0 = (q0 + ia) * LA_UC;
-    /* blocks of the diagonal block strictly above its diagonal: never read
-     * (wbcl_chol_cm reads the lower triangle and writes the zeros) */
-    if (cb > ia) return;
+    const uint ncb = (kb + LA_UC - 1) / LA_UC, q0 = j / LA_UC;
+    if (t >= ncb * (ncb + 1) / 2 || b >= batch) return;
+    uint ia = 0;
+    while ((ia + 1) * (ia + 2) / 2 <= t) ia++;
+    const uint cb = t - ia * (ia + 1) / 2, i0 = (q0 + ia) * LA_UC;
     la_v park[LA_UC / LA_UR][LA_UR][2];
     la_upd_block(park, P + (ulong)b * stride_p + (ulong)(q0 + ia) * n * LA_UC,
                  P + (ulong)b * stride_p + (ulong)(q0 + cb) * n * LA_UC, j, cb == ia);

@@ -66,10 +66,8 @@
 #define NB_GPU 64
 #define GPU_WG 64
 /* Panel height of the packed L and block of wbcl_chol_upd (LA_UC of
- * cl/linalg.cl), and its local size (fixed, so PoCL compiles the kernel for
- * one local size). */
+ * cl/linalg.cl). */
 #define PK_UC 32
-#define PK_LOCAL 4
 _Static_assert(NB_CPU % PK_UC == 0, "the packed path needs block columns starting on panel boundaries");
 /* Widest block column wbcl_chol_upd_panel holds (LA_FNB of cl/linalg.cl). */
 #define PK_FNB 128
@@ -445,9 +443,9 @@ static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
         const size_t kb = n - j < nb ? n - j : nb, rows = n - j - kb;
         const cl_uint j_ = (cl_uint)j, kb_ = (cl_uint)kb;
         const cl_mem in = j ? L : A; /* after the update, S lies in L */
-        /* the update here covers the block's own rows only (ncb x ncb
-         * blocks, those above the diagonal return at once); the rows below
-         * get theirs in wbcl_chol_upd_panel, after the factor */
+        /* the update here covers the block's own rows only (its ncb (ncb + 1)
+         * / 2 blocks on and below the diagonal); the rows below get theirs
+         * in wbcl_chol_upd_panel, after the factor */
         const size_t ncb = ceil_div(kb, PK_UC);
         if (j > 0) {
             WBCL_ARG(r->ctx, kup, 0, P);
@@ -460,7 +458,7 @@ static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
             WBCL_ARG(r->ctx, kup, 7, j_);
             WBCL_ARG(r->ctx, kup, 8, kb_);
             WBCL_ARG(r->ctx, kup, 9, batch_);
-            size_t g[2] = {ncb * ncb, r->batch}, l[2] = {PK_LOCAL, 1};
+            size_t g[2] = {ncb * (ncb + 1) / 2, r->batch}, l[2] = {1, 1};
             st = la_launch(r, 2, kup, 2, g, l);
         }
         r->pack = rows > 0; /* the last block column is never read back */
