@@ -6,7 +6,8 @@
  *    batches: one matrix per work-item (wbcl_chol_cm).
  *  - larger n, one matrix: left-looking blocked, nb = 128, with L kept
  *    packed (chol_packed, below: the update is a register-tile GEMM on
- *    packed panels that the factor and panel kernels write as they go).
+ *    packed panels that the factor kernel and the fused update + panel
+ *    kernel write as they go).
  *  - larger n, batches: left-looking blocked, block size nb = 128: for each block
  *    column j (kb = min(nb, n - j) columns)
  *      1. T = -L[j:n, 0:j] L[j:j+kb, 0:j]^T     one wbcl_gemm_strided call, exactly
