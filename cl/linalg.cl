@@ -230,30 +230,15 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
      * though their results are unused); perf/RESULTS.md, issue 5 */
     for (uint i = 0; i < kb; i++)
         for (uint c = kb; c < kb + 64; c++) w[(ulong)i * ldw + c] = 0.0f;
-    /* W[c][i] = A[i][c] (+ U[i][c]) for i >= c, by 16 x 16 tiles on and below
-     * the diagonal: rows read contiguously, transposed in registers. (Column
-     * by column, every element missed L1: the rows lie lda floats apart, all
-     * in one L1 set when lda is a multiple of 1024, and the gather took a
-     * fifth of the factor's time at n = 2048, perf/RESULTS.md.) The tiles on
-     * the diagonal also put A's upper values into W's strict lower part,
-     * which nothing reads (the rows below kb come in as 0: padding). */
-    for (uint i0 = 0; i0 < kb; i0 += LA_VW)
-        for (uint c0 = 0; c0 <= i0; c0 += LA_VW) {
-            const uint cnt = min((uint)LA_VW, kb - c0);
-            la_v t[LA_VW];
-#pragma unroll
-            for (uint l = 0; l < LA_VW; l++) {
-                t[l] = 0.0f;
-                if (i0 + l < kb) {
-                    t[l] = la_load_row(a + (ulong)(i0 + l) * lda + c0, cnt);
-                    if (has_u) t[l] += la_load_row(u + (ulong)(i0 + l) * ldu + c0, cnt);
-                }
-            }
-            la_transpose16(t);
-            for (uint c = 0; c < cnt; c++) vstore16(t[c], 0, w + (ulong)(c0 + c) * ldw + i0);
-        }
+    /* (Reading the block by rows in 16 x 16 tiles transposed in registers
+     * instead of this column gather made the factor kernel 9-18% faster but
+     * PoCL's compile of the program 27 s longer: perf/RESULTS.md.) */
     for (uint j = 0; j < kb; j++) {
         __global float *wj = w + (ulong)j * ldw;
+        if (has_u)
+            for (uint i = j; i < kb; i++) wj[i] = a[(ulong)i * lda + j] + u[(ulong)i * ldu + j];
+        else
+            for (uint i = j; i < kb; i++) wj[i] = a[(ulong)i * lda + j];
         LA_CM_ROW(wj, j, kb, 0, j, w[(ulong)p * ldw + j], w + (ulong)p * ldw)
         const float d = LA_RE(wj[j]);
         if (fail < 0 && la_bad_pivot(d)) {
