@@ -138,26 +138,6 @@ static inline __attribute__((always_inline)) void la_store_row(la_v v, __global 
     else la_scatter(v, p, 1, cnt);
 }
 
-/* v[c][l] <-> v[l][c]: four butterfly stages of 16 two-source shuffles. */
-#define LA_T_STAGE(S, MLO, MHI)                                                        \
-    _Pragma("unroll") for (uint i = 0; i < 16; i++)                                    \
-        if (!(i & S)) {                                                                \
-            const la_v lo = shuffle2(v[i], v[i + S], MLO), hi = shuffle2(v[i], v[i + S], MHI); \
-            v[i] = lo;                                                                 \
-            v[i + S] = hi;                                                             \
-        }
-static inline __attribute__((always_inline)) void la_transpose16(la_v *v)
-{
-    LA_T_STAGE(1, ((uint16)(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30)),
-               ((uint16)(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31)))
-    LA_T_STAGE(2, ((uint16)(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29)),
-               ((uint16)(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31)))
-    LA_T_STAGE(4, ((uint16)(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27)),
-               ((uint16)(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31)))
-    LA_T_STAGE(8, ((uint16)(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)),
-               ((uint16)(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31)))
-}
-
 /* ============================================================================
  * CPU: factor one kb x kb block per work-item.
  *
@@ -304,6 +284,26 @@ __kernel void wbcl_chol_cm(__global const float *A, const ulong off_a, const ulo
  * whatever n is. global: (ceil(batch/16)). */
 #define LA_SOA_ROWS 8
 
+/* v[c][l] <-> v[l][c]: four butterfly stages of 16 two-source shuffles. */
+#define LA_T_STAGE(S, MLO, MHI)                                                        \
+    _Pragma("unroll") for (uint i = 0; i < 16; i++)                                    \
+        if (!(i & S)) {                                                                \
+            const la_v lo = shuffle2(v[i], v[i + S], MLO), hi = shuffle2(v[i], v[i + S], MHI); \
+            v[i] = lo;                                                                 \
+            v[i + S] = hi;                                                             \
+        }
+static inline __attribute__((always_inline)) void la_transpose16(la_v *v)
+{
+    LA_T_STAGE(1, ((uint16)(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30)),
+               ((uint16)(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31)))
+    LA_T_STAGE(2, ((uint16)(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29)),
+               ((uint16)(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31)))
+    LA_T_STAGE(4, ((uint16)(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27)),
+               ((uint16)(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31)))
+    LA_T_STAGE(8, ((uint16)(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)),
+               ((uint16)(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31)))
+}
+
 __kernel void wbcl_chol_soa(__global const float *A, const ulong off_a, const ulong stride_a, const uint lda,
                             __global float *L, const ulong off_l, const ulong stride_l, const uint ldl,
                             __global float *W, const uint n, const uint batch, __global int *info)
@@ -404,8 +404,9 @@ __kernel void wbcl_chol_soa(__global const float *A, const ulong off_a, const ul
  * packed copy of L at P; the last work-item writes the zero rows past n
  * (see wbcl_chol_upd). global: (ceil(rows/8), batch).
  * LA_PG x LA_PH: the tile, 8 x 2 float16 where a float16 is one register,
- * 4 x 1 where it takes two (AVX2: 8 ymm accumulators; 8 x 2 spills, and
- * 4 x 16 beat 2 x 32 as the GEMM's tile did, perf/RESULTS.md). LA_TG: rows
+ * 4 x 1 where it takes two (AVX2: 8 ymm accumulators, 8 x 2 spills; the
+ * GEMM's tile shape, no measurable change against 2 x 32 in the panel,
+ * perf/RESULTS.md). LA_TG: rows
  * of wbcl_trsm_inv's 32-column tile (8 and 2). */
 #define LA_PR 8
 #if WBCL_SIMD >= 16
