@@ -80,15 +80,17 @@ static inline __attribute__((always_inline)) void la_record(__global int *info, 
  * Rows >= n of the last panel are written as 0 (la_pack_pad). LA_UR x LA_UH:
  * wbcl_chol_upd's register tile, LA_UR rows x LA_UH float16 accumulators
  * (LA_UH = 2: the panel's 32 columns at once, 1: 16 of them): 8 x 2 where a
- * float16 is one register (AVX-512: 16 of 32 zmm), 4 x 1 where it takes two
- * (AVX2: 8 of 16 ymm; on a Zen 3 at n = 2048, 8 x 2 spilled, 2 x 2 ran 1.5x
- * faster and 4 x 1 1.2x faster again: perf/RESULTS.md). WBCL_SIMD: the
- * device's native float vector width. */
+ * float16 is one register (AVX-512: 16 of 32 zmm), 6 x 1 where it takes two
+ * (AVX2: 12 of 16 ymm, the 32 rows as 6 + 6 + 6 + 6 + 4 + 4; on a Zen 3 at
+ * n = 2048, 8 x 2 spilled, 2 x 2 ran 1.5x faster than it, 4 x 1 1.2x faster
+ * again and 6 x 1 another 7-10% less CPU time: eight FMA chains are just
+ * the FMA latency times two pipes, twelve leave slack; perf/RESULTS.md).
+ * WBCL_SIMD: the device's native float vector width. */
 #if WBCL_SIMD >= 16
 #define LA_UR 8
 #define LA_UH 2
 #else
-#define LA_UR 4
+#define LA_UR 6
 #define LA_UH 1
 #endif
 #define LA_UC 32
@@ -643,47 +645,65 @@ __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ul
 #else
 #define LA_KC 64
 #endif
+/* One register tile of la_upd_block for the chunk k0..k1: rows row0 ..
+ * row0 + nr - 1 (nr <= LA_UR, a constant at every call) of the block,
+ * columns 16 h0 ... 16 (h0 + LA_UH) - 1, its accumulators taken from and
+ * put back into park; diag: skipped when strictly above the diagonal. */
+static inline __attribute__((always_inline)) void la_upd_tile(la_v (*park)[2], const __global float *a0,
+                                                              const __global float *b00, const uint k0,
+                                                              const uint k1, const uint row0, const uint nr,
+                                                              const uint h0, const uint diag)
+{
+    if (diag && row0 + nr <= 16 * h0) return;
+    la_v acc[LA_UR][LA_UH];
+#pragma unroll
+    for (uint r = 0; r < LA_UR; r++)
+#pragma unroll
+        for (uint u = 0; u < LA_UH; u++)
+            if (r < nr) acc[r][u] = park[row0 + r][h0 + u];
+    const __global float *a = a0 + (ulong)k0 * LA_UC + row0;
+    const __global float *bp = b00 + (ulong)k0 * LA_UC + 16 * h0;
+    for (uint p = k0; p < k1; p++) {
+        la_v bv[LA_UH];
+#pragma unroll
+        for (uint u = 0; u < LA_UH; u++) bv[u] = vload16(u, bp);
+#pragma unroll
+        for (uint r = 0; r < LA_UR; r++)
+            if (r < nr) {
+                const la_v ar = (la_v)(a[r]);
+#pragma unroll
+                for (uint u = 0; u < LA_UH; u++) acc[r][u] = LA_FMA_C(ar, bv[u], acc[r][u]);
+            }
+        a += LA_UC;
+        bp += LA_UC;
+    }
+#pragma unroll
+    for (uint r = 0; r < LA_UR; r++)
+#pragma unroll
+        for (uint u = 0; u < LA_UH; u++)
+            if (r < nr) park[row0 + r][h0 + u] = acc[r][u];
+}
+
 /* The 32 x 32 block of L[rows of panel a0, 0:j] L[rows of panel b00, 0:j]^T
- * into park (row rt * LA_UR + r, columns 16 h .. 16 h + 15 in park[rt][r][h]),
- * walking k in chunks of LA_KC as described above; diag: the block is on the
- * diagonal, its tiles strictly above it are skipped (left at 0). */
-static inline __attribute__((always_inline)) void la_upd_block(la_v (*park)[LA_UR][2], const __global float *a0,
+ * into park (row r, columns 16 h .. 16 h + 15 in park[r][h]), walking k in
+ * chunks of LA_KC as described above; diag: the block is on the diagonal,
+ * its tiles strictly above it are skipped (left at 0). */
+static inline __attribute__((always_inline)) void la_upd_block(la_v (*park)[2], const __global float *a0,
                                                                const __global float *b00, const uint j,
                                                                const uint diag)
 {
-    for (uint rt = 0; rt < LA_UC / LA_UR; rt++)
-#pragma unroll
-        for (uint r = 0; r < LA_UR; r++) park[rt][r][0] = park[rt][r][1] = 0.0f;
+    for (uint r = 0; r < LA_UC; r++) park[r][0] = park[r][1] = 0.0f;
     for (uint k0 = 0; k0 < j; k0 += LA_KC) {
         const uint k1 = min(j, k0 + LA_KC);
-        for (uint rt = 0; rt < LA_UC / LA_UR; rt++)
-            for (uint h0 = 0; h0 < 2; h0 += LA_UH) {
-                if (diag && rt * LA_UR + LA_UR <= 16 * h0) continue; /* tile above the diagonal */
-                la_v acc[LA_UR][LA_UH];
-#pragma unroll
-                for (uint r = 0; r < LA_UR; r++)
-#pragma unroll
-                    for (uint u = 0; u < LA_UH; u++) acc[r][u] = park[rt][r][h0 + u];
-                const __global float *a = a0 + (ulong)k0 * LA_UC + rt * LA_UR;
-                const __global float *bp = b00 + (ulong)k0 * LA_UC + 16 * h0;
-                for (uint p = k0; p < k1; p++) {
-                    la_v bv[LA_UH];
-#pragma unroll
-                    for (uint u = 0; u < LA_UH; u++) bv[u] = vload16(u, bp);
-#pragma unroll
-                    for (uint r = 0; r < LA_UR; r++) {
-                        const la_v ar = (la_v)(a[r]);
-#pragma unroll
-                        for (uint u = 0; u < LA_UH; u++) acc[r][u] = LA_FMA_C(ar, bv[u], acc[r][u]);
-                    }
-                    a += LA_UC;
-                    bp += LA_UC;
-                }
-#pragma unroll
-                for (uint r = 0; r < LA_UR; r++)
-#pragma unroll
-                    for (uint u = 0; u < LA_UH; u++) park[rt][r][h0 + u] = acc[r][u];
-            }
+#if LA_UH == 2
+        for (uint row0 = 0; row0 < LA_UC; row0 += LA_UR) la_upd_tile(park, a0, b00, k0, k1, row0, LA_UR, 0, diag);
+#else
+        for (uint h0 = 0; h0 < 2; h0++) {
+            for (uint row0 = 0; row0 < 24; row0 += 6) la_upd_tile(park, a0, b00, k0, k1, row0, 6, h0, diag);
+            la_upd_tile(park, a0, b00, k0, k1, 24, 4, h0, diag);
+            la_upd_tile(park, a0, b00, k0, k1, 28, 4, h0, diag);
+        }
+#endif
     }
 }
 
@@ -697,28 +717,26 @@ __kernel void wbcl_chol_upd(__global const float *restrict P, const ulong stride
     uint ia = 0;
     while ((ia + 1) * (ia + 2) / 2 <= t) ia++;
     const uint cb = t - ia * (ia + 1) / 2, i0 = (q0 + ia) * LA_UC;
-    la_v park[LA_UC / LA_UR][LA_UR][2];
+    la_v park[LA_UC][2];
     la_upd_block(park, P + (ulong)b * stride_p + (ulong)(q0 + ia) * n * LA_UC,
                  P + (ulong)b * stride_p + (ulong)(q0 + cb) * n * LA_UC, j, cb == ia);
     const uint c0 = j + cb * LA_UC, nc = min((uint)LA_UC, kb - cb * LA_UC);
     const __global float *ab = A + (ulong)b * stride_a + c0;
     __global float *lb = L + (ulong)b * stride_l + c0;
-    for (uint rt = 0; rt < LA_UC / LA_UR; rt++)
-#pragma unroll
-        for (uint r = 0; r < LA_UR; r++) {
-            const uint i = i0 + rt * LA_UR + r;
-            if (i < n) {
-                const __global float *ar = ab + (ulong)i * n;
-                __global float *lr = lb + (ulong)i * n;
-                if (nc == LA_UC) {
-                    vstore16(vload16(0, ar) - park[rt][r][0], 0, lr);
-                    vstore16(vload16(1, ar) - park[rt][r][1], 1, lr);
-                } else {
-                    la_store_row(la_load_row(ar, min(nc, 16u)) - park[rt][r][0], lr, min(nc, 16u));
-                    if (nc > 16) la_store_row(la_load_row(ar + 16, nc - 16) - park[rt][r][1], lr + 16, nc - 16);
-                }
+    for (uint r = 0; r < LA_UC; r++) {
+        const uint i = i0 + r;
+        if (i < n) {
+            const __global float *ar = ab + (ulong)i * n;
+            __global float *lr = lb + (ulong)i * n;
+            if (nc == LA_UC) {
+                vstore16(vload16(0, ar) - park[r][0], 0, lr);
+                vstore16(vload16(1, ar) - park[r][1], 1, lr);
+            } else {
+                la_store_row(la_load_row(ar, min(nc, 16u)) - park[r][0], lr, min(nc, 16u));
+                if (nc > 16) la_store_row(la_load_row(ar + 16, nc - 16) - park[r][1], lr + 16, nc - 16);
             }
         }
+    }
 }
 
 /* ============================================================================
@@ -748,21 +766,19 @@ __kernel void wbcl_chol_upd_panel(__global float *restrict P, const ulong stride
     const __global float *v = V + off_v + (ulong)b * stride_v;
     float s[LA_UC][LA_FNB];
     for (uint cb = 0; cb < kb / LA_UC; cb++) {
-        la_v park[LA_UC / LA_UR][LA_UR][2];
+        la_v park[LA_UC][2];
         la_upd_block(park, pb + (ulong)q * n * LA_UC, pb + (ulong)(j / LA_UC + cb) * n * LA_UC, j, 0);
         const __global float *ab = A + (ulong)b * stride_a + j + cb * LA_UC;
-        for (uint rt = 0; rt < LA_UC / LA_UR; rt++)
-#pragma unroll
-            for (uint r = 0; r < LA_UR; r++) {
-                const uint rr = rt * LA_UR + r, i = i0 + rr;
-                la_v x0 = 0.0f, x1 = 0.0f;
-                if (i < n) {
-                    x0 = vload16(0, ab + (ulong)i * n) - park[rt][r][0];
-                    x1 = vload16(1, ab + (ulong)i * n) - park[rt][r][1];
-                }
-                vstore16(x0, 0, &s[rr][cb * LA_UC]);
-                vstore16(x1, 0, &s[rr][cb * LA_UC + 16]);
+        for (uint rr = 0; rr < LA_UC; rr++) {
+            const uint i = i0 + rr;
+            la_v x0 = 0.0f, x1 = 0.0f;
+            if (i < n) {
+                x0 = vload16(0, ab + (ulong)i * n) - park[rr][0];
+                x1 = vload16(1, ab + (ulong)i * n) - park[rr][1];
             }
+            vstore16(x0, 0, &s[rr][cb * LA_UC]);
+            vstore16(x1, 0, &s[rr][cb * LA_UC + 16]);
+        }
     }
     __global float *lb = L + (ulong)b * stride_l + j;
     for (uint c0 = 0; c0 < kb; c0 += 32) {
