@@ -83,8 +83,9 @@ static inline __attribute__((always_inline)) void la_record(__global int *info, 
  * float16 is one register (AVX-512: 16 of 32 zmm), 6 x 1 where it takes two
  * (AVX2: 12 of 16 ymm, the 32 rows as 6 + 6 + 6 + 6 + 4 + 4; on a Zen 3 at
  * n = 2048, 8 x 2 spilled, 2 x 2 ran 1.5x faster than it, 4 x 1 1.2x faster
- * again and 6 x 1 another 7-10% less CPU time: eight FMA chains are just
- * the FMA latency times two pipes, twelve leave slack; perf/RESULTS.md).
+ * again, 6 x 1 a median 6.6% less CPU time than 4 x 1: eight FMA chains
+ * are just the FMA latency times two pipes, twelve leave slack;
+ * perf/RESULTS.md).
  * WBCL_SIMD: the device's native float vector width. */
 #if WBCL_SIMD >= 16
 #define LA_UR 8
@@ -621,7 +622,8 @@ __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ul
  * same panels. A work-item of wbcl_chol_upd owns a 32 x 32 block of S (one
  * row panel, one column panel) as register tiles of LA_UR x 16 LA_UH (with
  * AVX-512 four of 8 x 32: 8 rows x 2 float16 accumulators, per p 2 vector
- * loads, 8 broadcasts, 16 FMAs; with AVX2 sixteen of 4 x 16) and
+ * loads, 8 broadcasts, 16 FMAs; with AVX2 twelve of 6 or 4 rows x 16, per
+ * p 2 vector loads, up to 6 broadcasts, up to 12 FMAs) and
  * walks k in chunks of LA_KC: per chunk, the tiles in turn (their
  * accumulators parked in private memory between chunks), so the chunk's
  * 32 x LA_KC pieces of both panels (16 KiB each at LA_KC = 128) are read
@@ -639,7 +641,8 @@ __kernel void wbcl_trsm_inv(__global const float *V, const ulong off_v, const ul
  * slower), 64 with AVX2. The two panels lie n * 128 bytes apart, a multiple
  * of 4 KiB, so their chunks fall into the same L1 sets: at 128 they fill all
  * 8 ways of a 32 KiB L1 (Zen 3, Haswell), at 64 half of them (update kernel
- * 9% faster on a Zen 3, perf/RESULTS.md). */
+ * 9% faster on a Zen 3, perf/RESULTS.md; with the 6-row tiles 32 and 96
+ * measured the same as 64). */
 #if WBCL_SIMD >= 16
 #define LA_KC 128
 #else
