@@ -19,7 +19,10 @@
  *     SGEMM median. Also per CPU-second (CLOCK_PROCESS_CPUTIME_ID around each
  *     call): flops per CPU-second of wbcl / flops per CPU-second of the probe,
  *     which the share of the cores that other jobs take does not change
- *     (spinning or idle-waiting worker threads count against wbcl).
+ *     (spinning or idle-waiting worker threads count against wbcl). The last
+ *     two columns of (1) take the probe again after each repetition and give
+ *     the median of the per-repetition ratios ("probe beside"): the host can
+ *     change the work a CPU-second does within one run.
  * (1) one large matrix, n = 256 512 1024 2048 by default: wbcl (CPU-shaped
  *     kernels, blocked with the packed GEMM) vs spotrf_("U") on the same
  *     row-major data (its upper triangle in column-major order is our lower
@@ -307,12 +310,11 @@ static double wgemm_run(wbcl_context *ctx, int m, const wbcl_tensor *A, const wb
 /* Interleaved medians and bests of the probe and of SGEMM at n = 2048; and
  * the median GFLOP per CPU-second of wbcl_gemm at m = 1024 and 2048 (wg_cpu,
  * the practical ceiling of a factorization built on wbcl's GEMM). */
-static void yardsticks(wbcl_context *ctx, int reps, double *probe_gf, double *sgemm_gf, double *probe_best,
-                       double *sgemm_best, double *probe_cpu, double *sgemm_cpu, double wg_cpu[2])
+static void yardsticks(wbcl_context *ctx, probe *pr, int reps, double *probe_gf, double *sgemm_gf,
+                       double *probe_best, double *sgemm_best, double *probe_cpu, double *sgemm_cpu, double wg_cpu[2])
 {
     const int n = 2048;
-    probe p;
-    probe_init(ctx, &p);
+    probe p = *pr;
     float *A = malloc((size_t)n * n * sizeof *A), *B = malloc((size_t)n * n * sizeof *B),
           *C = malloc((size_t)n * n * sizeof *C);
     double *tp = malloc((size_t)reps * sizeof *tp), *ts = malloc((size_t)reps * sizeof *ts),
@@ -357,7 +359,6 @@ static void yardsticks(wbcl_context *ctx, int reps, double *probe_gf, double *sg
     *sgemm_best = ts[reps - 1];
     *probe_cpu = median(tc, reps);
     *sgemm_cpu = median(tsc, reps);
-    probe_free(&p);
     free(A);
     free(B);
     free(C);
@@ -401,8 +402,14 @@ static void profile_large(wbcl_context *ctx, const int *large, int nl, int reps)
     }
 }
 
+/* pr (table (1)): also one probe launch after each repetition's pair of
+ * calls; beside[0] and beside[1] are then the medians over repetitions of
+ * wbcl's and the peer's flops (gflop) per CPU-second over the probe's in
+ * that repetition, so that a stretch in which the host gives the process
+ * less work per CPU-second (seen on a 2-vCPU VM: every yardstick at half its
+ * usual rate for a while) moves both sides of the ratio alike. */
 static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const float *A, double *mw, double *mp,
-                     double *diff, double *bw, double *cw, double *cp)
+                     double *diff, double *bw, double *cw, double *cp, probe *pr, double gflop, double beside[2])
 {
     size_t total = (size_t)b * n * n;
     size_t s3[3] = {(size_t)b, (size_t)n, (size_t)n};
@@ -411,8 +418,9 @@ static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const
     check(wbcl_tensor_create(ctx, 3, s3, WBCL_F32, NULL, &tL), ctx, "tensor L");
     float *work = malloc(total * sizeof *work), *L = malloc(total * sizeof *L);
     double *tw = malloc((size_t)reps * sizeof *tw), *tp = malloc((size_t)reps * sizeof *tp),
-           *tc = malloc((size_t)reps * sizeof *tc), *tpc = malloc((size_t)reps * sizeof *tpc);
-    if (!work || !L || !tw || !tp || !tc || !tpc) exit(1);
+           *tc = malloc((size_t)reps * sizeof *tc), *tpc = malloc((size_t)reps * sizeof *tpc),
+           *rw = malloc((size_t)reps * sizeof *rw), *rp = malloc((size_t)reps * sizeof *rp);
+    if (!work || !L || !tw || !tp || !tc || !tpc || !rw || !rp) exit(1);
     /* warm-up (builds kernels) and the comparison of results */
     for (int w = 0; w < 2; w++) {
         if (which == 0) time_wbcl_chol(ctx, tA, tL);
@@ -434,6 +442,16 @@ static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const
                 tp[r] = which == 0 ? time_spotrf(n, b, A, work, &tpc[r]) : time_spotri(n, b, A, work, &tpc[r]);
             }
         }
+        if (pr) {
+            double probe_c;
+            probe_run(ctx, pr, &probe_c);
+            rw[r] = gflop / tc[r] / probe_c;
+            rp[r] = gflop / tpc[r] / probe_c;
+        }
+    }
+    if (pr) {
+        beside[0] = median(rw, reps);
+        beside[1] = median(rp, reps);
     }
     *mw = median(tw, reps); /* sorts */
     *mp = median(tp, reps);
@@ -448,6 +466,8 @@ static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const
     free(tp);
     free(tc);
     free(tpc);
+    free(rw);
+    free(rp);
 }
 
 int main(int argc, char **argv)
@@ -496,8 +516,10 @@ int main(int argc, char **argv)
            wbcl_context_variant(ctx) == WBCL_VARIANT_CPU ? "CPU" : "GPU", openblas_get_config(), threads,
            env_aff ? env_aff : "(unset)", env_to ? env_to : "(unset)");
     double probe_gf, sgemm_gf, probe_best, sgemm_best, probe_cpu, sgemm_cpu, wg_cpu[2];
-    yardsticks(ctx, reps < 5 ? 5 : reps, &probe_gf, &sgemm_gf, &probe_best, &sgemm_best, &probe_cpu, &sgemm_cpu,
-               wg_cpu);
+    probe pr;
+    probe_init(ctx, &pr);
+    yardsticks(ctx, &pr, reps < 5 ? 5 : reps, &probe_gf, &sgemm_gf, &probe_best, &sgemm_best, &probe_cpu,
+               &sgemm_cpu, wg_cpu);
     const int peak_given = peak > 0;
     if (!peak_given) peak = probe_best;
     printf("reps: %d after warm-up, interleaved; times are medians; ratio = spotrf_ time / wbcl time (> 1: wbcl "
@@ -523,8 +545,8 @@ int main(int argc, char **argv)
         printf("(1) one large matrix, n^3/3 flops\n\n");
         printf("| n | wbcl ms | wbcl GFLOP/s | wbcl %% of peak | wbcl best GFLOP/s | best %% of peak | %% of peak per "
                "CPU-s | wbcl %% of SGEMM | spotrf_ ms | spotrf_ GFLOP/s | spotrf_ %% of peak | spotrf_ %% of peak per "
-               "CPU-s | ratio | max rel diff |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+               "CPU-s | ratio | max rel diff | wbcl per CPU-s, probe beside | spotrf_ per CPU-s, probe beside |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         fflush(stdout);
     }
     for (int i = 0; i < nl; i++) {
@@ -534,14 +556,14 @@ int main(int argc, char **argv)
         make_spd(n, A);
         double mw, mp, diff, flop = (double)n * n * n / 3.0;
         double bw, cw;
-        double cp;
-        run_case(ctx, 0, n, 1, reps, A, &mw, &mp, &diff, &bw, &cw, &cp);
+        double cp, beside[2];
+        run_case(ctx, 0, n, 1, reps, A, &mw, &mp, &diff, &bw, &cw, &cp, &pr, flop * 1e-9, beside);
         printf("| %d | %.2f | %.1f | %.0f%% | %.1f | %.0f%% | %.0f%% | %.0f%% | %.2f | %.1f | %.0f%% | %.0f%% | %.3f | "
-               "%.1e |\n",
+               "%.1e | %.0f%% | %.0f%% |\n",
                n, 1e3 * mw, flop / mw * 1e-9, 100 * flop / mw * 1e-9 / peak, flop / bw * 1e-9,
                100 * flop / bw * 1e-9 / peak, 100 * flop / cw * 1e-9 / probe_cpu, 100 * flop / mw * 1e-9 / sgemm_gf,
                1e3 * mp, flop / mp * 1e-9, 100 * flop / mp * 1e-9 / peak, 100 * flop / cp * 1e-9 / probe_cpu, mp / mw,
-               diff);
+               diff, 100 * beside[0], 100 * beside[1]);
         fflush(stdout);
         free(A);
     }
@@ -559,7 +581,7 @@ int main(int argc, char **argv)
         if (!A) return 1;
         for (int b = 0; b < batch; b++) make_spd(n, A + b * nn);
         double mw, mp, diff, flop = (double)batch * n * n * n / 3.0;
-        run_case(ctx, 0, n, batch, reps, A, &mw, &mp, &diff, NULL, NULL, NULL);
+        run_case(ctx, 0, n, batch, reps, A, &mw, &mp, &diff, NULL, NULL, NULL, NULL, 0.0, NULL);
         printf("| %d | %.3f | %.2f | %.3f | %.2f | %.3f | %.1e |\n", n, 1e3 * mw, flop / mw * 1e-9, 1e3 * mp,
                flop / mp * 1e-9, mp / mw, diff);
         fflush(stdout);
@@ -573,7 +595,7 @@ int main(int argc, char **argv)
         if (!A) return 1;
         for (int k = 0; k < b; k++) make_spd(n, A + k * nn);
         double mw, mp, diff, flop = (double)b * n * n * n; /* potrf n^3/3 + potri 2n^3/3 */
-        run_case(ctx, 1, n, b, reps, A, &mw, &mp, &diff, NULL, NULL, NULL);
+        run_case(ctx, 1, n, b, reps, A, &mw, &mp, &diff, NULL, NULL, NULL, NULL, 0.0, NULL);
         printf("\n(3) ReduNet layer: %d SPD inverses of d = %d (n^3 flops each)\n\n", b, n);
         printf("| wbcl_spd_inverse ms | GFLOP/s | spotrf_+spotri_ ms | GFLOP/s | ratio | max rel diff |\n"
                "|---|---|---|---|---|---|\n");
@@ -581,6 +603,7 @@ int main(int argc, char **argv)
                flop / mp * 1e-9, mp / mw, diff);
         free(A);
     }
+    probe_free(&pr);
     wbcl_context_destroy(ctx);
     return 0;
 }
