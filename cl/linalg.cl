@@ -409,8 +409,7 @@ __kernel void wbcl_chol_soa(__global const float *A, const ulong off_a, const ul
  * LA_PG x LA_PH: the tile, 8 x 2 float16 where a float16 is one register,
  * 4 x 1 where it takes two (AVX2: 8 ymm accumulators, 8 x 2 spills; the
  * GEMM's tile shape, no measurable change against 2 x 32 in the panel,
- * perf/RESULTS.md). LA_TG: rows
- * of wbcl_trsm_inv's 32-column tile (8 and 2). */
+ * perf/RESULTS.md). LA_TG: rows of wbcl_trsm_inv's 32-column tile (8 and 2). */
 #define LA_PR 8
 #if WBCL_SIMD >= 16
 #define LA_PG 8
@@ -701,10 +700,12 @@ static inline __attribute__((always_inline)) void la_upd_block(la_v (*park)[2], 
 #if LA_UH == 2
         for (uint row0 = 0; row0 < LA_UC; row0 += LA_UR) la_upd_tile(park, a0, b00, k0, k1, row0, LA_UR, 0, diag);
 #else
+        /* LA_UC = 32 rows as four tiles of LA_UR = 6 and two of 4 */
         for (uint h0 = 0; h0 < 2; h0++) {
-            for (uint row0 = 0; row0 < 24; row0 += 6) la_upd_tile(park, a0, b00, k0, k1, row0, 6, h0, diag);
-            la_upd_tile(park, a0, b00, k0, k1, 24, 4, h0, diag);
-            la_upd_tile(park, a0, b00, k0, k1, 28, 4, h0, diag);
+            for (uint row0 = 0; row0 < LA_UC - 8; row0 += LA_UR)
+                la_upd_tile(park, a0, b00, k0, k1, row0, LA_UR, h0, diag);
+            la_upd_tile(park, a0, b00, k0, k1, LA_UC - 8, 4, h0, diag);
+            la_upd_tile(park, a0, b00, k0, k1, LA_UC - 4, 4, h0, diag);
         }
 #endif
     }

@@ -314,7 +314,6 @@ static void yardsticks(wbcl_context *ctx, probe *pr, int reps, double *probe_gf,
                        double *probe_best, double *sgemm_best, double *probe_cpu, double *sgemm_cpu, double wg_cpu[2])
 {
     const int n = 2048;
-    probe p = *pr;
     float *A = malloc((size_t)n * n * sizeof *A), *B = malloc((size_t)n * n * sizeof *B),
           *C = malloc((size_t)n * n * sizeof *C);
     double *tp = malloc((size_t)reps * sizeof *tp), *ts = malloc((size_t)reps * sizeof *ts),
@@ -335,16 +334,16 @@ static void yardsticks(wbcl_context *ctx, probe *pr, int reps, double *probe_gf,
         twc[g] = malloc((size_t)reps * sizeof *twc[g]);
         if (!twc[g]) exit(1);
     }
-    probe_run(ctx, &p, &dummy); /* warm-up: first launch compiles the work-group function */
+    probe_run(ctx, pr, &dummy); /* warm-up: first launch compiles the work-group function */
     sgemm_run(n, A, B, C, &dummy);
     for (int g = 0; g < 2; g++) wgemm_run(ctx, wm[g], wt[g][0], wt[g][1], wt[g][2], &dummy);
     for (int r = 0; r < reps; r++) {
         if (r % 2 == 0) {
-            tp[r] = probe_run(ctx, &p, &tc[r]);
+            tp[r] = probe_run(ctx, pr, &tc[r]);
             ts[r] = sgemm_run(n, A, B, C, &tsc[r]);
         } else {
             ts[r] = sgemm_run(n, A, B, C, &tsc[r]);
-            tp[r] = probe_run(ctx, &p, &tc[r]);
+            tp[r] = probe_run(ctx, pr, &tc[r]);
         }
         for (int g = 0; g < 2; g++) wgemm_run(ctx, wm[g], wt[g][0], wt[g][1], wt[g][2], &twc[g][r]);
     }
