@@ -995,6 +995,118 @@ START_TEST(st_malformed_length)
 }
 END_TEST
 
+/* data_offsets must tile the data region exactly (the reference implementation's rule): no
+ * overlap, no gap, no bytes before the first tensor or after the last. Each message names the file
+ * and the tensors involved with their offsets. Header order is not data order: the cases list the
+ * later tensor first where that matters. */
+#define E2(a, da, sa, oa, b, db, sb, ob)                                                           \
+    "{\"" a "\":{\"dtype\":\"" da "\",\"shape\":" sa ",\"data_offsets\":" oa "},\"" b              \
+    "\":{\"dtype\":\"" db "\",\"shape\":" sb ",\"data_offsets\":" ob "}}"
+typedef struct tiling_case {
+    const char *label;
+    const char *json;
+    size_t dlen;
+    const char *needles[4]; /* besides the file name; NULL-terminated */
+} tiling_case;
+static const tiling_case bad_tilings[] = {
+    {"overlap", E2("second.w", "F32", "[2]", "[4,12]", "first.w", "F32", "[2]", "[0,8]"), 12,
+     {"overlap", "'first.w' (data_offsets [0, 8])", "'second.w' (data_offsets [4, 12])", NULL}},
+    {"same bytes twice", E2("a.w", "F32", "[1]", "[0,4]", "b.w", "I32", "[1]", "[0,4]"), 4,
+     {"overlap", "'a.w' (data_offsets [0, 4])", "'b.w' (data_offsets [0, 4])", NULL}},
+    {"empty tensor inside another", E2("whole", "F32", "[2]", "[0,8]", "empty", "F32", "[0]", "[4,4]"),
+     8, {"overlap", "'whole' (data_offsets [0, 8])", "'empty' (data_offsets [4, 4])", NULL}},
+    {"gap", E2("later.w", "F32", "[1]", "[8,12]", "early.w", "F32", "[1]", "[0,4]"), 12,
+     {"gap between tensors 'early.w' (data_offsets [0, 4]) and 'later.w' (data_offsets [8, 12])",
+      "bytes [4, 8)", NULL}},
+    {"first not at 0", E2("a.w", "F32", "[1]", "[4,8]", "b.w", "F32", "[1]", "[8,12]"), 12,
+     {"'a.w' (data_offsets [4, 8])", "does not start at 0", "bytes [0, 4)", NULL}},
+    {"short coverage", E2("a.w", "F32", "[1]", "[0,4]", "b.w", "F32", "[1]", "[4,8]"), 12,
+     {"cover 8 of the data region's 12 bytes", "'b.w' (data_offsets [4, 8])", "4 bytes", NULL}},
+    {"data without tensors", "{\"__metadata__\":{\"a\":\"b\"}}", 4,
+     {"no tensors", "4 bytes", NULL}},
+};
+#undef E2
+
+START_TEST(st_offsets_must_tile)
+{
+    const tiling_case *c = &bad_tilings[_i];
+    unsigned char buf[1024];
+    char err[512], path[512];
+    wbcl_safetensors *st = (wbcl_safetensors *)buf;
+    size_t len = make_st(buf, sizeof buf, c->json, c->dlen);
+    expect_err(wbcl_safetensors_open_mem(buf, len, "tiles.safetensors", &st, err, sizeof err),
+               WBCL_ERROR_FORMAT, err, "tiles.safetensors", c->label);
+    for (int k = 0; c->needles[k]; ++k)
+        ck_assert_msg(strstr(err, c->needles[k]) != NULL, "%s: '%s' lacks '%s'", c->label, err,
+                      c->needles[k]);
+    ck_assert_ptr_null(st);
+    tpath(path, sizeof path, "tiles_file.safetensors");
+    write_bytes(path, buf, len);
+    expect_err(wbcl_safetensors_open(path, &st, err, sizeof err), WBCL_ERROR_FORMAT, err, path,
+               c->label);
+    for (int k = 0; c->needles[k]; ++k)
+        ck_assert_msg(strstr(err, c->needles[k]) != NULL, "%s (file): '%s' lacks '%s'", c->label,
+                      err, c->needles[k]);
+    ck_assert_ptr_null(st);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(st_offsets_tiling_accepted)
+{
+    /* header order differs from data order; empty tensors sit on the chain (two at one offset,
+     * one at the very end), as the reference accepts */
+    const char *json =
+        "{\"c\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]},"
+        "\"z0\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
+        "\"a\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+        "\"z1\":{\"dtype\":\"F64\",\"shape\":[0,3],\"data_offsets\":[8,8]},"
+        "\"z2\":{\"dtype\":\"F16\",\"shape\":[0],\"data_offsets\":[8,8]},"
+        "\"z3\":{\"dtype\":\"BF16\",\"shape\":[2,0],\"data_offsets\":[12,12]}}";
+    unsigned char buf[1024];
+    char err[512];
+    wbcl_safetensors *st;
+    size_t len = make_st(buf, sizeof buf, json, 12);
+    for (int i = 0; i < 12; ++i)
+        buf[len - 12 + i] = (unsigned char)i;
+    ck_assert_msg(wbcl_safetensors_open_mem(buf, len, "ok.st", &st, err, sizeof err) ==
+                      WBCL_SUCCESS,
+                  "%s", err);
+    ck_assert_uint_eq(wbcl_safetensors_count(st), 6);
+    wbcl_array a;
+    ck_assert_int_eq(wbcl_safetensors_get(st, "c", &a, err, sizeof err), WBCL_SUCCESS);
+    ck_assert(((unsigned char *)a.data)[0] == 8 && ((unsigned char *)a.data)[3] == 11);
+    wbcl_array_free(&a);
+    ck_assert_int_eq(wbcl_safetensors_get(st, "a", &a, err, sizeof err), WBCL_SUCCESS);
+    ck_assert(((unsigned char *)a.data)[0] == 0 && ((unsigned char *)a.data)[7] == 7);
+    wbcl_array_free(&a);
+    ck_assert_int_eq(wbcl_safetensors_get(st, "z1", &a, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_uint_eq(a.nbytes, 0);
+    wbcl_array_free(&a);
+    wbcl_safetensors_close(st);
+
+    /* the writer's files tile: several dtypes (reordered by element size in the data) */
+    char path[512];
+    wbcl_array w[3];
+    const size_t s1[1] = {3}, s2[2] = {2, 0};
+    ck_assert_int_eq(wbcl_array_alloc(&w[0], WBCL_ELEM_F16, 1, s1, NULL, 0), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_array_alloc(&w[1], WBCL_ELEM_F64, 1, s1, NULL, 0), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_array_alloc(&w[2], WBCL_ELEM_F32, 2, s2, NULL, 0), WBCL_SUCCESS);
+    const wbcl_array *wp[3] = {&w[0], &w[1], &w[2]};
+    const char *wn[3] = {"h", "d", "empty"};
+    tpath(path, sizeof path, "tiled.safetensors");
+    ck_assert_msg(wbcl_safetensors_write(path, 3, wn, wp, 0, NULL, NULL, err, sizeof err) ==
+                      WBCL_SUCCESS,
+                  "%s", err);
+    ck_assert_msg(wbcl_safetensors_open(path, &st, err, sizeof err) == WBCL_SUCCESS, "%s", err);
+    ck_assert_uint_eq(wbcl_safetensors_count(st), 3);
+    wbcl_safetensors_close(st);
+    for (int i = 0; i < 3; ++i)
+        wbcl_array_free(&w[i]);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(st_writer_validation_and_no_clobber)
 {
     char err[512], path[600], sub[512];
@@ -1121,6 +1233,9 @@ static Suite *io_suite(void)
     tcase_add_test(tc, st_prefix_stripping);
     tcase_add_loop_test(tc, st_malformed_header, 0, NBAD_ST);
     tcase_add_test(tc, st_malformed_length);
+    tcase_add_loop_test(tc, st_offsets_must_tile, 0,
+                        (int)(sizeof bad_tilings / sizeof bad_tilings[0]));
+    tcase_add_test(tc, st_offsets_tiling_accepted);
     tcase_add_test(tc, st_writer_validation_and_no_clobber);
     suite_add_tcase(s, tc);
     return s;

@@ -103,6 +103,17 @@ static int cmp_tensor_key(const void *key, const void *elem)
     return strcmp((const char *)key, (*(st_tensor *const *)elem)->name);
 }
 
+/* data order: by (begin, end), then header order, as the reference sorts before validating */
+static int cmp_offsets(const void *a, const void *b)
+{
+    const st_tensor *x = *(st_tensor *const *)a, *y = *(st_tensor *const *)b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end)
+        return x->end < y->end ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
 static int cmp_meta(const void *a, const void *b)
 {
     return strcmp(((const st_meta *)a)->key, ((const st_meta *)b)->key);
@@ -279,6 +290,76 @@ static wbcl_status parse_metadata(wbcl_safetensors *st, const cJSON *item, char 
     return WBCL_SUCCESS;
 }
 
+/* The tensors' data_offsets must tile the data region exactly, as the reference implementation
+ * (safetensors' Metadata::validate and read_metadata) requires: sorted by offsets, the first begins
+ * at 0, each begins where the previous one ends (no overlap, no gap) and the last ends at the end
+ * of the data region (no trailing bytes; with no tensors the region is empty). Empty tensors
+ * ([k, k]) fit anywhere on that chain. Called after each entry's own checks (begin <= end <= data
+ * size, span == numel * element size). */
+static wbcl_status check_tiling(const wbcl_safetensors *st, char *err, size_t errlen)
+{
+    const char *src = st->source;
+    st_tensor **ord = malloc((st->n ? st->n : 1) * sizeof *ord);
+    if (!ord) {
+        wbcl_io_errf(err, errlen, "%s: out of memory", src);
+        return WBCL_ERROR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i < st->n; ++i)
+        ord[i] = &st->t[i];
+    if (st->n > 1)
+        qsort(ord, st->n, sizeof *ord, cmp_offsets);
+    wbcl_status status = WBCL_SUCCESS;
+    uint64_t pos = 0;
+    char aq[QLEN], bq[QLEN];
+    for (size_t i = 0; i < st->n && !status; ++i) {
+        const st_tensor *t = ord[i], *prev = i ? ord[i - 1] : NULL;
+        if (t->begin == pos) {
+            pos = t->end;
+            continue;
+        }
+        status = WBCL_ERROR_FORMAT;
+        if (!prev)
+            wbcl_io_errf(err, errlen,
+                         "%s: tensor '%s' (data_offsets [%llu, %llu]) is the first in the data region "
+                         "but does not start at 0: bytes [0, %llu) belong to no tensor",
+                         src, q(aq, t->key), (unsigned long long)t->begin,
+                         (unsigned long long)t->end, (unsigned long long)t->begin);
+        else if (t->begin < pos)
+            wbcl_io_errf(err, errlen,
+                         "%s: tensors '%s' (data_offsets [%llu, %llu]) and '%s' (data_offsets "
+                         "[%llu, %llu]) overlap",
+                         src, q(aq, prev->key), (unsigned long long)prev->begin,
+                         (unsigned long long)prev->end, q(bq, t->key),
+                         (unsigned long long)t->begin, (unsigned long long)t->end);
+        else
+            wbcl_io_errf(err, errlen,
+                         "%s: gap between tensors '%s' (data_offsets [%llu, %llu]) and '%s' "
+                         "(data_offsets [%llu, %llu]): bytes [%llu, %llu) belong to no tensor",
+                         src, q(aq, prev->key), (unsigned long long)prev->begin,
+                         (unsigned long long)prev->end, q(bq, t->key),
+                         (unsigned long long)t->begin, (unsigned long long)t->end,
+                         (unsigned long long)pos, (unsigned long long)t->begin);
+    }
+    if (!status && pos != st->data_size) {
+        status = WBCL_ERROR_FORMAT;
+        if (st->n == 0)
+            wbcl_io_errf(err, errlen,
+                         "%s: the header lists no tensors but the data region has %llu bytes", src,
+                         (unsigned long long)st->data_size);
+        else
+            wbcl_io_errf(err, errlen,
+                         "%s: the tensors cover %llu of the data region's %llu bytes: the last, "
+                         "'%s' (data_offsets [%llu, %llu]), is followed by %llu bytes that belong "
+                         "to no tensor",
+                         src, (unsigned long long)pos, (unsigned long long)st->data_size,
+                         q(aq, ord[st->n - 1]->key), (unsigned long long)ord[st->n - 1]->begin,
+                         (unsigned long long)ord[st->n - 1]->end,
+                         (unsigned long long)(st->data_size - pos));
+    }
+    free(ord);
+    return status;
+}
+
 /* Parses the header (json: n bytes followed by a NUL) into st; st->data_size must be set. */
 static wbcl_status parse_header(wbcl_safetensors *st, const char *json, size_t n, char *err,
                                 size_t errlen)
@@ -344,6 +425,7 @@ static wbcl_status parse_header(wbcl_safetensors *st, const char *json, size_t n
             status = WBCL_ERROR_FORMAT;
             goto done;
         }
+    status = check_tiling(st, err, errlen);
 done:
     cJSON_Delete(root);
     return status;

@@ -119,9 +119,20 @@ typedef struct wbcl_safetensors wbcl_safetensors;
 /* Opens and validates a safetensors file: 8-byte little-endian header length N (N <= file size
  * - 8, N <= 100,000,000), N bytes of JSON object, then the data. Every entry must have a dtype,
  * a shape (<= 8 non-negative integers, overflow-checked) and data_offsets [begin, end] with
- * begin <= end <= data size and end - begin == numel * element size. Names are stored with the
- * prefixes "module." and "_orig_mod." stripped (repeatedly); two entries with the same stripped
- * name are an error. "__metadata__", if present, must be an object of string values.
+ * begin <= end <= data size and end - begin == numel * element size. As the reference
+ * implementation requires, the offsets must tile the data region exactly: sorted by offsets, the
+ * first tensor begins at 0, each begins where the previous one ends and the last ends at the end of
+ * the file (empty tensors [k, k] may sit anywhere on that chain; with no tensors the data region
+ * must be empty). Overlapping tensors, a gap between two, bytes before the first or after the last
+ * are WBCL_ERROR_FORMAT; the message names the file, the tensor(s) and their data_offsets, e.g.
+ * "FILE: tensors 'a' (data_offsets [0, 8]) and 'b' (data_offsets [4, 12]) overlap",
+ * "FILE: gap between tensors 'a' (data_offsets [0, 4]) and 'b' (data_offsets [8, 12]): bytes
+ * [4, 8) belong to no tensor", "FILE: tensor 'a' (data_offsets [4, 8]) is the first in the data
+ * region but does not start at 0: ...", "FILE: the tensors cover 8 of the data region's 12 bytes:
+ * the last, 'b' (data_offsets [4, 8]), is followed by 4 bytes that belong to no tensor".
+ * Names are stored with the prefixes "module." and "_orig_mod." stripped (repeatedly); two
+ * entries with the same stripped name are an error. "__metadata__", if present, must be an
+ * object of string values.
  * Tensors of dtypes the library does not convert (BOOL, U8, I8, I16, U16, U32, U64, F8_E4M3,
  * F8_E5M2) are validated and listed but fail in wbcl_safetensors_get with WBCL_ERROR_DTYPE;
  * any other dtype string fails here with WBCL_ERROR_DTYPE.
