@@ -57,3 +57,10 @@ hdr = b'{"bf":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}}'
 hdr += b" " * (-len(hdr) % 8)
 with open(os.path.join(sc, "seed_bf16.safetensors"), "wb") as f:
     f.write(len(hdr).to_bytes(8, "little") + hdr + bytes([0x80, 0x3F, 0x00, 0xC0]))
+# overlapping data_offsets (refused, issue 20): a near miss of a valid file, by hand, so the fuzzer
+# starts at the offsets-tiling check; the later tensor is listed first
+hdr = (b'{"second":{"dtype":"F32","shape":[2],"data_offsets":[4,12]},'
+       b'"first":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}')
+hdr += b" " * (-len(hdr) % 8)
+with open(os.path.join(sc, "seed_overlap.safetensors"), "wb") as f:
+    f.write(len(hdr).to_bytes(8, "little") + hdr + bytes(range(12)))
