@@ -438,6 +438,95 @@ START_TEST(context_settings)
 }
 END_TEST
 
+/* $WBCL_VARIANT, read when a context is created: cpu / gpu force the kernel family on any device,
+ * auto (and unset, empty) keep it by device type, anything else fails naming the variable and the
+ * values; wbcl_context_set_variant still overrides it. No kernels run: contexts only. */
+START_TEST(variant_from_environment)
+{
+    const char *prev = getenv("WBCL_VARIANT");
+    char *saved = prev ? strdup(prev) : NULL;
+    ck_assert(!prev || saved);
+    char err[1024];
+    wbcl_variant v = WBCL_VARIANT_AUTO;
+
+    /* names, both ways */
+    ck_assert_str_eq(wbcl_variant_name(WBCL_VARIANT_AUTO), "auto");
+    ck_assert_str_eq(wbcl_variant_name(WBCL_VARIANT_CPU), "cpu");
+    ck_assert_str_eq(wbcl_variant_name(WBCL_VARIANT_GPU), "gpu");
+    ck_assert_ptr_null(wbcl_variant_name((wbcl_variant)3));
+    ck_assert_int_eq(wbcl_variant_parse("GPU", &v), WBCL_SUCCESS);
+    ck_assert_int_eq(v, WBCL_VARIANT_GPU);
+    ck_assert_int_eq(wbcl_variant_parse("Auto", &v), WBCL_SUCCESS);
+    ck_assert_int_eq(v, WBCL_VARIANT_AUTO);
+    v = WBCL_VARIANT_CPU;
+    ck_assert_int_eq(wbcl_variant_parse("gpux", &v), WBCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(wbcl_variant_parse("", &v), WBCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(wbcl_variant_parse(NULL, &v), WBCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(v, WBCL_VARIANT_CPU); /* untouched */
+
+    /* auto: by device type (what every other suite relies on) */
+    ck_assert_int_eq(setenv("WBCL_VARIANT", "auto", 1), 0);
+    wbcl_context *ctx = tu_context();
+    const wbcl_variant by_type = wbcl_context_device(ctx)->type == WBCL_DEVICE_CPU ? WBCL_VARIANT_CPU : WBCL_VARIANT_GPU;
+    const wbcl_variant other = by_type == WBCL_VARIANT_CPU ? WBCL_VARIANT_GPU : WBCL_VARIANT_CPU;
+    const wbcl_device_info dev = *wbcl_context_device(ctx);
+    ck_assert_int_eq(wbcl_context_variant(ctx), by_type);
+    wbcl_context_destroy(ctx);
+    ck_assert_int_eq(setenv("WBCL_VARIANT", "", 1), 0); /* empty = unset, as for the other variables */
+    ck_assert_int_eq(wbcl_variant_default(&dev, &v, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_int_eq(v, by_type);
+    ck_assert_int_eq(unsetenv("WBCL_VARIANT"), 0);
+    ck_assert_int_eq(wbcl_variant_default(&dev, &v, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_int_eq(v, by_type);
+
+    /* the other family, forced (in capitals too), and set_variant overriding it afterwards */
+    ck_assert_int_eq(setenv("WBCL_VARIANT", other == WBCL_VARIANT_GPU ? "GPU" : "CPU", 1), 0);
+    ck_assert_int_eq(wbcl_variant_default(&dev, &v, err, sizeof err), WBCL_SUCCESS);
+    ck_assert_int_eq(v, other);
+    ctx = tu_context();
+    ck_assert_int_eq(wbcl_context_variant(ctx), other);
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, by_type), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_variant(ctx), by_type);
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, other), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_AUTO), WBCL_SUCCESS); /* by type, not the env */
+    ck_assert_int_eq(wbcl_context_variant(ctx), by_type);
+    wbcl_context_destroy(ctx);
+
+    /* the device's own family, forced: the same as by type */
+    ck_assert_int_eq(setenv("WBCL_VARIANT", wbcl_variant_name(by_type), 1), 0);
+    ctx = tu_context();
+    ck_assert_int_eq(wbcl_context_variant(ctx), by_type);
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, other), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_variant(ctx), other);
+    wbcl_context_destroy(ctx);
+
+    /* anything else: no context, and the message names the variable, the value and the choices */
+    static const char *const bad[] = {"fast", "cpu ", "1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(setenv("WBCL_VARIANT", bad[i], 1), 0);
+        ctx = (wbcl_context *)0x1;
+        err[0] = 0;
+        ck_assert_int_eq(wbcl_context_create(getenv("WBCL_TEST_DEVICE"), &ctx, err, sizeof err),
+                         WBCL_ERROR_INVALID_ARGUMENT);
+        ck_assert_ptr_null(ctx);
+        char quoted[32];
+        snprintf(quoted, sizeof quoted, "'%s'", bad[i]);
+        ck_assert_msg(strstr(err, "WBCL_VARIANT") && strstr(err, quoted) && strstr(err, "cpu, gpu or auto"),
+                      "message for WBCL_VARIANT=%s: '%s'", bad[i], err);
+        char err2[1024] = "";
+        v = WBCL_VARIANT_CPU;
+        ck_assert_int_eq(wbcl_variant_default(&dev, &v, err2, sizeof err2), WBCL_ERROR_INVALID_ARGUMENT);
+        ck_assert_str_eq(err2, err);
+        ck_assert_int_eq(v, WBCL_VARIANT_CPU);
+    }
+    ck_assert_int_eq(wbcl_variant_default(NULL, &v, err, sizeof err), WBCL_ERROR_INVALID_ARGUMENT);
+
+    if (saved) ck_assert_int_eq(setenv("WBCL_VARIANT", saved, 1), 0);
+    else ck_assert_int_eq(unsetenv("WBCL_VARIANT"), 0);
+    free(saved);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("core");
@@ -451,6 +540,7 @@ int main(void)
     tcase_add_test(tc, disk_cache_and_prebuilt_binaries);
     tcase_add_test(tc, two_contexts_in_two_threads);
     tcase_add_test(tc, context_settings);
+    tcase_add_test(tc, variant_from_environment);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

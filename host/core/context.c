@@ -3,6 +3,7 @@
 #include "internal.h"
 #include "fft.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,62 @@ static char *default_cache_dir(void)
     return dup_str(buf);
 }
 
+/* ---- kernel variants: names, $WBCL_VARIANT ---------------------------------------------------- */
+
+static const char *const variant_names[] = {"auto", "cpu", "gpu"}; /* indexed by wbcl_variant */
+
+const char *wbcl_variant_name(wbcl_variant v)
+{
+    return (int)v >= 0 && (size_t)v < sizeof variant_names / sizeof variant_names[0] ? variant_names[v] : NULL;
+}
+
+wbcl_status wbcl_variant_parse(const char *name, wbcl_variant *out)
+{
+    if (!name || !out) return WBCL_ERROR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < sizeof variant_names / sizeof variant_names[0]; i++) {
+        const char *a = variant_names[i], *b = name;
+        while (*a && *b && tolower((unsigned char)*a) == tolower((unsigned char)*b)) a++, b++;
+        if (!*a && !*b) {
+            *out = (wbcl_variant)i;
+            return WBCL_SUCCESS;
+        }
+    }
+    return WBCL_ERROR_INVALID_ARGUMENT;
+}
+
+static wbcl_variant variant_by_type(const wbcl_device_info *d)
+{
+    return d->type == WBCL_DEVICE_CPU ? WBCL_VARIANT_CPU : WBCL_VARIANT_GPU;
+}
+
+/* $WBCL_VARIANT as given (AUTO when unset or empty); the error names the variable and the choices. */
+static wbcl_status env_variant(wbcl_variant *v, char *err, size_t errlen)
+{
+    const char *s = getenv("WBCL_VARIANT");
+    *v = WBCL_VARIANT_AUTO;
+    if (!s || !*s) return WBCL_SUCCESS;
+    if (!wbcl_variant_parse(s, v)) return WBCL_SUCCESS;
+    wbcl__msg(err, errlen, "WBCL_VARIANT='%.200s' is not a kernel variant: use cpu, gpu or auto (auto or unset: "
+                           "by device type)", s);
+    return WBCL_ERROR_INVALID_ARGUMENT;
+}
+
+wbcl_status wbcl_variant_default(const wbcl_device_info *dev, wbcl_variant *out, char *err, size_t errlen)
+{
+    if (!dev || !out) {
+        wbcl__msg(err, errlen, "wbcl_variant_default: NULL %s", dev ? "output pointer" : "device");
+        return WBCL_ERROR_INVALID_ARGUMENT;
+    }
+    wbcl_variant v;
+    wbcl_status st = env_variant(&v, err, errlen);
+    if (st) return st;
+    *out = v == WBCL_VARIANT_AUTO ? variant_by_type(dev) : v;
+    if (err && errlen) err[0] = 0;
+    return WBCL_SUCCESS;
+}
+
+/* ---- the context -------------------------------------------------------------------------------- */
+
 wbcl_status wbcl_context_create(const char *selector, wbcl_context **out, char *err, size_t errlen)
 {
     if (!out) {
@@ -39,11 +96,14 @@ wbcl_status wbcl_context_create(const char *selector, wbcl_context **out, char *
         return WBCL_ERROR_INVALID_ARGUMENT;
     }
     *out = NULL;
+    wbcl_variant variant; /* checked before any OpenCL work: a bad value fails fast */
+    wbcl_status st = env_variant(&variant, err, errlen);
+    if (st) return st;
     cl_platform_id *plats = NULL;
     cl_device_id *devs = NULL;
     wbcl_device_info *infos = NULL;
     size_t n = 0, chosen = 0;
-    wbcl_status st = wbcl__enumerate(&plats, &devs, &infos, &n, err, errlen);
+    st = wbcl__enumerate(&plats, &devs, &infos, &n, err, errlen);
     if (st) return st;
     st = wbcl_device_select(infos, n, selector, &chosen, err, errlen);
     if (st) {
@@ -78,7 +138,7 @@ wbcl_status wbcl_context_create(const char *selector, wbcl_context **out, char *
         free(ctx);
         return WBCL_ERROR_OPENCL;
     }
-    ctx->variant = ctx->info.type == WBCL_DEVICE_CPU ? WBCL_VARIANT_CPU : WBCL_VARIANT_GPU;
+    ctx->variant = variant == WBCL_VARIANT_AUTO ? variant_by_type(&ctx->info) : variant;
     ctx->gemm_backend = ctx->info.type == WBCL_DEVICE_CPU ? WBCL_GEMM_PACKED : WBCL_GEMM_CLBLAST;
     wbcl__params_init(ctx);
     ctx->cache_dir = default_cache_dir();
@@ -134,7 +194,7 @@ wbcl_status wbcl_context_finish(wbcl_context *ctx)
 wbcl_status wbcl_context_set_variant(wbcl_context *ctx, wbcl_variant v)
 {
     if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
-    if (v == WBCL_VARIANT_AUTO) v = ctx->info.type == WBCL_DEVICE_CPU ? WBCL_VARIANT_CPU : WBCL_VARIANT_GPU;
+    if (v == WBCL_VARIANT_AUTO) v = variant_by_type(&ctx->info);
     if (v != WBCL_VARIANT_CPU && v != WBCL_VARIANT_GPU)
         return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "wbcl_context_set_variant: unknown variant %d", (int)v);
     ctx->variant = v;

@@ -20,6 +20,10 @@ typedef struct wbcl_context wbcl_context;
  * NULL honours $WBCL_DEVICE, then the default). On failure *out is NULL and
  * err (if given) holds the reason. Environment read here:
  *   WBCL_DEVICE       default selector
+ *   WBCL_VARIANT      kernel variant family of the ops on any device: cpu, gpu, or auto (the
+ *                     default; also when unset or empty): by device type, see wbcl_variant below.
+ *                     Case-insensitive. Any other value makes this call fail with
+ *                     WBCL_ERROR_INVALID_ARGUMENT and a message naming the variable.
  *   WBCL_KERNEL_DIR   directory whose <family>.cl files replace the embedded kernels
  *   WBCL_CACHE_DIR    on-disk program cache (default $XDG_CACHE_HOME/wbcl or ~/.cache/wbcl;
  *                     "off" disables it)
@@ -43,10 +47,23 @@ wbcl_status wbcl_context_finish(wbcl_context *ctx);
 
 /* Kernel variant family used by the ops: CPU-shaped (register tiles, row-block
  * reductions, no local memory) or GPU-shaped (local-memory tiles, work-group
- * reductions). AUTO picks by device type. */
+ * reductions). AUTO picks by device type (CPU devices: CPU, all others: GPU).
+ * Both families run on every device. A new context starts with
+ * wbcl_variant_default (so $WBCL_VARIANT when set); wbcl_context_set_variant
+ * overrides that for this context (AUTO: back to by device type, whatever
+ * $WBCL_VARIANT says). */
 typedef enum wbcl_variant { WBCL_VARIANT_AUTO = 0, WBCL_VARIANT_CPU = 1, WBCL_VARIANT_GPU = 2 } wbcl_variant;
 wbcl_status wbcl_context_set_variant(wbcl_context *ctx, wbcl_variant variant);
 wbcl_variant wbcl_context_variant(const wbcl_context *ctx); /* resolved: never AUTO */
+/* "auto", "cpu", "gpu"; NULL for a value outside the enum. */
+const char *wbcl_variant_name(wbcl_variant variant);
+/* The reverse, case-insensitive ("GPU" too): WBCL_ERROR_INVALID_ARGUMENT (*out untouched) for
+ * anything else. For tools' --variant options. */
+wbcl_status wbcl_variant_parse(const char *name, wbcl_variant *out);
+/* The variant a new context on `dev` starts with: $WBCL_VARIANT when it is cpu or gpu, else
+ * (auto, unset, empty) by device type; never AUTO. Fails like wbcl_context_create, with the
+ * same message in err, when $WBCL_VARIANT holds anything else. */
+wbcl_status wbcl_variant_default(const wbcl_device_info *dev, wbcl_variant *out, char *err, size_t errlen);
 
 /* GEMM backend: our packed register-tile kernel, CLBlast, or AUTO (packed on
  * CPU devices, CLBlast elsewhere; see perf/RESULTS.md for the measurements). */
