@@ -45,6 +45,23 @@ wbcl_status wbcl__model_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t r
     return wbcl__gemm_linear(ctx, X, rows, k, W, n, bias, act == 1, Y);
 }
 
+wbcl_status wbcl__linear(wbcl_context *ctx, const wbcl_tensor *x, const wbcl_tensor *W, const wbcl_tensor *b,
+                         wbcl_tensor *y)
+{
+    /* one GEMM with the bias in its epilogue (host/ops/gemm.c); the layers pass shapes they
+     * have validated, checked again here because a mismatch would read out of bounds */
+    wbcl_status st = wbcl__check_tensor(ctx, x, "linear layer", "x");
+    if (!st) st = wbcl__check_tensor_any(ctx, W, "linear layer", "W"); /* float16 weights: models.h weight_dtype */
+    if (!st) st = wbcl__check_tensor(ctx, y, "linear layer", "y");
+    if (st) return st;
+    const size_t in = x->shape[x->ndim - 1], out = W->ndim == 2 ? W->shape[0] : 0;
+    if (W->ndim != 2 || !out || W->shape[1] != in || y->shape[y->ndim - 1] != out || y->numel / out != x->numel / in)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "linear layer: x (.., %zu), W (%zu, %zu) and y (.., %zu) do not match",
+                          in, W->ndim == 2 ? W->shape[0] : 0, W->ndim == 2 ? W->shape[1] : 0,
+                          y->shape[y->ndim - 1]);
+    return wbcl__gemm_linear(ctx, x, x->numel / in, in, W, out, b, 0, y);
+}
+
 wbcl_status wbcl__model_ensure(wbcl_context *ctx, wbcl_tensor **t, int ndim, const size_t *shape)
 {
     if (*t && (*t)->ndim == ndim) {

@@ -1,4 +1,6 @@
-/* Internals shared by host/model/crate.c and host/model/tost.c. Not installed. */
+/* Internals shared by the models (host/model/crate.c, tost.c) and by the layers with weights that
+ * stand beside their ops (the TSSA, XCA and energy layers in host/ops/tssa.c, xca.c, energy.c):
+ * projections, launches, work tensors, weights. Not installed. */
 #ifndef WBCL_MODEL_INTERNAL_H
 #define WBCL_MODEL_INTERNAL_H
 
@@ -9,6 +11,10 @@
  * row-major. X and Y are read/written from offset 0, contiguous. wbcl__gemm_linear. */
 wbcl_status wbcl__model_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t rows, size_t k, const wbcl_tensor *W,
                                size_t n, const wbcl_tensor *bias, int act, wbcl_tensor *Y);
+/* y = x W^T (+ b): x (B, N, in) or (N, in), W (out, in), b (out) or NULL, y (.., out); shapes checked
+ * again (a mismatch would read out of bounds). wbcl__gemm_linear. */
+wbcl_status wbcl__linear(wbcl_context *ctx, const wbcl_tensor *x, const wbcl_tensor *W, const wbcl_tensor *b,
+                         wbcl_tensor *y);
 /* Launches a models.cl kernel on the range (g0, g1, g2) (g2 = 1: 2-D), local size left to the runtime. */
 wbcl_status wbcl__model_launch(wbcl_context *ctx, wbcl_kern *k, size_t g0, size_t g1, size_t g2);
 /* WBCL_ERROR_SHAPE unless a, b, c and a*b fit in 32 bits (the kernels' index type). */
@@ -24,6 +30,10 @@ wbcl_status wbcl__model_ensure_cap(wbcl_context *ctx, wbcl_tensor **t, size_t n)
 wbcl_status wbcl__model_host_weight(wbcl_context *ctx, const wbcl_safetensors *st, const char *file,
                                     const char *prefix, const char *name, int ndim, const size_t *shape,
                                     float **out);
+/* A device tensor from host floats with the given shape (NULL data: *out = NULL, success); a failure
+ * names the op and the argument. (host/model/weights.c) */
+wbcl_status wbcl__from_host(wbcl_context *ctx, const float *data, int ndim, const size_t *shape, const char *op,
+                            const char *what, wbcl_tensor **out);
 /* Checks that out has exactly the shape wanted; names the op. */
 wbcl_status wbcl__model_check_out(wbcl_context *ctx, const char *op, const wbcl_tensor *out, int ndim,
                                   const size_t *shape);

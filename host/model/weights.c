@@ -1,5 +1,5 @@
 /* Host arrays and safetensors weights to device tensors. */
-#include "internal.h"
+#include "model_internal.h"
 #include "wbcl/weights.h"
 
 #include <math.h>
@@ -83,4 +83,18 @@ wbcl_status wbcl_weight_load(wbcl_context *ctx, const wbcl_safetensors *stf, con
     free(f);
     wbcl_array_free(&a);
     return st;
+}
+
+wbcl_status wbcl__from_host(wbcl_context *ctx, const float *data, int ndim, const size_t *shape, const char *op,
+                            const char *what, wbcl_tensor **out)
+{
+    *out = NULL;
+    if (!data) return WBCL_SUCCESS;
+    wbcl_status st = wbcl_tensor_create(ctx, ndim, shape, WBCL_F32, data, out);
+    if (st) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", wbcl_context_last_error(ctx));
+        return wbcl__fail(ctx, st, "%s: '%s': %s", op, what, msg);
+    }
+    return WBCL_SUCCESS;
 }

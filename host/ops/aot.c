@@ -1,6 +1,9 @@
 /* AoT denoising step and per-subspace SNR (include/wbcl/aot.h, SPEC 1.3).
  * Kernels in cl/aot.cl (family "aot"); the projections Z U and O U^T are GEMMs. */
-#include "attn_stats.h"
+#include "buffers.h"
+#include "checks.h"
+#include "launch.h"
+#include "views.h"
 
 #include <math.h>
 #include <stdlib.h>

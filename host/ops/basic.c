@@ -15,6 +15,7 @@
  *        tree over the tile's rows, then the same level-by-level combine.
  * Both variants run on every device (the tests run both on PoCL). */
 #include "internal.h"
+#include "launch.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -55,18 +56,6 @@ static int same_shape(const wbcl_tensor *a, const wbcl_tensor *b)
 }
 
 static int is_cpu(const wbcl_context *ctx) { return ctx->variant == WBCL_VARIANT_CPU; }
-
-/* Local size for CPU-shaped kernels that loop inside each work-item (one
- * item per row or per row block): PoCL does not vectorize across such items,
- * so the local size only sets how many work-groups the cores share. Enough
- * groups for every core, few distinct sizes (each new one costs a compile). */
-static size_t loop_local(const wbcl_context *ctx, size_t items)
-{
-    size_t cu = ctx->info.compute_units ? ctx->info.compute_units : 1;
-    size_t lw = items >= 256 * cu ? 64 : items >= 16 * cu ? 8 : 1;
-    while (lw > 1 && lw > ctx->info.max_work_group_size) lw /= 2;
-    return lw;
-}
 
 /* Work-group size of the GPU-shaped row kernels: a power of two, at most
  * WBCL_REDUCE_WG (the kernels' local arrays), no wider than the row needs
@@ -232,7 +221,7 @@ wbcl_status wbcl_add(wbcl_context *ctx, const wbcl_tensor *a, const wbcl_tensor 
  * work-group per row. */
 static wbcl_status launch_rows(wbcl_context *ctx, wbcl_kern *k, size_t rows, size_t d, const char *op)
 {
-    if (is_cpu(ctx)) return launch_1d(ctx, k, rows, loop_local(ctx, rows));
+    if (is_cpu(ctx)) return wbcl__launch_items(ctx, k, rows);
     size_t lw = row_group(ctx, d), g;
     if (!wbcl__mul_ok(rows, lw, &g))
         return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: %zu rows x %zu work-items overflow the global size", op, rows,
@@ -428,7 +417,7 @@ static wbcl_status cols_level_run(wbcl_context *ctx, wbcl_kern *k, cl_mem in, si
         size_t items;
         if (!wbcl__mul_ok(L->nparts, L->nblocks, &items))
             return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: work size overflows", op);
-        return launch_1d(ctx, k, items, loop_local(ctx, items));
+        return wbcl__launch_items(ctx, k, items);
     }
     size_t g[2], l[2] = {L->tx, L->ty};
     if (!wbcl__mul_ok(L->nparts, L->tx, &g[0]) || !wbcl__mul_ok(L->nblocks, L->ty, &g[1]))

@@ -2,7 +2,11 @@
  * step, the feed-forward half of the heterogeneous layer, the energy E1 and
  * the attn.energy layer. Kernels in cl/energy.cl (family "energy"); the
  * products Z W_a and U W_f^s are GEMMs. */
-#include "attn_stats.h"
+#include "buffers.h"
+#include "checks.h"
+#include "launch.h"
+#include "model/model_internal.h"
+#include "views.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -11,6 +15,7 @@
 #include "wbcl/energy.h"
 #include "wbcl/gemm.h"
 #include "wbcl/ops.h"
+#include "wbcl/weights.h"
 
 #define FAMILY "energy"
 
@@ -297,8 +302,8 @@ wbcl_status wbcl_energy_layer_load(wbcl_context *ctx, const wbcl_safetensors *st
     L->ctx = ctx;
     L->d = d;
     size_t dd[2] = {d, d};
-    wbcl_status st = wbcl__load(ctx, stf, file, prefix, "W_a", 2, dd, 1, &L->Wa);
-    if (!st) st = wbcl__load(ctx, stf, file, prefix, "W_f", 2, dd, 0, &L->Wf);
+    wbcl_status st = wbcl_weight_load(ctx, stf, file, prefix, "W_a", 2, dd, 1, &L->Wa);
+    if (!st) st = wbcl_weight_load(ctx, stf, file, prefix, "W_f", 2, dd, 0, &L->Wf);
     if (st) {
         wbcl_energy_layer_destroy(L);
         return st;

@@ -11,6 +11,11 @@
  *   batch entry walking the tokens with Kahan-compensated state sums.
  * w is read three times and y written once: the op is bandwidth-bound (perf/bench_tssa.c). */
 #include "attn_stats.h"
+#include "buffers.h"
+#include "checks.h"
+#include "launch.h"
+#include "model/model_internal.h"
+#include "views.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +23,7 @@
 #include <string.h>
 
 #include "wbcl/tssa.h"
+#include "wbcl/weights.h"
 
 #define FAMILY "tssa"
 #define WBCL_TSSA_SEQ_MAX 24 /* causal inputs up to this many tokens take the sequential kernel */
@@ -544,11 +550,11 @@ wbcl_status wbcl_tssa_layer_load(wbcl_context *ctx, const wbcl_safetensors *stf,
     L->d = d;
     L->K = heads;
     size_t dd[2] = {d, d}, kk[2] = {heads, 1};
-    st = wbcl__load(ctx, stf, file, prefix, "qkv.weight", 2, dd, 1, &L->W);
-    if (!st) st = wbcl__load(ctx, stf, file, prefix, "qkv.bias", 1, &d, 0, &L->b);
-    if (!st) st = wbcl__load(ctx, stf, file, prefix, "temp", 2, kk, 1, &L->temp);
-    if (!st) st = wbcl__load(ctx, stf, file, prefix, "to_out.0.weight", 2, dd, 1, &L->Wo);
-    if (!st) st = wbcl__load(ctx, stf, file, prefix, "to_out.0.bias", 1, &d, 1, &L->bo);
+    st = wbcl_weight_load(ctx, stf, file, prefix, "qkv.weight", 2, dd, 1, &L->W);
+    if (!st) st = wbcl_weight_load(ctx, stf, file, prefix, "qkv.bias", 1, &d, 0, &L->b);
+    if (!st) st = wbcl_weight_load(ctx, stf, file, prefix, "temp", 2, kk, 1, &L->temp);
+    if (!st) st = wbcl_weight_load(ctx, stf, file, prefix, "to_out.0.weight", 2, dd, 1, &L->Wo);
+    if (!st) st = wbcl_weight_load(ctx, stf, file, prefix, "to_out.0.bias", 1, &d, 1, &L->bo);
     if (st) {
         wbcl_tssa_layer_destroy(L);
         return st;
@@ -656,12 +662,12 @@ wbcl_status wbcl_tssa_causal_layer_load(wbcl_context *ctx, const wbcl_safetensor
     L->K = heads;
     L->tmax = tmax;
     size_t dd[2] = {d, d}, kk[2] = {heads, 1}, kt[3] = {heads, tmax, 1};
-    st = wbcl__load(ctx, stf, file, prefix, "c_attn.weight", 2, dd, 1, &L->W);
-    if (!st) st = wbcl__load(ctx, stf, file, prefix, "c_attn.bias", 1, &d, 0, &L->b);
-    if (!st) st = wbcl__load(ctx, stf, file, prefix, "temp", 2, kk, 1, &L->temp);
-    if (!st) st = wbcl__load(ctx, stf, file, prefix, "denom_bias", 3, kt, 1, &L->bias);
-    if (!st) st = wbcl__load(ctx, stf, file, prefix, "c_proj.weight", 2, dd, 1, &L->Wo);
-    if (!st) st = wbcl__load(ctx, stf, file, prefix, "c_proj.bias", 1, &d, 0, &L->bo);
+    st = wbcl_weight_load(ctx, stf, file, prefix, "c_attn.weight", 2, dd, 1, &L->W);
+    if (!st) st = wbcl_weight_load(ctx, stf, file, prefix, "c_attn.bias", 1, &d, 0, &L->b);
+    if (!st) st = wbcl_weight_load(ctx, stf, file, prefix, "temp", 2, kk, 1, &L->temp);
+    if (!st) st = wbcl_weight_load(ctx, stf, file, prefix, "denom_bias", 3, kt, 1, &L->bias);
+    if (!st) st = wbcl_weight_load(ctx, stf, file, prefix, "c_proj.weight", 2, dd, 1, &L->Wo);
+    if (!st) st = wbcl_weight_load(ctx, stf, file, prefix, "c_proj.bias", 1, &d, 0, &L->bo);
     if (st) {
         wbcl_tssa_causal_layer_destroy(L);
         return st;

@@ -5,12 +5,18 @@
  * layer reads q, k, v straight out of the (B, N, 3d) projection (no split
  * copies); o is written per head and merged (one copy of N*d). */
 #include "attn_stats.h"
+#include "buffers.h"
+#include "checks.h"
+#include "launch.h"
+#include "model/model_internal.h"
+#include "views.h"
 
 #include <stdlib.h>
 
 #include "wbcl/gemm.h"
 #include "wbcl/heads.h"
 #include "wbcl/xca.h"
+#include "wbcl/weights.h"
 
 #define TRY(x)                     \
     do {                           \
@@ -224,11 +230,11 @@ wbcl_status wbcl_xca_layer_load(wbcl_context *ctx, const wbcl_safetensors *stf, 
     L->d = d;
     L->K = heads;
     size_t s3[2] = {3 * d, d}, d3 = 3 * d, dd[2] = {d, d}, kt[3] = {heads, 1, 1};
-    st = wbcl__load(ctx, stf, file, prefix, "qkv.weight", 2, s3, 1, &L->Wqkv);
-    if (!st) st = wbcl__load(ctx, stf, file, prefix, "qkv.bias", 1, &d3, 0, &L->bqkv);
-    if (!st) st = wbcl__load(ctx, stf, file, prefix, "temperature", 3, kt, 1, &L->temp);
-    if (!st) st = wbcl__load(ctx, stf, file, prefix, "proj.weight", 2, dd, 1, &L->Wp);
-    if (!st) st = wbcl__load(ctx, stf, file, prefix, "proj.bias", 1, &d, 1, &L->bp);
+    st = wbcl_weight_load(ctx, stf, file, prefix, "qkv.weight", 2, s3, 1, &L->Wqkv);
+    if (!st) st = wbcl_weight_load(ctx, stf, file, prefix, "qkv.bias", 1, &d3, 0, &L->bqkv);
+    if (!st) st = wbcl_weight_load(ctx, stf, file, prefix, "temperature", 3, kt, 1, &L->temp);
+    if (!st) st = wbcl_weight_load(ctx, stf, file, prefix, "proj.weight", 2, dd, 1, &L->Wp);
+    if (!st) st = wbcl_weight_load(ctx, stf, file, prefix, "proj.bias", 1, &d, 1, &L->bp);
     if (st) {
         wbcl_xca_layer_destroy(L);
         return st;
