@@ -629,6 +629,73 @@ START_TEST(ista_cli)
 }
 END_TEST
 
+/* --variant: the GPU-shaped kernels give the CPU-shaped ones' softmax within float32 rounding (both
+ * also against the double reference, tolerance (2d + 32) u as above); the run says which family it
+ * used; the option beats $WBCL_VARIANT, even a bad one; a bad value is a usage error (status 2).
+ * One tiny softmax: the ops programs of both families are those check_passes builds anyway. */
+START_TEST(variant_option)
+{
+    make_dir();
+    const char *prev = getenv("WBCL_VARIANT");
+    char *saved = prev ? strdup(prev) : NULL;
+    ck_assert(!prev || saved);
+    ck_assert_int_eq(unsetenv("WBCL_VARIANT"), 0);
+    tu_rng g;
+    tu_rng_seed(&g, 17);
+    size_t d = 19, n = 2 * 3 * d, xs[3] = {2, 3, d};
+    double *x = values(&g, n, -8.0, 8.0, WBCL_ELEM_F32);
+    write_npy(P("x.npy"), WBCL_ELEM_F32, 3, xs, x);
+    result *r = run("--variant", "cpu", "softmax", "--input", P("x.npy"), "--output", P("yc.npy"), NULL);
+    assert_ok(r);
+    ck_assert_msg(strstr(r->out, "kernel variant: cpu-shaped (--variant cpu)"), "%s", r->out);
+    r = run("softmax", "--variant=gpu", "--input", P("x.npy"), "--output", P("yg.npy"), NULL);
+    assert_ok(r);
+    ck_assert_msg(strstr(r->out, "kernel variant: gpu-shaped (--variant gpu)"), "%s", r->out);
+    float *yc = read_result(P("yc.npy"), 3, xs), *yg = read_result(P("yg.npy"), 3, xs);
+    double *want = malloc(n * sizeof *want), *ycd = malloc(n * sizeof *ycd);
+    ck_assert(want && ycd);
+    wbcl_ref_softmax(n / d, d, x, want);
+    const double tol = (2.0 * (double)d + 32) * 6e-8;
+    tu_assert_close(yc, want, n, tol, 0.0, "softmax --variant cpu");
+    tu_assert_close(yg, want, n, tol, 0.0, "softmax --variant gpu");
+    for (size_t i = 0; i < n; i++) ycd[i] = yc[i];
+    tu_assert_close(yg, ycd, n, 2 * tol, 0.0, "softmax --variant gpu against --variant cpu");
+
+    /* the option overrides the environment, a bad value there included; without it that fails */
+    ck_assert_int_eq(setenv("WBCL_VARIANT", "sideways", 1), 0);
+    r = run("--variant", "auto", "--quiet", "softmax", "--input", P("x.npy"), NULL);
+    assert_ok(r);
+    r = run("softmax", "--input", P("x.npy"), NULL);
+    assert_fails(r, "WBCL_VARIANT", "'sideways'", "cpu, gpu or auto");
+    ck_assert_int_eq(setenv("WBCL_VARIANT", "gpu", 1), 0);
+    r = run("softmax", "--input", P("x.npy"), NULL);
+    assert_ok(r);
+    ck_assert_msg(strstr(r->out, "kernel variant: gpu-shaped ($WBCL_VARIANT=gpu)"), "%s", r->out);
+    if (saved) ck_assert_int_eq(setenv("WBCL_VARIANT", saved, 1), 0);
+    else ck_assert_int_eq(unsetenv("WBCL_VARIANT"), 0);
+    free(saved);
+
+    /* bad values: usage errors before any device work */
+    r = run("--variant", "fast", "softmax", "--input", P("x.npy"), NULL);
+    assert_fails(r, "--variant", "cpu, gpu or auto", "'fast'");
+    ck_assert_int_eq(r->rc, 2);
+    r = run("softmax", "--input", P("x.npy"), "--variant", NULL);
+    assert_fails(r, "--variant needs a value");
+    ck_assert_int_eq(r->rc, 2);
+    r = run("--variant", "cpu", "--variant", "gpu", "softmax", "--input", P("x.npy"), NULL);
+    assert_fails(r, "--variant given twice");
+    r = run("--help", NULL);
+    assert_ok(r);
+    ck_assert_msg(strstr(r->out, "--variant") && strstr(r->out, "$WBCL_VARIANT"), "--help: %s", r->out);
+    free(yc);
+    free(yg);
+    free(ycd);
+    free(want);
+    free(x);
+    remove_dir();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("run");
@@ -646,6 +713,7 @@ int main(void)
     tcase_add_test(tc, refuses_mpi_ranks);
     tcase_add_test(tc, redunet_fit_apply_cli);
     tcase_add_test(tc, ista_cli);
+    tcase_add_test(tc, variant_option);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -1,8 +1,8 @@
 /* wbcl-run: runs one module (an operator, a block, a model, or the `check` job) on a device,
  * reading .npy inputs and safetensors weights and writing the .npy result (SPEC §6.3).
  *
- *   wbcl-run [--device SEL] MODULE [--weights W.safetensors] [--input X.npy]... [--output Y.npy]
- *            [--param NAME=VALUE]... [--verify] [--quiet]
+ *   wbcl-run [--device SEL] [--variant cpu|gpu|auto] MODULE [--weights W.safetensors]
+ *            [--input X.npy]... [--output Y.npy] [--param NAME=VALUE]... [--verify] [--quiet]
  *   wbcl-run --list
  *   wbcl-run MODULE --help
  *
@@ -27,13 +27,15 @@
 enum { EXIT_RUN_FAIL = 1, EXIT_USAGE = 2 };
 
 static const char general_usage[] =
-    "usage: wbcl-run [--device SEL] MODULE [--weights W.safetensors] [--input X.npy]... [--output Y.npy]\n"
-    "                [--param NAME=VALUE]... [--verify] [--quiet]\n"
+    "usage: wbcl-run [--device SEL] [--variant cpu|gpu|auto] MODULE [--weights W.safetensors]\n"
+    "                [--input X.npy]... [--output Y.npy] [--param NAME=VALUE]... [--verify] [--quiet]\n"
     "       wbcl-run --list          list the modules\n"
     "       wbcl-run MODULE --help   a module's inputs, weights and params\n"
     "\n"
     "  --device SEL        device index, P:D, name substring, cpu or gpu (default: $WBCL_DEVICE,\n"
     "                      else the first GPU, else the first device; see wbcl-info)\n"
+    "  --variant V         kernel family of the ops: cpu (CPU-shaped), gpu (GPU-shaped) or auto (by\n"
+    "                      device type); overrides $WBCL_VARIANT (default: it, else auto)\n"
     "  --weights FILE      safetensors file with the module's weights (PyTorch state_dict keys)\n"
     "  --input FILE        .npy input (f4, f8, f2, i4 or i8; converted to float32); repeat for more\n"
     "  --output FILE       .npy result (float32); written only if the run succeeds\n"
@@ -83,7 +85,7 @@ static void module_help(const wbcl_run_module *m)
     printf("wbcl-run %s: %s\n\n%s", m->name, m->summary, m->usage);
     size_t ul = strlen(m->usage);
     if (ul && m->usage[ul - 1] != '\n') putchar('\n');
-    printf("\ncommon options: --device SEL%s%s%s%s, --quiet (wbcl-run --help for all)\n",
+    printf("\ncommon options: --device SEL, --variant cpu|gpu|auto%s%s%s%s, --quiet (wbcl-run --help for all)\n",
            m->weights ? ", --weights FILE" : "", m->max_inputs ? ", --input FILE" : "",
            m->output ? ", --output FILE" : "", m->can_verify ? ", --verify" : "");
 }
@@ -183,6 +185,12 @@ static int parse(wbcl_run *r, cmdline *c, int argc, char **argv)
             if (!strcmp(name, "device")) {
                 if (r->device) return wbcl_run_fail(r, "--device given twice");
                 r->device = v;
+            } else if (!strcmp(name, "variant")) {
+                if (r->variant) return wbcl_run_fail(r, "--variant given twice");
+                wbcl_variant var;
+                if (wbcl_variant_parse(v, &var))
+                    return wbcl_run_fail(r, "--variant must be cpu, gpu or auto, got '%s'", v);
+                r->variant = wbcl_variant_name(var);
             } else if (!strcmp(name, "weights")) {
                 if (r->weights_path) return wbcl_run_fail(r, "--weights given twice");
                 r->weights_path = v;
@@ -292,6 +300,13 @@ int main(int argc, char **argv)
         rc = EXIT_USAGE;
         goto out;
     }
+    /* --variant: every context this process opens starts with it (the library reads $WBCL_VARIANT
+     * in wbcl_context_create), so it also replaces a bad value there */
+    if (r->variant && setenv("WBCL_VARIANT", r->variant, 1)) {
+        wbcl_run_fail(r, "cannot set WBCL_VARIANT for --variant %s: %s", r->variant, strerror(errno));
+        rc = EXIT_RUN_FAIL;
+        goto out;
+    }
     if (c.list) {
         list_modules();
         goto out;
@@ -349,6 +364,13 @@ int main(int argc, char **argv)
     }
     opened = 1;
 #endif
+    {
+        /* a forced kernel family is said, so that results are not taken for the device's default */
+        const char *ev = getenv("WBCL_VARIANT");
+        if (r->variant || (ev && *ev))
+            wbcl_run_info(r, "kernel variant: %s-shaped (%s%s)\n", wbcl_variant_name(wbcl_context_variant(r->ctx)),
+                          r->variant ? "--variant " : "$WBCL_VARIANT=", r->variant ? r->variant : ev);
+    }
     fflush(stdout);
     if (m->run(r)) {
         if (!r->err[0]) wbcl_run_fail(r, "module '%s' failed", m->name);

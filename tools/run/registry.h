@@ -85,6 +85,7 @@ struct wbcl_run {
     const wbcl_run_module *mod;
     wbcl_context *ctx;            /* open on --device (or $WBCL_DEVICE / the default)   */
     const char *device;           /* --device as given, or NULL                         */
+    const char *variant;          /* --variant: "cpu", "gpu" or "auto" (checked), or NULL */
     const char *weights_path;     /* --weights, or NULL                                  */
     const char *inputs[WBCL_RUN_MAX_ARGS];
     int n_inputs;
