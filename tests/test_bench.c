@@ -201,6 +201,9 @@ START_TEST(filter_and_bad_command_lines)
     ck_assert_ptr_nonnull(strstr(err, "no-such-op"));
     ck_assert_int_eq(run("--frobnicate", NULL), 2);
     ck_assert_ptr_nonnull(strstr(err, "--frobnicate"));
+    ck_assert_int_eq(run("--variant", "sideways", NULL), 2); /* refused before any device work */
+    ck_assert_ptr_nonnull(strstr(err, "--variant"));
+    ck_assert_ptr_nonnull(strstr(err, "cpu, gpu or auto"));
     ck_assert_int_eq(run("--device", "no-such-device-xyz", "--quick", NULL), 1);
     ck_assert_ptr_nonnull(strstr(err, "no-such-device-xyz"));
     ck_assert_int_eq(run("--quick", "--op", "relu", "--device", "0", "--csv", "/proc/no/such/dir/x.csv", NULL), 1);

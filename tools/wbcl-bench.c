@@ -30,6 +30,7 @@
 typedef struct opts {
     const char *device;   /* "all" or a selector */
     const char *only;     /* substring filter on op names, or NULL */
+    const char *variant;  /* --variant: "cpu", "gpu" or "auto", or NULL ($WBCL_VARIANT, else auto) */
     const char *csv, *json, *plot;
     int quick;            /* small sizes (tests, CI, valgrind) */
     int reps;
@@ -218,7 +219,11 @@ typedef struct row {
     char reason[512];
 } row;
 
-typedef struct device_rec { wbcl_device_info info; peak pk; } device_rec;
+typedef struct device_rec {
+    wbcl_device_info info;
+    peak pk;
+    const char *variant; /* the kernel family its context ran ("cpu", "gpu"), NULL without a context */
+} device_rec;
 
 static void run_op(env *e, const bench_op *op, int reps, const peak *pk, row *r)
 {
@@ -360,7 +365,10 @@ static int write_json(const char *path, const device_rec *devs, size_t nd, const
         fputs(", \"vendor\": ", f); json_str(f, devs[i].info.vendor);
         fputs(", \"driver\": ", f); json_str(f, devs[i].info.driver_version);
         fputs(", \"platform\": ", f); json_str(f, devs[i].info.platform_name);
-        fprintf(f, ", \"type\": \"%s\", \"peak_gflops\": ", wbcl_device_type_name(devs[i].info.type));
+        fprintf(f, ", \"type\": \"%s\", \"variant\": ", wbcl_device_type_name(devs[i].info.type));
+        if (devs[i].variant) json_str(f, devs[i].variant);
+        else fputs("null", f);
+        fputs(", \"peak_gflops\": ", f);
         jnum(f, devs[i].pk.gflops);
         fputs(", \"peak_gbs\": ", f); jnum(f, devs[i].pk.gbs);
         fprintf(f, "}%s\n", i + 1 < nd ? "," : "");
@@ -451,10 +459,11 @@ static int write_svg(const char *path, const device_rec *devs, size_t nd, const 
     return fclose(f);
 }
 
-static void print_table(const device_rec *d, const row *rows, size_t n)
+static void print_table(const device_rec *d, const row *rows, size_t n, const char *variant_from)
 {
     printf("\ndevice %zu: %s\n  vendor %s, driver %s, %s\n", d->info.index, d->info.name, d->info.vendor,
            d->info.driver_version, d->info.platform_name);
+    if (d->variant) printf("  kernel variant: %s-shaped (%s)\n", d->variant, variant_from);
     if (d->pk.gflops > 0)
         printf("  measured peak: %.1f GFLOP/s (FMA probe), %.1f GB/s (copy probe)\n", d->pk.gflops, d->pk.gbs);
     else
@@ -479,12 +488,14 @@ static void print_table(const device_rec *d, const row *rows, size_t n)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: wbcl-bench [--device all|SEL] [--op SUBSTR] [--quick] [--reps N] [--progress]\n"
-            "                  [--csv FILE] [--json FILE] [--plot FILE.svg] [--list]\n"
+            "usage: wbcl-bench [--device all|SEL] [--variant cpu|gpu|auto] [--op SUBSTR] [--quick] [--reps N]\n"
+            "                  [--progress] [--csv FILE] [--json FILE] [--plot FILE.svg] [--list]\n"
             "  Runs every wbcl operator on each selected device: verifies it against the double-precision\n"
             "  reference, then reports the median kernel time (profiling events) and wall time, GFLOP/s or\n"
             "  GB/s, and the fraction of the device's measured peak (FMA and copy probe kernels).\n"
             "  --device all|SEL  all devices (default) or one selector (index, P:D, name substring, cpu, gpu)\n"
+            "  --variant V       kernel family of the ops on every device: cpu (CPU-shaped), gpu (GPU-shaped)\n"
+            "                    or auto (by device type); overrides $WBCL_VARIANT (default: it, else auto)\n"
             "  --op SUBSTR       only operators whose name contains SUBSTR\n"
             "  --quick           small sizes (seconds, for tests and CI)\n"
             "  --reps N          timed repetitions per operator (default 5; median reported)\n"
@@ -497,12 +508,20 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    opts o = {"all", NULL, NULL, NULL, NULL, 0, 5, 0};
+    opts o = {"all", NULL, NULL, NULL, NULL, NULL, 0, 5, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
         if (!strcmp(a, "--device") && has) o.device = argv[++i];
         else if (!strcmp(a, "--op") && has) o.only = argv[++i];
+        else if (!strcmp(a, "--variant") && has) {
+            wbcl_variant v;
+            if (wbcl_variant_parse(argv[++i], &v)) {
+                fprintf(stderr, "wbcl-bench: --variant must be cpu, gpu or auto, got '%s'\n", argv[i]);
+                return 2;
+            }
+            o.variant = wbcl_variant_name(v);
+        }
         else if (!strcmp(a, "--csv") && has) o.csv = argv[++i];
         else if (!strcmp(a, "--json") && has) o.json = argv[++i];
         else if (!strcmp(a, "--plot") && has) o.plot = argv[++i];
@@ -526,6 +545,19 @@ int main(int argc, char **argv)
     size_t matched = 0;
     for (size_t k = 0; k < wbcl_bench_n_ops; k++) matched += !o.only || strstr(wbcl_bench_ops[k].name, o.only);
     if (!matched) { fprintf(stderr, "wbcl-bench: no operator matches '%s' (see --list)\n", o.only); return 2; }
+    /* --variant reaches every context through $WBCL_VARIANT (read by wbcl_context_create); a bad
+     * value there, without --variant, would leave every operator without a context: refuse it now */
+    if (o.variant && setenv("WBCL_VARIANT", o.variant, 1)) { perror("wbcl-bench: setenv WBCL_VARIANT"); return 1; }
+    const char *env_variant = getenv("WBCL_VARIANT");
+    wbcl_variant ev = WBCL_VARIANT_AUTO;
+    if (!o.variant && env_variant && *env_variant && wbcl_variant_parse(env_variant, &ev)) {
+        fprintf(stderr, "wbcl-bench: WBCL_VARIANT='%s' is not a kernel variant: use cpu, gpu or auto (or --variant)\n",
+                env_variant);
+        return 1;
+    }
+    char variant_from[64] = "by device type";
+    if (o.variant) snprintf(variant_from, sizeof variant_from, "--variant %s", o.variant);
+    else if (env_variant && *env_variant) snprintf(variant_from, sizeof variant_from, "$WBCL_VARIANT=%s", wbcl_variant_name(ev));
 
     char err[2048] = "";
     wbcl_device_info *all = NULL;
@@ -558,6 +590,7 @@ int main(int argc, char **argv)
         measure_peak(&devs[d].info, o.quick, &devs[d].pk);
         env e = {NULL, o.quick, 0x5eed};
         wbcl_status st = wbcl_context_create(sel, &e.ctx, err, sizeof err);
+        if (!st) devs[d].variant = wbcl_variant_name(wbcl_context_variant(e.ctx));
         size_t first = nr;
         for (size_t k = 0; k < wbcl_bench_n_ops; k++) {
             if (o.only && !strstr(wbcl_bench_ops[k].name, o.only)) continue;
@@ -581,7 +614,7 @@ int main(int argc, char **argv)
                         (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
         }
         wbcl_context_destroy(e.ctx);
-        print_table(&devs[d], rows + first, nr - first);
+        print_table(&devs[d], rows + first, nr - first, variant_from);
         fflush(stdout);
     }
     int rc = bad;

@@ -18,7 +18,10 @@ static void usage(FILE *f)
                "                         its programs are complete, and save all program binaries in\n"
                "                         DIR; WBCL_BINARY_DIR=DIR then loads them without compiling\n"
                "  --export-size quick|full  sizes of that warm-up run (default quick; full = the\n"
-               "                         wbcl-bench sizes, which adds their shape-specialized programs)\n");
+               "                         wbcl-bench sizes, which adds their shape-specialized programs)\n"
+               "  The kernel variants shown are those a new context gets: by device type, or CPU- or\n"
+               "  GPU-shaped on every device under $WBCL_VARIANT=cpu|gpu (wbcl-run, wbcl-bench: --variant);\n"
+               "  --export-binaries builds that family's programs.\n");
 }
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -47,6 +50,13 @@ int main(int argc, char **argv)
     size_t chosen = 0;
     st = wbcl_device_select(dev, n, sel, &chosen, err, sizeof err);
     if (st) { fprintf(stderr, "wbcl-info: %s\n", err); wbcl_device_list_free(dev); return 1; }
+    /* the kernel family a context gets: $WBCL_VARIANT, else by device type (wbcl_variant_default) */
+    const char *env_variant = getenv("WBCL_VARIANT");
+    const int forced = env_variant && *env_variant;
+    char verr[512] = "";
+    wbcl_variant v0;
+    int bad_variant = n && wbcl_variant_default(&dev[0], &v0, verr, sizeof verr) != WBCL_SUCCESS;
+    if (bad_variant) fprintf(stderr, "wbcl-info: %s; contexts will not open\n", verr);
     unsigned last_platform = (unsigned)-1;
     for (size_t i = 0; i < n; i++) {
         const wbcl_device_info *d = &dev[i];
@@ -66,11 +76,16 @@ int main(int argc, char **argv)
                d->has_fp64 ? "yes" : "no", d->has_profiling ? "yes" : "no", d->native_vector_width_float);
         printf("    float16 tensors: storage via core vload_half/vstore_half (cl_khr_fp16 %s, not needed), "
                "float32 compute\n", d->has_fp16 ? "present" : "absent");
-        printf("    kernel variants: %s-shaped ops, GEMM via %s\n", d->type == WBCL_DEVICE_CPU ? "CPU" : "GPU",
-               d->type == WBCL_DEVICE_CPU ? "wbcl packed register-tile kernel" : "CLBlast");
+        wbcl_variant v = WBCL_VARIANT_AUTO;
+        char from[64] = "";
+        if (!bad_variant) wbcl_variant_default(d, &v, NULL, 0);
+        if (forced && !bad_variant) snprintf(from, sizeof from, " ($WBCL_VARIANT=%s)", env_variant);
+        printf("    kernel variants: %s%s, GEMM via %s\n",
+               bad_variant ? "none (WBCL_VARIANT is invalid)" : v == WBCL_VARIANT_CPU ? "CPU-shaped ops" : "GPU-shaped ops",
+               from, d->type == WBCL_DEVICE_CPU ? "wbcl packed register-tile kernel" : "CLBlast");
     }
-    int rc = 0;
-    if (export_dir) {
+    int rc = bad_variant;
+    if (export_dir && !bad_variant) {
         char sel_idx[32];
         snprintf(sel_idx, sizeof sel_idx, "%zu", chosen);
         wbcl_context *ctx = NULL;
