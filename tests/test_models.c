@@ -1058,6 +1058,181 @@ START_TEST(f16_weights)
 }
 END_TEST
 
+/* ---- non-finite weights: every loader refuses NaN and Inf naming the key (issue 20) ----------- */
+typedef struct nf_key {
+    const char *name;
+    int ndim;
+    size_t shape[6];
+    int f64;            /* stored as F64 */
+    const char *needle; /* NULL: "'PREFIX+NAME' has a non-finite value (nan|inf)" */
+} nf_key;
+
+/* A model or module file: its keys (under prefix), metadata, and a loader that loads and destroys
+ * from an open file (load_st) or from the path (load_path). */
+typedef struct nf_file {
+    const char *label, *prefix;
+    wbcl_status (*load_st)(wbcl_context *, const wbcl_safetensors *, const char *);
+    wbcl_status (*load_path)(wbcl_context *, const char *);
+    size_t n;
+    nf_key keys[6];
+    size_t n_meta;
+    const char *mk[11], *mv[11];
+} nf_file;
+
+/* Writes f's keys (small finite values; the one named bad, if any, gets v at flat index numel / 2)
+ * and metadata to path. */
+static void nf_write(const char *path, const nf_file *f, const char *bad, double v)
+{
+    wbcl_array arr[6];
+    const wbcl_array *ap[6];
+    char names[6][128];
+    const char *np[6];
+    char err[512];
+    for (size_t i = 0; i < f->n; i++) {
+        const nf_key *k = &f->keys[i];
+        wbcl_elem e = k->f64 ? WBCL_ELEM_F64 : WBCL_ELEM_F32;
+        ck_assert(!wbcl_array_alloc(&arr[i], e, k->ndim, k->shape, err, sizeof err));
+        size_t m = wbcl_array_numel(&arr[i]);
+        for (size_t j = 0; j < m; j++) {
+            double x = bad && !strcmp(k->name, bad) && j == m / 2 ? v : 0.05 * (double)((i * 7 + j) % 11) - 0.2;
+            if (k->f64) ((double *)arr[i].data)[j] = x;
+            else ((float *)arr[i].data)[j] = (float)x;
+        }
+        snprintf(names[i], sizeof names[i], "%s%s", f->prefix ? f->prefix : "", k->name);
+        np[i] = names[i];
+        ap[i] = &arr[i];
+    }
+    wbcl_status st = wbcl_safetensors_write(path, f->n, np, ap, f->n_meta, f->mk, f->mv, err, sizeof err);
+    ck_assert_msg(st == WBCL_SUCCESS, "%s", err);
+    for (size_t i = 0; i < f->n; i++) wbcl_array_free(&arr[i]);
+}
+
+static wbcl_status nf_load(wbcl_context *ctx, const nf_file *f, const char *path)
+{
+    if (f->load_path) return f->load_path(ctx, path);
+    char err[512];
+    wbcl_safetensors *st = NULL;
+    ck_assert_msg(!wbcl_safetensors_open(path, &st, err, sizeof err), "%s", err);
+    wbcl_status s = f->load_st(ctx, st, path);
+    wbcl_safetensors_close(st);
+    return s;
+}
+
+/* the attention modules with weights (d = 4, 2 heads) and the ReduNet model files */
+#define NF_PREFIX "blocks.0.attn."
+/* load then destroy, one adapter per module type */
+#define NF_LOADER(fn, type, destroy, load)                                                         \
+    static wbcl_status fn(wbcl_context *c, const wbcl_safetensors *st, const char *f)            \
+    {                                                                                            \
+        type *m = NULL;                                                                          \
+        wbcl_status s = load;                                                                    \
+        destroy(m);                                                                              \
+        return s;                                                                                \
+    }
+NF_LOADER(nf_mha, wbcl_mha, wbcl_mha_destroy, wbcl_mha_load(c, st, f, NF_PREFIX, 4, 2, 0, &m))
+NF_LOADER(nf_mssa, wbcl_mssa, wbcl_mssa_destroy, wbcl_mssa_load(c, st, f, NF_PREFIX, 4, 2, 2, 0, &m))
+NF_LOADER(nf_tssa, wbcl_tssa_layer, wbcl_tssa_layer_destroy, wbcl_tssa_layer_load(c, st, f, NF_PREFIX, 4, 2, &m))
+NF_LOADER(nf_tssa_causal, wbcl_tssa_causal_layer, wbcl_tssa_causal_layer_destroy,
+          wbcl_tssa_causal_layer_load(c, st, f, NF_PREFIX, 4, 2, &m))
+NF_LOADER(nf_xca, wbcl_xca_layer, wbcl_xca_layer_destroy, wbcl_xca_layer_load(c, st, f, NF_PREFIX, 4, 2, &m))
+NF_LOADER(nf_energy, wbcl_energy_layer, wbcl_energy_layer_destroy, wbcl_energy_layer_load(c, st, f, NF_PREFIX, 4, &m))
+#undef NF_LOADER
+/* the model files: loaded from the path; a failed load leaves *out NULL */
+#define NF_PATH_LOADER(fn, type, destroy, load)                                                    \
+    static wbcl_status fn(wbcl_context *c, const char *path)                                     \
+    {                                                                                            \
+        type *m = (type *)0x1;                                                                   \
+        wbcl_status s = load(c, path, &m);                                                       \
+        ck_assert(s == WBCL_SUCCESS || m == NULL);                                               \
+        destroy(m);                                                                              \
+        return s;                                                                                \
+    }
+NF_PATH_LOADER(nf_redunet, wbcl_redunet, wbcl_redunet_destroy, wbcl_redunet_load)
+NF_PATH_LOADER(nf_circulant, wbcl_circulant, wbcl_circulant_destroy, wbcl_circulant_load)
+#undef NF_PATH_LOADER
+
+#define NK(name, nd, ...) {name, nd, {__VA_ARGS__}, 0, NULL}
+static const nf_file nf_files[] = {
+    {.label = "mha", .prefix = NF_PREFIX, .load_st = nf_mha, .n = 4,
+     .keys = {NK("qkv.weight", 2, 12, 4), NK("qkv.bias", 1, 12), NK("proj.weight", 2, 4, 4), NK("proj.bias", 1, 4)}},
+    {.label = "mssa", .prefix = NF_PREFIX, .load_st = nf_mssa, .n = 3,
+     .keys = {NK("qkv.weight", 2, 4, 4), NK("to_out.0.weight", 2, 4, 4), NK("to_out.0.bias", 1, 4)}},
+    {.label = "tssa", .prefix = NF_PREFIX, .load_st = nf_tssa, .n = 5,
+     .keys = {NK("qkv.weight", 2, 4, 4), NK("qkv.bias", 1, 4), NK("temp", 2, 2, 1), NK("to_out.0.weight", 2, 4, 4),
+              NK("to_out.0.bias", 1, 4)}},
+    {.label = "tssa_causal", .prefix = NF_PREFIX, .load_st = nf_tssa_causal, .n = 6,
+     .keys = {NK("c_attn.weight", 2, 4, 4), NK("c_attn.bias", 1, 4), NK("temp", 2, 2, 1),
+              NK("denom_bias", 3, 2, 3, 1), NK("c_proj.weight", 2, 4, 4), NK("c_proj.bias", 1, 4)}},
+    {.label = "xca", .prefix = NF_PREFIX, .load_st = nf_xca, .n = 5,
+     .keys = {NK("qkv.weight", 2, 12, 4), NK("qkv.bias", 1, 12), NK("temperature", 3, 2, 1, 1),
+              NK("proj.weight", 2, 4, 4), NK("proj.bias", 1, 4)}},
+    {.label = "energy", .prefix = NF_PREFIX, .load_st = nf_energy, .n = 2,
+     .keys = {NK("W_a", 2, 4, 4), NK("W_f", 2, 4, 4)}},
+    /* ReduNet: the operators are refused by wbcl_redunet_create, whose message names them E[i] ... */
+    {.label = "redunet", .load_path = nf_redunet, .n = 4,
+     .keys = {{"E", 3, {1, 2, 2}, 0, "E["}, {"C", 4, {1, 1, 2, 2}, 0, "C["}, {"gamma", 2, {1, 1}, 0, "gamma["},
+              {"objective", 2, {1, 3}, 1, NULL}},
+     .n_meta = 8,
+     .mk = {"format", "version", "layers", "dim", "classes", "eta", "eps2", "lambda"},
+     .mv = {"wbcl.redunet", "1", "1", "2", "1", "0.5", "0.1", "0.01"}},
+    /* shift-invariant: 1-D, 1 channel, width 4 (P = 3 frequencies), 1 class, 1 layer */
+    {.label = "circulant", .load_path = nf_circulant, .n = 3,
+     .keys = {NK("ops", 6, 1, 2, 3, 1, 1, 2), NK("gamma", 2, 1, 1), {"objective", 2, {1, 3}, 1, NULL}},
+     .n_meta = 11,
+     .mk = {"format", "version", "dims", "channels", "height", "width", "classes", "layers", "eta", "eps2", "lambda"},
+     .mv = {"wbcl.circulant", "1", "1", "1", "1", "4", "1", "1", "0.5", "0.1", "0.01"}},
+};
+#undef NK
+#define NF_FILES ((int)(sizeof nf_files / sizeof nf_files[0]))
+
+/* the finite file loads; each key with a NaN, then with +Inf: WBCL_ERROR_NUMERIC naming the file
+ * and the key */
+START_TEST(loaders_refuse_nonfinite)
+{
+    const nf_file *f = &nf_files[_i];
+    wbcl_context *ctx = tu_context();
+    const char *path = tmp_path("nf.safetensors");
+    nf_write(path, f, NULL, 0.0);
+    ck_assert_msg(nf_load(ctx, f, path) == WBCL_SUCCESS, "%s: the finite file: %s", f->label,
+                  wbcl_context_last_error(ctx));
+    const double bad[2] = {NAN, INFINITY};
+    for (size_t k = 0; k < f->n; k++)
+        for (int b = 0; b < 2; b++) {
+            char needle[192];
+            const char *vs = b ? "inf" : "nan";
+            if (f->keys[k].needle) snprintf(needle, sizeof needle, "%s", f->keys[k].needle);
+            else
+                snprintf(needle, sizeof needle, "'%s%s' has a non-finite value (%s)", f->prefix ? f->prefix : "",
+                         f->keys[k].name, vs);
+            nf_write(path, f, f->keys[k].name, bad[b]);
+            tu_assert_status(ctx, nf_load(ctx, f, path), WBCL_ERROR_NUMERIC, needle);
+            ck_assert_msg(strstr(wbcl_context_last_error(ctx), path) && strstr(wbcl_context_last_error(ctx), vs),
+                          "%s: '%s' lacks the file or '%s'", f->label, wbcl_context_last_error(ctx), vs);
+        }
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
+/* CRATE and ToST: an infinity is refused like the NaN of bad_files */
+static void put_inf(float *x, size_t n) { x[n / 2] = -INFINITY; }
+START_TEST(models_refuse_inf)
+{
+    wbcl_context *ctx = tu_context();
+    const char *p = tmp_path("inf.safetensors");
+    rewrite_tensor(path_of("crate.safetensors"), p, "transformer.layers.0.0.fn.qkv.weight", put_inf);
+    expect_crate_fail(ctx, p, WBCL_ERROR_NUMERIC,
+                      "'transformer.layers.0.0.fn.qkv.weight' has a non-finite value (-inf)");
+    wbcl_tost_config tc = tost_cfg(16);
+    wbcl_tost *tm = (wbcl_tost *)0x1;
+    p = tmp_path("tinf.safetensors");
+    rewrite_tensor(path_of("tost16.safetensors"), p, "blocks.0.attn.temp", put_inf);
+    tu_assert_status(ctx, wbcl_tost_load_file(ctx, p, &tc, &tm), WBCL_ERROR_NUMERIC,
+                     "'blocks.0.attn.temp' has a non-finite value (-inf)");
+    ck_assert(tm == NULL);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(presets)
 {
     wbcl_crate_config c;
@@ -1093,6 +1268,11 @@ int main(void)
     tcase_add_test(tc, crate_swapped_dictionary_fails_golden);
     tcase_add_test(tc, bad_files);
     tcase_add_test(tc, run_tool_writes_nothing_on_failure);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("nonfinite");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, loaders_refuse_nonfinite, 0, NF_FILES);
+    tcase_add_test(tc, models_refuse_inf);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

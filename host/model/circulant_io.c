@@ -139,16 +139,22 @@ static wbcl_status get_tensor(wbcl_context *ctx, const wbcl_safetensors *sf, con
         wbcl_array_free(&a);
         return wbcl__fail(ctx, st, "%s: tensor '%s': %s", path, name, err);
     }
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(f[i])) {
+    /* refused as the other model loaders refuse weights (wbcl_weight_load): status and message;
+     * float64 values read as float64 are checked as they are */
+    const int keep64 = want_f64 && a.elem == WBCL_ELEM_F64;
+    for (size_t i = 0; i < n; i++) {
+        const double v = keep64 ? ((const double *)a.data)[i] : (double)f[i];
+        if (!isfinite(v)) {
             free(f);
             wbcl_array_free(&a);
-            return wbcl__fail(ctx, WBCL_ERROR_FORMAT, "%s: tensor '%s' element %zu is not finite", path, name, i);
+            return wbcl__fail(ctx, WBCL_ERROR_NUMERIC, "%s: '%s' has a non-finite value (%g) at flat index %zu", path,
+                              name, v, i);
         }
+    }
     if (want_f64) {
         double *o = malloc((n ? n : 1) * sizeof *o);
         if (o) {
-            if (a.elem == WBCL_ELEM_F64) memcpy(o, a.data, n * sizeof *o);
+            if (keep64) memcpy(o, a.data, n * sizeof *o);
             else
                 for (size_t i = 0; i < n; i++) o[i] = f[i];
         }

@@ -137,6 +137,15 @@ static wbcl_status get_tensor(wbcl_context *ctx, const wbcl_safetensors *sf, con
             return wbcl__fail(ctx, st, "%s: tensor '%s': %s", path, name,
                               st == WBCL_ERROR_OUT_OF_MEMORY ? "out of host memory" : err);
         }
+        /* the float32 operators are checked by wbcl_redunet_create; the float64 history here, as
+         * the other model loaders refuse weights (wbcl_weight_load) */
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(o[i])) {
+                st = wbcl__fail(ctx, WBCL_ERROR_NUMERIC, "%s: '%s' has a non-finite value (%g) at flat index %zu", path,
+                                name, o[i], i);
+                free(o);
+                return st;
+            }
         *out = o;
         return WBCL_SUCCESS;
     }
