@@ -886,6 +886,10 @@ typedef struct bad_st {
 } bad_st;
 
 #define T(dtype, shape, offs) "{\"k.w\":{\"dtype\":" dtype ",\"shape\":" shape ",\"data_offsets\":" offs "}}"
+/* two entries: name, dtype, shape, data_offsets each */
+#define E2(a, da, sa, oa, b, db, sb, ob)                                                           \
+    "{\"" a "\":{\"dtype\":\"" da "\",\"shape\":" sa ",\"data_offsets\":" oa "},\"" b              \
+    "\":{\"dtype\":\"" db "\",\"shape\":" sb ",\"data_offsets\":" ob "}}"
 static const bad_st bad_sts[] = {
     {"invalid json", "{\"k.w\": {", 0, WBCL_ERROR_FORMAT, "JSON"},
     {"json array", "[1, 2, 3]", 0, WBCL_ERROR_FORMAT, "object"},
@@ -923,22 +927,71 @@ static const bad_st bad_sts[] = {
 };
 #define NBAD_ST ((int)(sizeof bad_sts / sizeof bad_sts[0]))
 
-START_TEST(st_malformed_header)
+typedef struct tiling_case {
+    const char *label;
+    const char *json;
+    size_t dlen;
+    const char *needles[4]; /* besides the file name; NULL-terminated */
+} tiling_case;
+static const tiling_case bad_tilings[] = {
+    /* data_offsets must tile the data region exactly (the reference implementation's rule): no
+     * overlap, no gap, no bytes before the first tensor or after the last; the messages name the
+     * tensors involved with their offsets. Header order is not data order: some cases list the
+     * later tensor first. */
+    {"overlap", E2("second.w", "F32", "[2]", "[4,12]", "first.w", "F32", "[2]", "[0,8]"), 12,
+     {"overlap", "'first.w' (data_offsets [0, 8])", "'second.w' (data_offsets [4, 12])"}},
+    {"same bytes twice", E2("a.w", "F32", "[1]", "[0,4]", "b.w", "I32", "[1]", "[0,4]"), 4,
+     {"overlap", "'a.w' (data_offsets [0, 4])", "'b.w' (data_offsets [0, 4])"}},
+    {"empty tensor inside another",
+     E2("whole", "F32", "[2]", "[0,8]", "empty", "F32", "[0]", "[4,4]"), 8,
+     {"overlap", "'whole' (data_offsets [0, 8])", "'empty' (data_offsets [4, 4])"}},
+    {"gap", E2("later.w", "F32", "[1]", "[8,12]", "early.w", "F32", "[1]", "[0,4]"), 12,
+     {"gap between tensors 'early.w' (data_offsets [0, 4]) and 'later.w' (data_offsets [8, 12])",
+      "bytes [4, 8)"}},
+    {"first not at 0", E2("a.w", "F32", "[1]", "[4,8]", "b.w", "F32", "[1]", "[8,12]"), 12,
+     {"'a.w' (data_offsets [4, 8])", "does not start at 0", "bytes [0, 4)"}},
+    {"short coverage", E2("a.w", "F32", "[1]", "[0,4]", "b.w", "F32", "[1]", "[4,8]"), 12,
+     {"cover 8 of the data region's 12 bytes", "'b.w' (data_offsets [4, 8])", "4 bytes"}},
+    {"data without tensors", "{\"__metadata__\":{\"a\":\"b\"}}", 4, {"no tensors", "4 bytes"}},
+};
+#undef E2
+
+/* The bytes (json header, dlen data bytes) are refused with `want`, from memory and from a file,
+ * with a message naming the source and containing every needle (NULL-terminated). */
+static void expect_st_refused(const char *label, const char *json, size_t dlen, wbcl_status want,
+                              const char *const *needles)
 {
-    const bad_st *c = &bad_sts[_i];
     unsigned char buf[1024];
     char err[512], path[512];
     wbcl_safetensors *st = (wbcl_safetensors *)buf;
-    size_t len = make_st(buf, sizeof buf, c->json, c->dlen);
-    expect_err(wbcl_safetensors_open_mem(buf, len, "bad_case.safetensors", &st, err, sizeof err),
-               c->want, err, "bad_case.safetensors", c->label);
-    ck_assert_msg(strstr(err, c->needle) != NULL, "%s: '%s' lacks '%s'", c->label, err, c->needle);
-    ck_assert_ptr_null(st);
+    size_t len = make_st(buf, sizeof buf, json, dlen);
     tpath(path, sizeof path, "bad_case_file.safetensors");
     write_bytes(path, buf, len);
-    expect_err(wbcl_safetensors_open(path, &st, err, sizeof err), c->want, err, path, c->label);
-    ck_assert_ptr_null(st);
+    for (int pass = 0; pass < 2; ++pass) {
+        const char *src = pass ? path : "bad_case.safetensors";
+        wbcl_status got = pass ? wbcl_safetensors_open(path, &st, err, sizeof err)
+                               : wbcl_safetensors_open_mem(buf, len, src, &st, err, sizeof err);
+        expect_err(got, want, err, src, label);
+        for (int k = 0; needles[k]; ++k)
+            ck_assert_msg(strstr(err, needles[k]) != NULL, "%s: '%s' lacks '%s'", label, err,
+                          needles[k]);
+        ck_assert_ptr_null(st);
+    }
     unlink(path);
+}
+
+START_TEST(st_malformed_header)
+{
+    const bad_st *c = &bad_sts[_i];
+    const char *needles[2] = {c->needle, NULL};
+    expect_st_refused(c->label, c->json, c->dlen, c->want, needles);
+}
+END_TEST
+
+START_TEST(st_offsets_must_tile)
+{
+    const tiling_case *c = &bad_tilings[_i];
+    expect_st_refused(c->label, c->json, c->dlen, WBCL_ERROR_FORMAT, c->needles);
 }
 END_TEST
 
@@ -991,63 +1044,6 @@ START_TEST(st_malformed_length)
     write_bytes(path, "\x02\0\0\0", 4);
     expect_err(wbcl_safetensors_open(path, &st, err, sizeof err), WBCL_ERROR_FORMAT, err, path,
                "short file");
-    unlink(path);
-}
-END_TEST
-
-/* data_offsets must tile the data region exactly (the reference implementation's rule): no
- * overlap, no gap, no bytes before the first tensor or after the last. Each message names the file
- * and the tensors involved with their offsets. Header order is not data order: the cases list the
- * later tensor first where that matters. */
-#define E2(a, da, sa, oa, b, db, sb, ob)                                                           \
-    "{\"" a "\":{\"dtype\":\"" da "\",\"shape\":" sa ",\"data_offsets\":" oa "},\"" b              \
-    "\":{\"dtype\":\"" db "\",\"shape\":" sb ",\"data_offsets\":" ob "}}"
-typedef struct tiling_case {
-    const char *label;
-    const char *json;
-    size_t dlen;
-    const char *needles[4]; /* besides the file name; NULL-terminated */
-} tiling_case;
-static const tiling_case bad_tilings[] = {
-    {"overlap", E2("second.w", "F32", "[2]", "[4,12]", "first.w", "F32", "[2]", "[0,8]"), 12,
-     {"overlap", "'first.w' (data_offsets [0, 8])", "'second.w' (data_offsets [4, 12])", NULL}},
-    {"same bytes twice", E2("a.w", "F32", "[1]", "[0,4]", "b.w", "I32", "[1]", "[0,4]"), 4,
-     {"overlap", "'a.w' (data_offsets [0, 4])", "'b.w' (data_offsets [0, 4])", NULL}},
-    {"empty tensor inside another", E2("whole", "F32", "[2]", "[0,8]", "empty", "F32", "[0]", "[4,4]"),
-     8, {"overlap", "'whole' (data_offsets [0, 8])", "'empty' (data_offsets [4, 4])", NULL}},
-    {"gap", E2("later.w", "F32", "[1]", "[8,12]", "early.w", "F32", "[1]", "[0,4]"), 12,
-     {"gap between tensors 'early.w' (data_offsets [0, 4]) and 'later.w' (data_offsets [8, 12])",
-      "bytes [4, 8)", NULL}},
-    {"first not at 0", E2("a.w", "F32", "[1]", "[4,8]", "b.w", "F32", "[1]", "[8,12]"), 12,
-     {"'a.w' (data_offsets [4, 8])", "does not start at 0", "bytes [0, 4)", NULL}},
-    {"short coverage", E2("a.w", "F32", "[1]", "[0,4]", "b.w", "F32", "[1]", "[4,8]"), 12,
-     {"cover 8 of the data region's 12 bytes", "'b.w' (data_offsets [4, 8])", "4 bytes", NULL}},
-    {"data without tensors", "{\"__metadata__\":{\"a\":\"b\"}}", 4,
-     {"no tensors", "4 bytes", NULL}},
-};
-#undef E2
-
-START_TEST(st_offsets_must_tile)
-{
-    const tiling_case *c = &bad_tilings[_i];
-    unsigned char buf[1024];
-    char err[512], path[512];
-    wbcl_safetensors *st = (wbcl_safetensors *)buf;
-    size_t len = make_st(buf, sizeof buf, c->json, c->dlen);
-    expect_err(wbcl_safetensors_open_mem(buf, len, "tiles.safetensors", &st, err, sizeof err),
-               WBCL_ERROR_FORMAT, err, "tiles.safetensors", c->label);
-    for (int k = 0; c->needles[k]; ++k)
-        ck_assert_msg(strstr(err, c->needles[k]) != NULL, "%s: '%s' lacks '%s'", c->label, err,
-                      c->needles[k]);
-    ck_assert_ptr_null(st);
-    tpath(path, sizeof path, "tiles_file.safetensors");
-    write_bytes(path, buf, len);
-    expect_err(wbcl_safetensors_open(path, &st, err, sizeof err), WBCL_ERROR_FORMAT, err, path,
-               c->label);
-    for (int k = 0; c->needles[k]; ++k)
-        ck_assert_msg(strstr(err, c->needles[k]) != NULL, "%s (file): '%s' lacks '%s'", c->label,
-                      err, c->needles[k]);
-    ck_assert_ptr_null(st);
     unlink(path);
 }
 END_TEST
