@@ -4,7 +4,6 @@
 #include "circulant_internal.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -16,7 +16,7 @@
 
 /* ---- the model object (circulant.c) ------------------------------------------------------------ */
 
-#define MAX_CLASSES 1024
+#define MAX_CLASSES 1024 /* classes of a model (labels, per-class buffers) */
 
 struct wbcl_circulant {
     wbcl_context *ctx;
