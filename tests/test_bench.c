@@ -189,12 +189,14 @@ START_TEST(filter_and_bad_command_lines)
 {
     snprintf(dir, sizeof dir, "/tmp/wbcl-test-bench-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    /* --op selects operators; only those rows appear */
-    ck_assert_int_eq(run("--quick", "--reps", "1", "--device", "0", "--op", "linalg.", "--csv", P("l.csv"), NULL), 0);
+    /* --op selects operators (comma-separated substrings: an op matching any runs); only those rows appear */
+    ck_assert_int_eq(run("--quick", "--reps", "1", "--device", "0", "--op", "linalg.,relu", "--csv", P("l.csv"), NULL), 0);
     static char csv[1 << 16];
     ck_assert_ptr_nonnull(slurp(P("l.csv"), csv, sizeof csv));
     ck_assert_ptr_nonnull(strstr(csv, "linalg.cholesky"));
+    ck_assert_ptr_nonnull(strstr(csv, ",relu,"));
     ck_assert_ptr_null(strstr(csv, "gemm.packed"));
+    ck_assert_ptr_null(strstr(csv, "gelu"));
     ck_assert_int_eq(run("--reps", "0", NULL), 2);
     ck_assert_ptr_nonnull(strstr(err, "--reps"));
     ck_assert_int_eq(run("--op", "no-such-op", NULL), 2);

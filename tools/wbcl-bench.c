@@ -29,7 +29,7 @@
 /* ---- options and per-run environment ------------------------------------------------------ */
 typedef struct opts {
     const char *device;   /* "all" or a selector */
-    const char *only;     /* substring filter on op names, or NULL */
+    const char *only;     /* comma-separated substrings of op names (an op matching any runs), or NULL */
     const char *variant;  /* --variant: "cpu", "gpu" or "auto", or NULL ($WBCL_VARIANT, else auto) */
     const char *csv, *json, *plot;
     int quick;            /* small sizes (tests, CI, valgrind) */
@@ -496,7 +496,7 @@ static void usage(FILE *f)
             "  --device all|SEL  all devices (default) or one selector (index, P:D, name substring, cpu, gpu)\n"
             "  --variant V       kernel family of the ops on every device: cpu (CPU-shaped), gpu (GPU-shaped)\n"
             "                    or auto (by device type); overrides $WBCL_VARIANT (default: it, else auto)\n"
-            "  --op SUBSTR       only operators whose name contains SUBSTR\n"
+            "  --op SUBSTR[,..]  only operators whose name contains one of the comma-separated SUBSTRs\n"
             "  --quick           small sizes (seconds, for tests and CI)\n"
             "  --reps N          timed repetitions per operator (default 5; median reported)\n"
             "  --progress        a line on stderr as each operator finishes (status, seconds taken)\n"
@@ -504,6 +504,21 @@ static void usage(FILE *f)
             "  --list            list the operators and exit\n"
             "Exit status 0 when every supported operator verified, 1 otherwise, 2 for a bad command line.\n",
             BENCH_FORMAT_VERSION);
+}
+
+/* --op: does `name` contain one of the comma-separated substrings of `only` (NULL: every op)? */
+static int op_selected(const char *only, const char *name)
+{
+    if (!only) return 1;
+    for (const char *s = only; *s;) {
+        const char *end = strchr(s, ',');
+        size_t n = end ? (size_t)(end - s) : strlen(s);
+        for (const char *h = name; n && strlen(h) >= n; h++)
+            if (!strncmp(h, s, n)) return 1;
+        if (!end) break;
+        s = end + 1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -543,7 +558,7 @@ int main(int argc, char **argv)
         }
     }
     size_t matched = 0;
-    for (size_t k = 0; k < wbcl_bench_n_ops; k++) matched += !o.only || strstr(wbcl_bench_ops[k].name, o.only);
+    for (size_t k = 0; k < wbcl_bench_n_ops; k++) matched += op_selected(o.only, wbcl_bench_ops[k].name);
     if (!matched) { fprintf(stderr, "wbcl-bench: no operator matches '%s' (see --list)\n", o.only); return 2; }
     /* --variant reaches every context through $WBCL_VARIANT (read by wbcl_context_create); a bad
      * value there, without --variant, would leave every operator without a context: refuse it now */
@@ -593,7 +608,7 @@ int main(int argc, char **argv)
         if (!st) devs[d].variant = wbcl_variant_name(wbcl_context_variant(e.ctx));
         size_t first = nr;
         for (size_t k = 0; k < wbcl_bench_n_ops; k++) {
-            if (o.only && !strstr(wbcl_bench_ops[k].name, o.only)) continue;
+            if (!op_selected(o.only, wbcl_bench_ops[k].name)) continue;
             row *r = &rows[nr++];
             r->dev = d;
             r->op = &wbcl_bench_ops[k];
