@@ -4,21 +4,22 @@
 #   1. asan      a second build (build-asan/) with AddressSanitizer + UndefinedBehaviorSanitizer
 #                (-fno-sanitize-recover: any UB is fatal) and the WHOLE test suite under it,
 #                LeakSanitizer on. Suppressions: tools/sanitizers/lsan.supp (OpenCL runtime only).
-#   2. valgrind  memcheck on the Release build (build/, which .ci/run has just built and whose
-#                PoCL cache its tests have warmed): --errors-for-leak-kinds=definite, any error
-#                fails. The subset (PoCL under valgrind runs kernels 30-100x slower, the whole
-#                suite would take hours) covers every module: test_core (contexts, programs,
-#                caches, tensors, two contexts in two threads), test_io (all file parsers),
-#                test_catalogue (the error paths of every module and of wbcl-run),
-#                wbcl-bench --quick (every operator once, verified against the reference: aot,
-#                attention, energy, gemm both paths, heads, ista/lasso, linalg, measures, ops,
-#                redunet, tssa, xca). Suppressions: tools/sanitizers/valgrind.supp.
-#                Two parts: valgrind-suites (the three suites, ~9-12 min, cold caches: PoCL compiles
-#                under memcheck there) and valgrind-bench (wbcl-bench --quick), which .ci/run runs as
-#                separate jobs; valgrind = both in turn. valgrind-bench first warms its caches with a
-#                native run: on a host where valgrind's CPU is the one PoCL sees natively (AVX2) the
-#                memcheck run then loads every kernel (Zen 3: 210 s native + 73 s memcheck, against
-#                72 min compiling under memcheck); on an AVX-512 host it still compiles (~50 min).
+#                Where build/ has run the suite, its program caches are reused (no kernel is
+#                compiled twice for the same device).
+#   2. valgrind  memcheck on the Release build (build/, which .ci/run has just built):
+#                --errors-for-leak-kinds=definite, any error fails. The subset (PoCL under valgrind
+#                runs kernels 30-100x slower, the whole suite would take hours) covers every module:
+#                test_core (contexts, programs, caches, tensors, two contexts in two threads),
+#                test_io (all file parsers), test_catalogue (the error paths of every module and of
+#                wbcl-run), and wbcl-bench --quick on one operator per family (gemm, basic ops,
+#                heads, attention, tssa, xca, aot, energy, ista/lasso, linalg, measures, redunet,
+#                circulant, models), verified against the reference. Suppressions:
+#                tools/sanitizers/valgrind.supp.
+#                Two parts: valgrind-suites (the three suites, cold caches of their own: PoCL
+#                compiles under memcheck there, the compile-from-source path) and valgrind-bench,
+#                which .ci/run runs as separate jobs; valgrind = both in turn. valgrind-bench first
+#                warms its caches for the CPU valgrind presents (natively where that is the host's,
+#                else under valgrind --tool=none), so that memcheck loads every kernel.
 #
 # usage: tools/ci-hardening.sh [asan|valgrind-suites|valgrind-bench|valgrind|all]   (default all)
 # Exit status non-zero if any job finds an error. Prints each job's wall time.
@@ -34,7 +35,14 @@ stamp() { date +%s; }
 run_asan() {
   local t0; t0=$(stamp)
   local san="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWBCL_BUILD_PERF=OFF \
+  # The suite's kernels are the same as build/'s (same sources, options and device): where build/ has
+  # run the suite (.ci/run), the ASan tree reuses its program caches instead of compiling every kernel
+  # again (PoCL's compiler is not instrumented, so compiling under ASan checks nothing of ours; the
+  # compile-from-source path of wbcl's own code still runs here in test_core's and test_deploy's
+  # private cache directories, and under memcheck in valgrind-suites).
+  local cache=()
+  [ -d build/cache/wbcl ] && cache=(-DWBCL_TEST_CACHE_DIR="$root/build/cache")
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWBCL_BUILD_PERF=OFF "${cache[@]}" \
         -DCMAKE_C_FLAGS="$san" \
         -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
         -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
@@ -140,23 +148,39 @@ run_valgrind_suites() {
   return $rc
 }
 
+# wbcl-bench's operators under memcheck: one per family (VALGRIND_BENCH_OPS overrides the list; "all" runs
+# the whole --quick set). ASan+UBSan already runs every operator (test_bench runs wbcl-bench --quick in the
+# ASan suite); memcheck adds uninitialised-value checks, on each family's host code and kernels. One per
+# family, the op that covers most of the family's host code: the multi-step LASSO (ISTA steps), the SPD
+# solve (Cholesky + triangular solves), the 1-D shift-invariant construction (lift, FFT, per-frequency
+# factorizations, application), the CRATE model forward (linear layers, MSSA, ISTA blocks, head).
+valgrind_bench_ops() {
+  echo "${VALGRIND_BENCH_OPS:-gemm.packed,layernorm,heads.split,attention.softmax,attention.tssa,attention.xca,attention.aot,attention.energy,lasso.ista,linalg.spd_solve,measures.coding_rate,redunet.construct,circulant.construct_1d,model.crate_forward}"
+}
+
 run_valgrind_bench() {
   local t0; t0=$(stamp)
   valgrind_setup "-bench" || return 1
-  local rc=0
-  # Warm this part's caches natively first (a minute or two): where valgrind's virtual CPU is the
-  # host's as PoCL sees it (an AVX2 host: the same `pthread-haswell` device and vector width), the
-  # run below then loads every kernel from the caches instead of compiling it under memcheck, which
-  # was most of this job (61 of 78 min of CI on a Zen 3). Where it differs (an AVX-512 host, whose
-  # AVX-512 valgrind does not model), the run compiles as before. Memcheck still runs all of wbcl's
-  # code and the kernels; valgrind-suites keeps the compile-from-source path under memcheck (cold
-  # caches of its own). Its status is ignored: a failing operator fails the run below and test_bench.
-  local tw; tw=$(stamp)
-  build/tools/wbcl-bench --quick --reps 1 --device 0 >"$root/build/valgrind/wbcl-bench-warm.out" 2>&1 || true
-  echo "ci-hardening: valgrind bench job: caches warmed natively in $(( $(stamp) - tw )) s"
-  # every operator once, verified against the double reference (the longest part: 17 min in
-  # an earlier trial, over 27 min once circulant, model and fp16 rows were added)
-  vg "$root/build/valgrind/wbcl-bench.log" build/tools/wbcl-bench --quick --reps 1 --device 0 || rc=1
+  local rc=0 ops opsarg=()
+  ops=$(valgrind_bench_ops)
+  [ "$ops" != all ] && opsarg=(--op "$ops")
+  # Warm this part's caches first, so that memcheck loads every kernel instead of compiling it (LLVM
+  # under memcheck was most of this job: 49 min on an AVX-512 host, 61 of 78 min of CI on a Zen 3).
+  # The caches are keyed by the device PoCL reports, which comes from the CPU it sees: under valgrind
+  # that is valgrind's virtual CPU (no AVX-512: `pthread-haswell` on an AVX-512 host). Where it is the
+  # host's own (an AVX2 host) a native run warms them; elsewhere the warm-up runs under valgrind's
+  # no-instrumentation tool (--tool=none, a few times slower than native, several times faster than
+  # compiling under memcheck), which sees the same virtual CPU. Its status is ignored: a failing
+  # operator fails the memcheck run below and test_bench.
+  local tw native vgdev warm=(); tw=$(stamp)
+  native=$(build/tools/wbcl-info 2>/dev/null | grep -m1 'device 0 ' || true)
+  vgdev=$(valgrind -q --tool=none build/tools/wbcl-info 2>/dev/null | grep -m1 'device 0 ' || true)
+  [ "$native" != "$vgdev" ] && warm=(valgrind -q --tool=none)
+  echo "ci-hardening: valgrind bench job: device natively: ${native# *}; under valgrind: ${vgdev# *}"
+  "${warm[@]}" build/tools/wbcl-bench --quick --reps 1 --device 0 "${opsarg[@]}" \
+      >"$root/build/valgrind/wbcl-bench-warm.out" 2>&1 || true
+  echo "ci-hardening: valgrind bench job: caches warmed ${warm:+under valgrind --tool=none }in $(( $(stamp) - tw )) s"
+  vg "$root/build/valgrind/wbcl-bench.log" build/tools/wbcl-bench --quick --reps 1 --device 0 "${opsarg[@]}" || rc=1
   # (wbcl-run check is not run here: it calls the same GEMM and basic ops as wbcl-bench --quick,
   #  and took 341 s more under memcheck)
   echo "ci-hardening: valgrind bench job: $(( $(stamp) - t0 )) s, status $rc"
