@@ -531,6 +531,73 @@ START_TEST(failed_run_keeps_output)
 }
 END_TEST
 
+/* A NaN or an Inf in a weight that a module reads from --weights is refused as the library's loaders
+ * refuse them (wbcl_weight_load): a failed run (exit 1), one line naming the file, the key, the value
+ * and its flat index, and --output left alone (not created when absent, untouched when present).
+ * The bad value sits in the first, a middle or the last key a module loads, and at the first or the
+ * last flat index. Weights load before any kernel is built, so these runs compile nothing. */
+typedef struct bad_weight_case {
+    const char *module, *heads;
+    size_t n;                   /* tensors in the file                    */
+    const char *names[4];
+    int ndims[4];
+    size_t shapes[4][4];
+    size_t key, index;          /* where the bad value goes                */
+    double value;
+    const char *shown;          /* how the message prints it ("%g")         */
+} bad_weight_case;
+
+START_TEST(nonfinite_weights_refused)
+{
+    make_dir();
+    static const bad_weight_case cases[] = {
+        /* attn.tssa, d = 4, K = 2 */
+        {"attn.tssa", "heads=2", 4, {"qkv.weight", "temp", "to_out.0.weight", "to_out.0.bias"}, {2, 2, 2, 1},
+         {{4, 4}, {2, 1}, {4, 4}, {4}}, 0, 5, NAN, "nan"},
+        {"attn.tssa", "heads=2", 4, {"qkv.weight", "temp", "to_out.0.weight", "to_out.0.bias"}, {2, 2, 2, 1},
+         {{4, 4}, {2, 1}, {4, 4}, {4}}, 3, 3, INFINITY, "inf"},
+        /* attn.xca, d = 4, K = 2 */
+        {"attn.xca", "heads=2", 4, {"qkv.weight", "temperature", "proj.weight", "proj.bias"}, {2, 3, 2, 1},
+         {{12, 4}, {2, 1, 1}, {4, 4}, {4}}, 1, 0, NAN, "nan"},
+        {"attn.xca", "heads=2", 4, {"qkv.weight", "temperature", "proj.weight", "proj.bias"}, {2, 3, 2, 1},
+         {{12, 4}, {2, 1, 1}, {4, 4}, {4}}, 0, 47, -INFINITY, "-inf"},
+        /* attn.mssa (mod_attention.c), d = 4, K = 2 */
+        {"attn.mssa", "heads=2", 3, {"qkv.weight", "to_out.0.weight", "to_out.0.bias"}, {2, 2, 1},
+         {{4, 4}, {4, 4}, {4}}, 1, 15, INFINITY, "inf"},
+    };
+    const char *keep = "keep me\n";
+    size_t xs[2] = {3, 4};
+    double x[12], vals[4][48];
+    for (size_t i = 0; i < 12; i++) x[i] = 0.25 * (double)(i % 5) - 0.5;
+    write_npy(P("x.npy"), WBCL_ELEM_F32, 2, xs, x);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const bad_weight_case *k = &cases[c];
+        const double *data[4];
+        for (size_t t = 0; t < k->n; t++) {
+            for (size_t i = 0; i < 48; i++) vals[t][i] = 0.1 * (double)(i % 7) - 0.3;
+            data[t] = vals[t];
+        }
+        vals[k->key][k->index] = k->value;
+        char wname[64], want[600];
+        snprintf(wname, sizeof wname, "bad%zu.safetensors", c);
+        const char *wpath = P(wname);
+        write_st(wpath, k->n, k->names, k->ndims, k->shapes, data);
+        snprintf(want, sizeof want, "%s: '%s' has a non-finite value (%s) at flat index %zu", wpath,
+                 k->names[k->key], k->shown, k->index);
+        /* odd cases: an existing output stays as it was; even cases: none is created */
+        remove(P("y.npy"));
+        if (c % 2) write_text(P("y.npy"), keep);
+        result *r = run(k->module, "--weights", wpath, "--input", P("x.npy"), "--output", P("y.npy"), "--param",
+                        k->heads, NULL);
+        ck_assert_msg(r->rc == 1, "%s case %zu: exit %d (stderr: %s)", k->module, c, r->rc, r->err);
+        assert_fails(r, want);
+        if (c % 2) ck_assert_msg(file_is(P("y.npy"), keep), "%s case %zu: --output was changed", k->module, c);
+        else ck_assert_msg(!exists(P("y.npy")), "%s case %zu: --output was created", k->module, c);
+    }
+    remove_dir();
+}
+END_TEST
+
 /* redunet.fit then redunet.apply on the same rows, through files: the final features match the
  * double reference (host/ref) written from SPEC §4.1, the saved model replays construction exactly
  * (same kernels, same order: bit-identical features), the objective log has one row per layer, and
@@ -710,6 +777,7 @@ int main(void)
     tcase_add_test(tc, bad_files);
     tcase_add_test(tc, bad_command_lines);
     tcase_add_test(tc, failed_run_keeps_output);
+    tcase_add_test(tc, nonfinite_weights_refused);
     tcase_add_test(tc, refuses_mpi_ranks);
     tcase_add_test(tc, redunet_fit_apply_cli);
     tcase_add_test(tc, ista_cli);

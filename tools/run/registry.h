@@ -171,6 +171,8 @@ int wbcl_run_input(wbcl_run *r, int i, const char *what, wbcl_run_array *host, w
 /* Loads tensor `key` of --weights, converted to float32, checking its shape against the expected
  * one (ndim entries; WBCL_RUN_ANY matches any extent; expected == NULL checks nothing):
  *   "W.safetensors: 'weight' has shape (3, 4), expected (4)".
+ * A NaN or Inf (after the float32 conversion) fails as wbcl_weight_load does:
+ *   "W.safetensors: 'weight' has a non-finite value (nan) at flat index 5".
  * Absent key (or no --weights): if required, fails ("W.safetensors: missing tensor 'weight'
  * (has: ...)" / "module 'x' needs --weights (tensor 'weight')"); if optional, returns 0 with
  * *dev = NULL and host->data = NULL. */
