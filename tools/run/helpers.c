@@ -391,7 +391,7 @@ int wbcl_run_weight(wbcl_run *r, const char *key, int required, int ndim, const 
     wbcl_array_free(&arr);
     if (rc) return 1;
     /* refused as the library's loaders refuse them (wbcl_weight_load), after the float32
-     * conversion (a float64 value beyond FLT_MAX counts as inf) */
+     * conversion (a float64 value that rounds to infinity in float32 counts as inf) */
     for (size_t i = 0; i < a.numel; i++)
         if (!isfinite(a.data[i])) {
             wbcl_run_fail(r, "%s: '%s' has a non-finite value (%g) at flat index %zu", r->weights_path, key,
