@@ -440,3 +440,199 @@ __kernel void wbcl_tssa_causal_seq(__global const float *w, const ulong off, con
         }
     }
 }
+
+/* ==== GPU-shaped non-causal TSSA (contexts of variant GPU) =====================================
+ * Built when the host adds -DWBCL_TSSA_GLX=LX (with WBCL_TSSA_P and WBCL_TSSA_K): work-groups of
+ * 256 work-items seen as TT = 256 / LX token rows of LX lanes. Lane lx of row t owns the channels
+ * j = lx + LX*i (i < JPT = ceil(K*p / LX), j = h*p + c) of token n0 + t, n0 + t + TT, ...: consecutive
+ * lanes read consecutive channels (coalesced), and each work-item keeps private accumulators for its
+ * JPT fixed channels. A work-group takes one batch entry and one chunk of `rows` tokens; the host
+ * picks enough chunks to fill the device, and the partials (B, nchunk, K*p) / (B, nchunk, K) are
+ * combined by wbcl_tssa_norm_finish / wbcl_tssa_dots_finish above. Passes over w: g_colsq (sum of
+ * w^2), g_member (Pi, sum of Pi w^2, sum of Pi), g_output (y): three reads, one write. */
+#if WBCL_VARIANT_GPU && defined(WBCL_TSSA_GLX) && defined(WBCL_TSSA_P) && WBCL_TSSA_PRIVATE_LOGITS
+#define G_WG 256
+#define G_LX WBCL_TSSA_GLX
+#define G_TT (G_WG / G_LX)
+#define G_K WBCL_TSSA_K
+#define G_KP (WBCL_TSSA_K * WBCL_TSSA_P)
+#define G_JPT ((G_KP + G_LX - 1) / G_LX)
+#define G_PP (WBCL_TSSA_P + 1) /* padded head row in local memory: no bank conflicts across heads */
+
+/* per-chunk sums of w^2: part[(b*nchunk + chunk)*KP + j] */
+__kernel __attribute__((reqd_work_group_size(G_WG, 1, 1))) void
+wbcl_tssa_g_colsq(__global const float *w, const ulong off, const ulong sb, const ulong sh, const ulong sn,
+                  const uint N, const uint rows, const uint nchunk, __global float *part)
+{
+    __local float red[G_TT * G_KP];
+    const uint lid = get_local_id(0), lx = lid % G_LX, t = lid / G_LX;
+    const uint g = get_group_id(0), b = g / nchunk, ch = g % nchunk;
+    const uint n0 = ch * rows, n1 = min(N, n0 + rows);
+    const uint ush = (uint)sh; /* the host checks (K - 1) sh + p < 2^32 */
+    float acc[G_JPT];
+#pragma unroll
+    for (uint i = 0; i < G_JPT; i++) acc[i] = 0.0f;
+    for (uint n = n0 + t; n < n1; n += G_TT) {
+        __global const float *row = w + off + b * sb + n * sn;
+#pragma unroll
+        for (uint i = 0; i < G_JPT; i++) {
+            const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+            if (j < G_KP) {
+                const float v = row[h * ush + c];
+                acc[i] = fma(v, v, acc[i]);
+            }
+        }
+    }
+#pragma unroll
+    for (uint i = 0; i < G_JPT; i++) {
+        const uint j = lx + G_LX * i;
+        if (j < G_KP) red[t * G_KP + j] = acc[i];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __global float *out = part + (size_t)g * G_KP;
+    for (uint j = lid; j < G_KP; j += G_WG) {
+        float s = 0.0f;
+        for (uint r = 0; r < G_TT; r++) s += red[r * G_KP + j];
+        out[j] = s;
+    }
+}
+
+/* Pi (written at Pi[pioff + (b*K + h)*N + n]) and the per-chunk sums of Pi w^2 (part2, as above)
+ * and of Pi (partP[(b*nchunk + chunk)*K + h]). Per tile of TT tokens: each work-item stores its w^2
+ * in local memory; work-item (t, h) (lanes lx = h < K) forms logit = temp_h sum_c w^2 inv^2 and the
+ * softmax over heads; then every work-item adds Pi_h w^2 (its own entries of the local tile: no
+ * registers hold w across the barriers) to its accumulators. */
+__kernel __attribute__((reqd_work_group_size(G_WG, 1, 1))) void
+wbcl_tssa_g_member(__global const float *w, const ulong off, const ulong sb, const ulong sh, const ulong sn,
+                   const uint N, const uint rows, const uint nchunk, __global const float *inv,
+                   __global const float *temp, __global float *Pi, const ulong pioff, __global float *part2,
+                   __global float *partP)
+{
+    __local float lq[G_TT * G_K * G_PP]; /* w^2 of the tile, then the work-items' accumulators */
+    __local float li2[G_K * G_PP];       /* inv^2 */
+    __local float ll[G_TT * G_K];        /* logits */
+    __local float lp[G_TT * G_K];        /* Pi, then the work-items' sums of Pi */
+    const uint lid = get_local_id(0), lx = lid % G_LX, t = lid / G_LX;
+    const uint g = get_group_id(0), b = g / nchunk, ch = g % nchunk;
+    const uint n0 = ch * rows, n1 = min(N, n0 + rows);
+    const uint ush = (uint)sh; /* the host checks (K - 1) sh + p < 2^32 */
+    __global const float *ib = inv + (size_t)b * G_KP;
+    for (uint j = lid; j < G_KP; j += G_WG) {
+        const uint h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+        const float iv = ib[j];
+        li2[h * G_PP + c] = iv * iv;
+    }
+    const float th = lx < G_K ? temp[lx] : 0.0f;
+    float accP = 0.0f;
+    float acc[G_JPT], vn[G_JPT]; /* vn: the next tile's w, loaded while this tile is reduced */
+#pragma unroll
+    for (uint i = 0; i < G_JPT; i++) acc[i] = 0.0f;
+    {
+        __global const float *row = w + off + b * sb + (size_t)(n0 + t < n1 ? n0 + t : n0) * sn;
+#pragma unroll
+        for (uint i = 0; i < G_JPT; i++) {
+            const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+            vn[i] = (n0 + t < n1 && j < G_KP) ? row[h * ush + c] : 0.0f;
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint nt = n0; nt < n1; nt += G_TT) {
+        const uint n = nt + t;
+        const int valid = n < n1;
+#pragma unroll
+        for (uint i = 0; i < G_JPT; i++) {
+            const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+            if (j < G_KP) lq[(t * G_K + h) * G_PP + c] = vn[i] * vn[i];
+        }
+        if (nt + G_TT < n1) {
+            const uint nn = nt + G_TT + t;
+            __global const float *row = w + off + b * sb + (size_t)(nn < n1 ? nn : n0) * sn;
+#pragma unroll
+            for (uint i = 0; i < G_JPT; i++) {
+                const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+                vn[i] = (nn < n1 && j < G_KP) ? row[h * ush + c] : 0.0f;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lx < G_K) {
+            __local const float *q = lq + (t * G_K + lx) * G_PP, *s2 = li2 + lx * G_PP;
+            float s0 = 0.0f, s1 = 0.0f;
+            uint c = 0;
+            for (; c + 2 <= WBCL_TSSA_P; c += 2) {
+                s0 = fma(q[c], s2[c], s0);
+                s1 = fma(q[c + 1], s2[c + 1], s1);
+            }
+            if (c < WBCL_TSSA_P) s0 = fma(q[c], s2[c], s0);
+            ll[t * G_K + lx] = th * (s0 + s1);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lx < G_K) {
+            __local const float *l = ll + t * G_K;
+            float m = l[0];
+            for (uint h = 1; h < G_K; h++) m = fmax(m, l[h]);
+            float z = 0.0f;
+            for (uint h = 0; h < G_K; h++) z += exp(l[h] - m);
+            const float pi = valid ? exp(l[lx] - m) / z : 0.0f;
+            lp[t * G_K + lx] = pi;
+            accP += pi;
+            if (valid) Pi[pioff + ((size_t)b * G_K + lx) * N + n] = pi;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+        for (uint i = 0; i < G_JPT; i++) {
+            const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+            if (j < G_KP) acc[i] = fma(lp[t * G_K + h], lq[(t * G_K + h) * G_PP + c], acc[i]);
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE); /* lq and lp are free */
+#pragma unroll
+    for (uint i = 0; i < G_JPT; i++) {
+        const uint j = lx + G_LX * i;
+        if (j < G_KP) lq[t * G_KP + j] = acc[i];
+    }
+    if (lx < G_K) lp[t * G_K + lx] = accP;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __global float *out = part2 + (size_t)g * G_KP;
+    for (uint j = lid; j < G_KP; j += G_WG) {
+        float s = 0.0f;
+        for (uint r = 0; r < G_TT; r++) s += lq[r * G_KP + j];
+        out[j] = s;
+    }
+    if (lid < G_K) {
+        float s = 0.0f;
+        for (uint r = 0; r < G_TT; r++) s += lp[r * G_K + lid];
+        partP[(size_t)g * G_K + lid] = s;
+    }
+}
+
+/* y = -w Pi a, one work-item per VW consecutive channels of one (b, h, n) (VW = 4 when the views
+ * are aligned: float4 accesses), in (b, h, n, c) order: coalesced in the heads layout. */
+#if WBCL_TSSA_ALIGNED
+#define G_VW 4
+#else
+#define G_VW 1
+#endif
+#define G_PV (WBCL_TSSA_P / G_VW)
+__kernel void wbcl_tssa_g_output(__global const float *w, const ulong off, const ulong sb, const ulong sh,
+                                 const ulong sn, __global float *y, const ulong yoff, const ulong ysb,
+                                 const ulong ysh, const ulong ysn, const uint B, const uint N,
+                                 __global const float *Pi, const ulong pioff, __global const float *a)
+{
+    const size_t e = get_global_id(0);
+    const size_t r = e / G_PV;
+    const uint cv = (uint)(e - r * G_PV);
+    const size_t bh = r / N;
+    if (bh >= (size_t)B * G_K) return;
+    const uint n = (uint)(r - bh * N), h = (uint)(bh % G_K), b = (uint)(bh / G_K);
+    const float mp = -Pi[pioff + r];
+    const size_t xi = off + b * sb + h * sh + (size_t)n * sn + cv * G_VW;
+    const size_t yi = yoff + b * ysb + h * ysh + (size_t)n * ysn + cv * G_VW;
+    __global const float *ah = a + bh * WBCL_TSSA_P + cv * G_VW;
+#if G_VW == 4
+    const float4 x4 = *(__global const float4 *)(w + xi);
+    *(__global float4 *)(y + yi) = x4 * mp * *(__global const float4 *)ah;
+#else
+    y[yi] = w[xi] * mp * ah[0];
+#endif
+}
+#endif /* GPU-shaped TSSA */

@@ -3,6 +3,7 @@
  *
  *   bench_tssa [--reps R] [--d D] [--heads K] [--n LIST] [--skip-softmax] [--skip-memory]
  *   bench_tssa --memory-child VARIANT N D K
+ *   bench_tssa --heads-core "B,K,N,p;B,K,N,p" [--variants cpu,gpu] [--reps R]   (heads_core below)
  *
  * 1. Core: wbcl_tssa_tokens on a projected (1, n, d) tensor (the op after the projections),
  *    interleaved call by call with a STREAM triad a = b + s c on 2 threads over 3 x 64 MB (the
@@ -230,6 +231,93 @@ static long run_memory_child(const char *self, const char *variant, size_t n, si
     return kb;
 }
 
+/* ---- --heads: the per-head core (wbcl_tssa_heads) on a GPU-sized shape, both kernel variants ----
+ * For each shape B,K,N,p and each variant: wall time of one call (call + finish, median of R),
+ * the time per call of R calls queued back to back (one finish: what a framework's stream sees),
+ * the device time of one call summed over its kernels (profiling events, per kernel too), and a
+ * copy probe in the same context (wbcl_tensor_copy w -> y, R back to back). GB/s counts one read
+ * of w and one write of y (2 B K N p 4 bytes), for the op and the copy alike: "% copy" is the op's
+ * rate over the copy's. WBCL_TSSA_GROUP_BYTES / WBCL_TSSA_GLX (host/ops) apply if set. */
+static int heads_core(const char *shapes, const char *variants, int reps)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", shapes);
+    printf("%-22s %-4s %9s %9s %9s %9s %10s %9s %7s\n", "shape", "var", "wall ms", "queue ms", "kern ms",
+           "GB/s", "copy GB/s", "copy ms", "% copy");
+    char *save = NULL;
+    for (char *sh = strtok_r(buf, ";", &save); sh; sh = strtok_r(NULL, ";", &save)) {
+        size_t B, K, N, p;
+        if (sscanf(sh, "%zu,%zu,%zu,%zu", &B, &K, &N, &p) != 4) {
+            fprintf(stderr, "--heads: bad shape '%s' (B,K,N,p)\n", sh);
+            return 2;
+        }
+        char vb[64];
+        snprintf(vb, sizeof vb, "%s", variants);
+        char *vs = NULL;
+        for (char *v = strtok_r(vb, ",", &vs); v; v = strtok_r(NULL, ",", &vs)) {
+            char err[512];
+            wbcl_context *ctx = NULL;
+            wbcl_variant var;
+            check(wbcl_context_create(NULL, &ctx, err, sizeof err), NULL, err);
+            check(wbcl_variant_parse(v, &var), ctx, "variant");
+            check(wbcl_context_set_variant(ctx, var), ctx, "set variant");
+            size_t n = B * K * N * p, s4[4] = {B, K, N, p}, sk[1] = {K};
+            float *h = rnd(n, -1, 1, 21), *t = rnd(K, 0.5, 1.5, 22);
+            wbcl_tensor *w, *y, *tt;
+            check(wbcl_tensor_create(ctx, 4, s4, WBCL_F32, h, &w), ctx, "w");
+            check(wbcl_tensor_create(ctx, 4, s4, WBCL_F32, NULL, &y), ctx, "y");
+            check(wbcl_tensor_create(ctx, 1, sk, WBCL_F32, t, &tt), ctx, "temp");
+            for (int i = 0; i < 3; i++) check(wbcl_tssa_heads(ctx, w, tt, y, NULL), ctx, "warm-up");
+            check(wbcl_tensor_copy(ctx, w, y), ctx, "copy");
+            check(wbcl_context_finish(ctx), ctx, "finish");
+            double *tw = malloc(reps * sizeof *tw);
+            for (int r = 0; r < reps; r++) {
+                double t0 = now_s();
+                check(wbcl_tssa_heads(ctx, w, tt, y, NULL), ctx, "tssa");
+                check(wbcl_context_finish(ctx), ctx, "finish");
+                tw[r] = now_s() - t0;
+            }
+            double mw = median(tw, reps);
+            double t0 = now_s();
+            for (int r = 0; r < reps; r++) check(wbcl_tssa_heads(ctx, w, tt, y, NULL), ctx, "tssa");
+            check(wbcl_context_finish(ctx), ctx, "finish");
+            double mq = (now_s() - t0) / reps;
+            t0 = now_s();
+            for (int r = 0; r < reps; r++) check(wbcl_tensor_copy(ctx, w, y), ctx, "copy");
+            check(wbcl_context_finish(ctx), ctx, "finish");
+            double mc = (now_s() - t0) / reps;
+            /* device time: median over R timed calls of the summed kernel times */
+            check(wbcl_context_set_timing(ctx, 1), ctx, "timing");
+            for (int r = 0; r < reps; r++) {
+                wbcl_context_reset_kernel_ns(ctx);
+                check(wbcl_tssa_heads(ctx, w, tt, y, NULL), ctx, "tssa");
+                tw[r] = wbcl_context_kernel_ns(ctx) * 1e-9;
+            }
+            double mk = median(tw, reps);
+            check(wbcl_context_set_timing(ctx, 0), ctx, "timing");
+            double bytes = 2.0 * n * sizeof(float);
+            char shs[64];
+            snprintf(shs, sizeof shs, "B%zu K%zu N%zu p%zu", B, K, N, p);
+            printf("%-22s %-4s %9.4f %9.4f %9.4f %9.1f %10.1f %9.4f %6.1f%%\n", shs, v, mw * 1e3, mq * 1e3, mk * 1e3,
+                   bytes / mq / 1e9, bytes / mc / 1e9, mc * 1e3, 100.0 * mc / mq);
+            const char *kn;
+            uint64_t kns, kl;
+            for (size_t i = 0; wbcl_context_kernel_profile(ctx, i, &kn, &kns, &kl); i++)
+                if (kl) printf("    %-28s %9.4f ms in the last call (%llu launches)\n", kn, kns * 1e-6,
+                               (unsigned long long)kl);
+            fflush(stdout);
+            free(tw);
+            free(h);
+            free(t);
+            wbcl_tensor_destroy(w);
+            wbcl_tensor_destroy(y);
+            wbcl_tensor_destroy(tt);
+            wbcl_context_destroy(ctx);
+        }
+    }
+    return 0;
+}
+
 /* ---- main ------------------------------------------------------------------------------------- */
 int main(int argc, char **argv)
 {
@@ -241,7 +329,14 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--memory-child") && i + 4 < argc)
             return memory_child(argv[i + 1], (size_t)atol(argv[i + 2]), (size_t)atol(argv[i + 3]),
                                 (size_t)atol(argv[i + 4]));
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--heads-core") && i + 1 < argc) {
+            const char *vars = "cpu,gpu";
+            for (int j = i + 2; j + 1 < argc; j++)
+                if (!strcmp(argv[j], "--variants")) vars = argv[j + 1];
+            for (int j = i + 2; j + 1 < argc; j++)
+                if (!strcmp(argv[j], "--reps")) reps = atoi(argv[j + 1]);
+            return heads_core(argv[i + 1], vars, reps < 1 ? 1 : reps);
+        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--d") && i + 1 < argc) d = (size_t)atol(argv[++i]);
         else if (!strcmp(argv[i], "--heads") && i + 1 < argc) K = (size_t)atol(argv[++i]);
         else if (!strcmp(argv[i], "--skip-softmax")) skip_softmax = 1;

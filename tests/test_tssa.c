@@ -854,13 +854,24 @@ START_TEST(tssa_bad_input)
 }
 END_TEST
 
-/* Every kernel variant (CPU-shaped and GPU-shaped contexts run the same TSSA kernels; the
- * projections differ): the layer on the GPU variant matches too. */
+/* The GPU variant: non-causal TSSA has its own GPU-shaped kernels there (work-group reductions over
+ * token chunks, cl/tssa.cl); causal TSSA runs the same kernels as on the CPU. Shapes: N = 1 and
+ * p = 1; p = 17 with N = 257 (unaligned, several heads per lane row); K = 12, p = 64 (aligned:
+ * float4 output, N = 31 not a multiple of the token tile); p = 4 with N = 4096 (many chunks). The
+ * K = 12 case again in batch groups of one entry (WBCL_TSSA_GROUP_BYTES: the Pi offsets). */
 START_TEST(tssa_gpu_variant)
 {
     wbcl_context *ctx = tu_context();
     OK(ctx, wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU));
-    run_tssa_case(ctx, &shapes[3], 1, 900);
+    static const size_t which[] = {0, 3, 5, 8};
+    for (size_t i = 0; i < sizeof which / sizeof which[0]; i++) {
+        run_tssa_case(ctx, &shapes[which[i]], 0, 900 + i);
+        run_tssa_case(ctx, &shapes[which[i]], 1, 910 + i);
+    }
+    setenv("WBCL_TSSA_GROUP_BYTES", "1", 1);
+    run_tssa_case(ctx, &shapes[5], 0, 920);
+    run_tssa_case(ctx, &shapes[5], 1, 921);
+    unsetenv("WBCL_TSSA_GROUP_BYTES");
     run_causal_case(ctx, &shapes[3], 1, 901);
     wbcl_context_destroy(ctx);
 }

@@ -3,16 +3,45 @@
 #include "attn_stats.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "launch.h"
 
+/* local memory of wbcl_tssa_g_member (the larger of the two reductions) for lx lanes */
+static size_t glx_local_bytes(size_t p, size_t K, size_t lx)
+{
+    size_t tt = 256 / lx;
+    return 4 * (tt * K * (p + 1) + K * (p + 1) + 2 * tt * K);
+}
+
+static int glx_ok(const wbcl_context *ctx, size_t p, size_t K, size_t lx)
+{
+    if (lx < K || (K * p + lx - 1) / lx > 16) return 0; /* <= 16 accumulators: ~85 registers at K12 p64 */
+    if (ctx->info.max_work_group_size < 256) return 0;
+    return glx_local_bytes(p, K, lx) <= ctx->info.local_mem_size;
+}
+
+size_t wbcl__tssa_glx(const wbcl_context *ctx, size_t p, size_t K)
+{
+    if (ctx->variant != WBCL_VARIANT_GPU || p > WBCL_TSSA_P_MAX || K > WBCL_TSSA_K_MAX) return 0;
+    const char *env = getenv("WBCL_TSSA_GLX");
+    if (env) {
+        size_t lx = (size_t)strtoul(env, NULL, 10);
+        if ((lx == 32 || lx == 64 || lx == 128 || lx == 256) && glx_ok(ctx, p, K, lx)) return lx;
+    }
+    for (size_t lx = 32; lx <= 256; lx *= 2)
+        if (glx_ok(ctx, p, K, lx)) return lx;
+    return 0;
+}
+
 wbcl_status wbcl__tssa_kernel(wbcl_context *ctx, size_t p, size_t K, int aligned, const char *name, wbcl_kern **out)
 {
-    char opt[128] = "";
-    size_t n = 0;
+    char opt[160] = "";
+    size_t n = 0, glx = wbcl__tssa_glx(ctx, p, K);
     if (p <= WBCL_TSSA_P_MAX) n += (size_t)snprintf(opt + n, sizeof opt - n, "-DWBCL_TSSA_P=%zu ", p);
     if (K <= WBCL_TSSA_K_MAX) n += (size_t)snprintf(opt + n, sizeof opt - n, "-DWBCL_TSSA_K=%zu ", K);
     if (aligned) n += (size_t)snprintf(opt + n, sizeof opt - n, "-DWBCL_TSSA_ALIGNED=1 ");
+    if (glx) n += (size_t)snprintf(opt + n, sizeof opt - n, "-DWBCL_TSSA_GLX=%zu ", glx);
     if (n) opt[n - 1] = '\0';
     return wbcl__kernel(ctx, "tssa", n ? opt : NULL, name, out);
 }

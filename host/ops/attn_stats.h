@@ -15,6 +15,13 @@
 #define WBCL_TSSA_P_MAX 1024
 #define WBCL_TSSA_K_MAX 64
 wbcl_status wbcl__tssa_kernel(wbcl_context *ctx, size_t p, size_t K, int aligned, const char *name, wbcl_kern **out);
+/* Lanes per token row of the GPU-shaped non-causal TSSA kernels (cl/tssa.cl, -DWBCL_TSSA_GLX) for
+ * this context and shape, or 0 when they do not apply (a CPU-variant context, p or K beyond the
+ * specialized range, more than 16 channels per work-item, or too little local memory). In a
+ * GPU-variant context wbcl__tssa_kernel builds every kernel of the family with this option, so
+ * TSSA, causal TSSA and XCA share one program. WBCL_TSSA_GLX=32|64|128|256 in the environment
+ * overrides the choice where it is valid (a tuning knob for benchmarks). */
+size_t wbcl__tssa_glx(const wbcl_context *ctx, size_t p, size_t K);
 /* Block sums of w^2 over tokens into part (B, nblk, K*p) (cl/tssa.cl wbcl_tssa_rowsq). */
 wbcl_status wbcl__rowsq(wbcl_context *ctx, const wbcl__hview *w, const wbcl__hdims *dm, int aligned, size_t rb,
                         size_t nblk, cl_mem part);

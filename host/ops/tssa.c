@@ -39,11 +39,125 @@ struct wbcl_tssa_state {
         if ((st = (x))) goto done; \
     } while (0)
 
+/* ---- GPU-shaped non-causal TSSA (cl/tssa.cl, "GPU-shaped") ------------------------------------
+ * g_colsq -> norm_finish -> g_member -> dots_finish -> g_output, work-groups of 256 over
+ * (batch entry, chunk of tokens), chunks sized for about 8 work-groups per compute unit. The batch
+ * is taken in groups of entries whose w fits in WBCL_TSSA_GROUP_BYTES (environment; unset or 0: the
+ * whole batch at once), so that the second and third reads of w may come from the device's cache. */
+static size_t group_entries(size_t B, size_t per_entry)
+{
+    const char *env = getenv("WBCL_TSSA_GROUP_BYTES");
+    size_t cap = env ? (size_t)strtoull(env, NULL, 10) : 0;
+    if (!cap) return B;
+    size_t g = cap / per_entry;
+    return g < 1 ? 1 : g > B ? B : g;
+}
+
+static wbcl_status tssa_run_gpu(wbcl_context *ctx, const wbcl__hview *w, const wbcl__hview *y,
+                                const wbcl__hdims *dm, int al, size_t lx, cl_mem temp, cl_mem Pi_user)
+{
+    const size_t B = dm->B, K = dm->K, N = dm->N, p = dm->p, KP = K * p, tt = 256 / lx;
+    const size_t Bg = group_entries(B, K * N * p * sizeof(float));
+    size_t cu = ctx->info.compute_units ? ctx->info.compute_units : 1;
+    size_t nch = (8 * cu + Bg - 1) / Bg;               /* chunks per batch entry */
+    size_t rows = (N + nch - 1) / nch;
+    rows = (rows + tt - 1) / tt * tt;                  /* whole tiles of tt tokens */
+    nch = (N + rows - 1) / rows;
+    cl_mem part = NULL, vec = NULL, partP = NULL, Pi = NULL;
+    wbcl_status st;
+    TRY(wbcl__tmp(ctx, Bg * nch * KP, "wbcl_tssa: chunk partials", &part));
+    TRY(wbcl__tmp(ctx, Bg * KP, "wbcl_tssa: channel statistics", &vec));
+    TRY(wbcl__tmp(ctx, Bg * nch * K, "wbcl_tssa: chunk sums of Pi", &partP));
+    if (Pi_user) {
+        Pi = Pi_user;
+        clRetainMemObject(Pi);
+    } else {
+        TRY(wbcl__tmp(ctx, B * K * N, "wbcl_tssa: membership Pi", &Pi));
+    }
+    wbcl_kern *kc, *kn, *km, *kd, *ko;
+    TRY(wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_g_colsq", &kc));
+    TRY(wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_norm_finish", &kn));
+    TRY(wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_g_member", &km));
+    TRY(wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_dots_finish", &kd));
+    TRY(wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_g_output", &ko));
+    cl_uint uN = (cl_uint)N, uK = (cl_uint)K, up = (cl_uint)p, urows = (cl_uint)rows, unch = (cl_uint)nch,
+            uKP = (cl_uint)KP;
+    for (size_t b0 = 0; b0 < B; b0 += Bg) {
+        const size_t nb = B - b0 < Bg ? B - b0 : Bg;
+        cl_uint unb = (cl_uint)nb;
+        cl_ulong pioff = (cl_ulong)(b0 * K * N);
+        wbcl__hview wv = *w, yv = *y;
+        wv.off += b0 * w->sb;
+        yv.off += b0 * y->sb;
+        const size_t lg[1] = {256}, gg[1] = {nb * nch * 256};
+        /* 1. sums of w^2 per chunk, 2. 1 / max(norm, 1e-12) */
+        TRY(wbcl__set_view(ctx, kc, 0, &wv));
+        WBCL_ARG(ctx, kc, 5, uN);
+        WBCL_ARG(ctx, kc, 6, urows);
+        WBCL_ARG(ctx, kc, 7, unch);
+        WBCL_ARG(ctx, kc, 8, part);
+        TRY(wbcl__launch(ctx, kc, 1, gg, lg));
+        WBCL_ARG(ctx, kn, 0, part);
+        WBCL_ARG(ctx, kn, 1, unb);
+        WBCL_ARG(ctx, kn, 2, unch);
+        WBCL_ARG(ctx, kn, 3, uKP);
+        WBCL_ARG(ctx, kn, 4, vec);
+        {
+            const size_t gi[1] = {(nb * KP + 255) / 256 * 256};
+            TRY(wbcl__launch(ctx, kn, 1, gi, lg));
+        }
+        /* 3. Pi and the second moments per chunk, 4. a = 1 / (1 + dots) (into vec) */
+        TRY(wbcl__set_view(ctx, km, 0, &wv));
+        WBCL_ARG(ctx, km, 5, uN);
+        WBCL_ARG(ctx, km, 6, urows);
+        WBCL_ARG(ctx, km, 7, unch);
+        WBCL_ARG(ctx, km, 8, vec);
+        WBCL_ARG(ctx, km, 9, temp);
+        WBCL_ARG(ctx, km, 10, Pi);
+        WBCL_ARG(ctx, km, 11, pioff);
+        WBCL_ARG(ctx, km, 12, part);
+        WBCL_ARG(ctx, km, 13, partP);
+        TRY(wbcl__launch(ctx, km, 1, gg, lg));
+        WBCL_ARG(ctx, kd, 0, part);
+        WBCL_ARG(ctx, kd, 1, partP);
+        WBCL_ARG(ctx, kd, 2, unb);
+        WBCL_ARG(ctx, kd, 3, unch);
+        WBCL_ARG(ctx, kd, 4, uK);
+        WBCL_ARG(ctx, kd, 5, up);
+        WBCL_ARG(ctx, kd, 6, vec);
+        {
+            const size_t gi[1] = {(nb * KP + 255) / 256 * 256};
+            TRY(wbcl__launch(ctx, kd, 1, gi, lg));
+        }
+        /* 5. y = -w Pi a */
+        TRY(wbcl__set_view(ctx, ko, 0, &wv));
+        TRY(wbcl__set_view(ctx, ko, 5, &yv));
+        WBCL_ARG(ctx, ko, 10, unb);
+        WBCL_ARG(ctx, ko, 11, uN);
+        WBCL_ARG(ctx, ko, 12, Pi);
+        WBCL_ARG(ctx, ko, 13, pioff);
+        WBCL_ARG(ctx, ko, 14, vec);
+        {
+            const size_t vw = al ? 4 : 1, gi[1] = {(nb * K * N * (p / vw) + 255) / 256 * 256};
+            TRY(wbcl__launch(ctx, ko, 1, gi, lg));
+        }
+    }
+done:
+    wbcl__tmp_release(&part);
+    wbcl__tmp_release(&vec);
+    wbcl__tmp_release(&partP);
+    wbcl__tmp_release(&Pi);
+    return st;
+}
+
 /* Non-causal TSSA on validated views; Pi_user may be NULL. Also used by nothing else. */
 static wbcl_status tssa_run(wbcl_context *ctx, const wbcl__hview *w, const wbcl__hview *y, const wbcl__hdims *dm,
                             cl_mem temp, cl_mem Pi_user)
 {
     const int al = wbcl__hview_aligned(w, dm->p) && wbcl__hview_aligned(y, dm->p);
+    size_t lx = wbcl__tssa_glx(ctx, dm->p, dm->K);
+    if ((dm->K - 1) * w->sh + dm->p > 0xffffffffu) lx = 0; /* the GPU kernels' head offsets are 32-bit */
+    if (lx) return tssa_run_gpu(ctx, w, y, dm, al, lx, temp, Pi_user);
     size_t rb, nblk, B = dm->B, K = dm->K, N = dm->N, p = dm->p, KP = K * p;
     wbcl__row_blocks(N, &rb, &nblk);
     cl_mem part = NULL, vec = NULL, partP = NULL, Pi = NULL;
