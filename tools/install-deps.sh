@@ -17,6 +17,7 @@ packages=(
   clang libclang-rt-dev                          # fuzz targets (libFuzzer, ASan/UBSan runtimes), portability check
   libopenmpi-dev openmpi-bin                     # -DWBCL_MPI=ON: wbcl_mpi, wbcl-run-mpi, test_mpi
   valgrind                                       # tools/ci-hardening.sh (memcheck job)
+  clang-14 llvm-14 libclc-14                     # tools/gpu-check.sh (ptxas: the CUDA toolkit, not Debian)
 )
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
