@@ -446,10 +446,12 @@ __kernel void wbcl_tssa_causal_seq(__global const float *w, const ulong off, con
  * 256 work-items seen as TT = 256 / LX token rows of LX lanes. Lane lx of row t owns the channels
  * j = lx + LX*i (i < JPT = ceil(K*p / LX), j = h*p + c) of token n0 + t, n0 + t + TT, ...: consecutive
  * lanes read consecutive channels (coalesced), and each work-item keeps private accumulators for its
- * JPT fixed channels. A work-group takes one batch entry and one chunk of `rows` tokens; the host
- * picks enough chunks to fill the device, and the partials (B, nchunk, K*p) / (B, nchunk, K) are
- * combined by wbcl_tssa_norm_finish / wbcl_tssa_dots_finish above. Passes over w: g_colsq (sum of
- * w^2), g_member (Pi, sum of Pi w^2, sum of Pi), g_output (y): three reads, one write. */
+ * JPT fixed channels. The B*N tokens, flattened, are cut into G equal ranges of L <= N tokens, one
+ * per work-group (G about 4 per compute unit: every compute unit gets the same work, no tail wave);
+ * a range spans at most two batch entries (segments s = 0, 1), and each segment leaves one partial
+ * row: part[(2g + s)*KP + j], partP[(2g + s)*K + h]. The g_*_finish kernels sum, for batch entry b,
+ * the partials of the work-groups b*N/L .. ((b+1)*N - 1)/L. Passes over w: g_colsq (sum of w^2),
+ * g_member (Pi, sum of Pi w^2, sum of Pi), g_output (y): three reads, one write. */
 #if WBCL_VARIANT_GPU && defined(WBCL_TSSA_GLX) && defined(WBCL_TSSA_P) && WBCL_TSSA_PRIVATE_LOGITS
 #define G_WG 256
 #define G_LX WBCL_TSSA_GLX
@@ -459,52 +461,123 @@ __kernel void wbcl_tssa_causal_seq(__global const float *w, const ulong off, con
 #define G_JPT ((G_KP + G_LX - 1) / G_LX)
 #define G_PP (WBCL_TSSA_P + 1) /* padded head row in local memory: no bank conflicts across heads */
 
-/* per-chunk sums of w^2: part[(b*nchunk + chunk)*KP + j] */
+/* segment s of work-group g: batch entry *b, tokens [*n0, *n1); 0 if empty */
+inline int wbcl_tssa_g_segment(const uint g, const uint s, const uint B, const uint N, const uint L, uint *b,
+                               uint *n0, uint *n1)
+{
+    const ulong T = (ulong)B * N, start = (ulong)g * L, end = min(start + L, T);
+    const ulong s0 = s == 0 ? start : (start / N + 1) * N;
+    if (s0 >= end) return 0;
+    *b = (uint)(s0 / N);
+    *n0 = (uint)(s0 - (ulong)*b * N);
+    *n1 = (uint)min((ulong)N, *n0 + (end - s0));
+    return 1;
+}
+
+/* per-range sums of w^2 */
 __kernel __attribute__((reqd_work_group_size(G_WG, 1, 1))) void
 wbcl_tssa_g_colsq(__global const float *w, const ulong off, const ulong sb, const ulong sh, const ulong sn,
-                  const uint N, const uint rows, const uint nchunk, __global float *part)
+                  const uint B, const uint N, const uint L, __global float *part)
 {
     __local float red[G_TT * G_KP];
-    const uint lid = get_local_id(0), lx = lid % G_LX, t = lid / G_LX;
-    const uint g = get_group_id(0), b = g / nchunk, ch = g % nchunk;
-    const uint n0 = ch * rows, n1 = min(N, n0 + rows);
+    const uint lid = get_local_id(0), lx = lid % G_LX, t = lid / G_LX, g = get_group_id(0);
     const uint ush = (uint)sh; /* the host checks (K - 1) sh + p < 2^32 */
-    float acc[G_JPT];
+#pragma unroll 1
+    for (uint s = 0; s < 2; s++) {
+        uint b, n0, n1;
+        if (!wbcl_tssa_g_segment(g, s, B, N, L, &b, &n0, &n1)) break;
+        float acc[G_JPT];
 #pragma unroll
-    for (uint i = 0; i < G_JPT; i++) acc[i] = 0.0f;
-    for (uint n = n0 + t; n < n1; n += G_TT) {
-        __global const float *row = w + off + b * sb + n * sn;
+        for (uint i = 0; i < G_JPT; i++) acc[i] = 0.0f;
+        for (uint n = n0 + t; n < n1; n += G_TT) {
+            __global const float *row = w + off + b * sb + n * sn;
 #pragma unroll
-        for (uint i = 0; i < G_JPT; i++) {
-            const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
-            if (j < G_KP) {
-                const float v = row[h * ush + c];
-                acc[i] = fma(v, v, acc[i]);
+            for (uint i = 0; i < G_JPT; i++) {
+                const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+                if (j < G_KP) {
+                    const float v = row[h * ush + c];
+                    acc[i] = fma(v, v, acc[i]);
+                }
             }
         }
-    }
+        barrier(CLK_LOCAL_MEM_FENCE); /* red is free */
 #pragma unroll
-    for (uint i = 0; i < G_JPT; i++) {
-        const uint j = lx + G_LX * i;
-        if (j < G_KP) red[t * G_KP + j] = acc[i];
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    __global float *out = part + (size_t)g * G_KP;
-    for (uint j = lid; j < G_KP; j += G_WG) {
-        float s = 0.0f;
-        for (uint r = 0; r < G_TT; r++) s += red[r * G_KP + j];
-        out[j] = s;
+        for (uint i = 0; i < G_JPT; i++) {
+            const uint j = lx + G_LX * i;
+            if (j < G_KP) red[t * G_KP + j] = acc[i];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        __global float *out = part + (size_t)(2 * g + s) * G_KP;
+        for (uint j = lid; j < G_KP; j += G_WG) {
+            float sum = 0.0f;
+            for (uint r = 0; r < G_TT; r++) sum += red[r * G_KP + j];
+            out[j] = sum;
+        }
     }
 }
 
-/* Pi (written at Pi[pioff + (b*K + h)*N + n]) and the per-chunk sums of Pi w^2 (part2, as above)
- * and of Pi (partP[(b*nchunk + chunk)*K + h]). Per tile of TT tokens: each work-item stores its w^2
- * in local memory; work-item (t, h) (lanes lx = h < K) forms logit = temp_h sum_c w^2 inv^2 and the
- * softmax over heads; then every work-item adds Pi_h w^2 (its own entries of the local tile: no
- * registers hold w across the barriers) to its accumulators. */
+/* first and last work-group whose range touches batch entry b, and the segment b is in for g */
+#define G_RANGES(b, N, L) const uint glo = (uint)(((ulong)(b) * (N)) / (L)), ghi = (uint)(((ulong)((b) + 1) * (N) - 1) / (L))
+#define G_SEG(g, b, N, L) ((ulong)(g) * (L) >= (ulong)(b) * (N) ? 0u : 1u)
+
+/* inv[b*KP + j] = 1 / max(sqrt(sum of the partials of b), 1e-12) */
+__kernel void wbcl_tssa_g_norm_finish(__global const float *part, const uint B, const uint N, const uint L,
+                                      __global float *inv)
+{
+    const size_t gid = get_global_id(0);
+    if (gid >= (size_t)B * G_KP) return;
+    const uint b = gid / G_KP, j = gid % G_KP;
+    G_RANGES(b, N, L);
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    uint g = glo;
+    for (; g + 4 <= ghi + 1; g += 4) {
+        s0 += part[(size_t)(2 * g + G_SEG(g, b, N, L)) * G_KP + j];
+        s1 += part[(size_t)(2 * (g + 1) + G_SEG(g + 1, b, N, L)) * G_KP + j];
+        s2 += part[(size_t)(2 * (g + 2) + G_SEG(g + 2, b, N, L)) * G_KP + j];
+        s3 += part[(size_t)(2 * (g + 3) + G_SEG(g + 3, b, N, L)) * G_KP + j];
+    }
+    for (; g <= ghi; g++) s0 += part[(size_t)(2 * g + G_SEG(g, b, N, L)) * G_KP + j];
+    inv[gid] = 1.0f / fmax(sqrt((s0 + s1) + (s2 + s3)), WBCL_TSSA_EPS_NORM);
+}
+
+/* a[b*KP + j] = 1 / (1 + dots), dots = (sum of the partials of Pi w^2) / (sum of those of Pi + 1e-8) */
+__kernel void wbcl_tssa_g_dots_finish(__global const float *part2, __global const float *partP, const uint B,
+                                      const uint N, const uint L, __global float *a)
+{
+    const size_t gid = get_global_id(0);
+    if (gid >= (size_t)B * G_KP) return;
+    const uint b = gid / G_KP, j = gid % G_KP, h = j / WBCL_TSSA_P;
+    G_RANGES(b, N, L);
+    float q0 = 0.0f, q1 = 0.0f, q2 = 0.0f, q3 = 0.0f, P0 = 0.0f, P1 = 0.0f, P2 = 0.0f, P3 = 0.0f;
+    uint g = glo;
+    for (; g + 4 <= ghi + 1; g += 4) {
+        const uint r0 = 2 * g + G_SEG(g, b, N, L), r1 = 2 * (g + 1) + G_SEG(g + 1, b, N, L),
+                   r2 = 2 * (g + 2) + G_SEG(g + 2, b, N, L), r3 = 2 * (g + 3) + G_SEG(g + 3, b, N, L);
+        q0 += part2[(size_t)r0 * G_KP + j];
+        q1 += part2[(size_t)r1 * G_KP + j];
+        q2 += part2[(size_t)r2 * G_KP + j];
+        q3 += part2[(size_t)r3 * G_KP + j];
+        P0 += partP[(size_t)r0 * G_K + h];
+        P1 += partP[(size_t)r1 * G_K + h];
+        P2 += partP[(size_t)r2 * G_K + h];
+        P3 += partP[(size_t)r3 * G_K + h];
+    }
+    for (; g <= ghi; g++) {
+        const uint r = 2 * g + G_SEG(g, b, N, L);
+        q0 += part2[(size_t)r * G_KP + j];
+        P0 += partP[(size_t)r * G_K + h];
+    }
+    a[gid] = 1.0f / (1.0f + ((q0 + q1) + (q2 + q3)) / (((P0 + P1) + (P2 + P3)) + WBCL_TSSA_EPS_PI));
+}
+
+/* Pi (written at Pi[pioff + (b*K + h)*N + n]) and the per-range sums of Pi w^2 (part2) and of Pi
+ * (partP). Per tile of TT tokens: each work-item stores its w^2 in local memory; work-item (t, h)
+ * (lanes lx = h < K) forms logit = temp_h sum_c w^2 inv^2 and the softmax over heads; then every
+ * work-item adds Pi_h w^2 (its own entries of the local tile: no registers hold w across the
+ * barriers) to its accumulators. The next tile's w is loaded before the barriers of this one. */
 __kernel __attribute__((reqd_work_group_size(G_WG, 1, 1))) void
 wbcl_tssa_g_member(__global const float *w, const ulong off, const ulong sb, const ulong sh, const ulong sn,
-                   const uint N, const uint rows, const uint nchunk, __global const float *inv,
+                   const uint B, const uint N, const uint L, __global const float *inv,
                    __global const float *temp, __global float *Pi, const ulong pioff, __global float *part2,
                    __global float *partP)
 {
@@ -512,96 +585,99 @@ wbcl_tssa_g_member(__global const float *w, const ulong off, const ulong sb, con
     __local float li2[G_K * G_PP];       /* inv^2 */
     __local float ll[G_TT * G_K];        /* logits */
     __local float lp[G_TT * G_K];        /* Pi, then the work-items' sums of Pi */
-    const uint lid = get_local_id(0), lx = lid % G_LX, t = lid / G_LX;
-    const uint g = get_group_id(0), b = g / nchunk, ch = g % nchunk;
-    const uint n0 = ch * rows, n1 = min(N, n0 + rows);
+    const uint lid = get_local_id(0), lx = lid % G_LX, t = lid / G_LX, g = get_group_id(0);
     const uint ush = (uint)sh; /* the host checks (K - 1) sh + p < 2^32 */
-    __global const float *ib = inv + (size_t)b * G_KP;
-    for (uint j = lid; j < G_KP; j += G_WG) {
-        const uint h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
-        const float iv = ib[j];
-        li2[h * G_PP + c] = iv * iv;
-    }
     const float th = lx < G_K ? temp[lx] : 0.0f;
-    float accP = 0.0f;
-    float acc[G_JPT], vn[G_JPT]; /* vn: the next tile's w, loaded while this tile is reduced */
-#pragma unroll
-    for (uint i = 0; i < G_JPT; i++) acc[i] = 0.0f;
-    {
-        __global const float *row = w + off + b * sb + (size_t)(n0 + t < n1 ? n0 + t : n0) * sn;
-#pragma unroll
-        for (uint i = 0; i < G_JPT; i++) {
-            const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
-            vn[i] = (n0 + t < n1 && j < G_KP) ? row[h * ush + c] : 0.0f;
+#pragma unroll 1
+    for (uint s = 0; s < 2; s++) {
+        uint b, n0, n1;
+        if (!wbcl_tssa_g_segment(g, s, B, N, L, &b, &n0, &n1)) break;
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous segment's reads of lq, li2, lp are done */
+        __global const float *ib = inv + (size_t)b * G_KP;
+        for (uint j = lid; j < G_KP; j += G_WG) {
+            const uint h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+            const float iv = ib[j];
+            li2[h * G_PP + c] = iv * iv;
         }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint nt = n0; nt < n1; nt += G_TT) {
-        const uint n = nt + t;
-        const int valid = n < n1;
+        float accP = 0.0f;
+        float acc[G_JPT], vn[G_JPT]; /* vn: the next tile's w */
 #pragma unroll
-        for (uint i = 0; i < G_JPT; i++) {
-            const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
-            if (j < G_KP) lq[(t * G_K + h) * G_PP + c] = vn[i] * vn[i];
-        }
-        if (nt + G_TT < n1) {
-            const uint nn = nt + G_TT + t;
-            __global const float *row = w + off + b * sb + (size_t)(nn < n1 ? nn : n0) * sn;
+        for (uint i = 0; i < G_JPT; i++) acc[i] = 0.0f;
+        {
+            __global const float *row = w + off + b * sb + (size_t)(n0 + t < n1 ? n0 + t : n0) * sn;
 #pragma unroll
             for (uint i = 0; i < G_JPT; i++) {
                 const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
-                vn[i] = (nn < n1 && j < G_KP) ? row[h * ush + c] : 0.0f;
+                vn[i] = (n0 + t < n1 && j < G_KP) ? row[h * ush + c] : 0.0f;
             }
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (lx < G_K) {
-            __local const float *q = lq + (t * G_K + lx) * G_PP, *s2 = li2 + lx * G_PP;
-            float s0 = 0.0f, s1 = 0.0f;
-            uint c = 0;
-            for (; c + 2 <= WBCL_TSSA_P; c += 2) {
-                s0 = fma(q[c], s2[c], s0);
-                s1 = fma(q[c + 1], s2[c + 1], s1);
+        for (uint nt = n0; nt < n1; nt += G_TT) {
+            const uint n = nt + t;
+            const int valid = n < n1;
+#pragma unroll
+            for (uint i = 0; i < G_JPT; i++) {
+                const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+                if (j < G_KP) lq[(t * G_K + h) * G_PP + c] = vn[i] * vn[i];
             }
-            if (c < WBCL_TSSA_P) s0 = fma(q[c], s2[c], s0);
-            ll[t * G_K + lx] = th * (s0 + s1);
+            if (nt + G_TT < n1) {
+                const uint nn = nt + G_TT + t;
+                __global const float *row = w + off + b * sb + (size_t)(nn < n1 ? nn : n0) * sn;
+#pragma unroll
+                for (uint i = 0; i < G_JPT; i++) {
+                    const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+                    vn[i] = (nn < n1 && j < G_KP) ? row[h * ush + c] : 0.0f;
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (lx < G_K) {
+                __local const float *q = lq + (t * G_K + lx) * G_PP, *s2 = li2 + lx * G_PP;
+                float s0 = 0.0f, s1 = 0.0f;
+                uint c = 0;
+                for (; c + 2 <= WBCL_TSSA_P; c += 2) {
+                    s0 = fma(q[c], s2[c], s0);
+                    s1 = fma(q[c + 1], s2[c + 1], s1);
+                }
+                if (c < WBCL_TSSA_P) s0 = fma(q[c], s2[c], s0);
+                ll[t * G_K + lx] = th * (s0 + s1);
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (lx < G_K) {
+                __local const float *l = ll + t * G_K;
+                float m = l[0];
+                for (uint h = 1; h < G_K; h++) m = fmax(m, l[h]);
+                float z = 0.0f;
+                for (uint h = 0; h < G_K; h++) z += exp(l[h] - m);
+                const float pi = valid ? exp(l[lx] - m) / z : 0.0f;
+                lp[t * G_K + lx] = pi;
+                accP += pi;
+                if (valid) Pi[pioff + ((size_t)b * G_K + lx) * N + n] = pi;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+            for (uint i = 0; i < G_JPT; i++) {
+                const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+                if (j < G_KP) acc[i] = fma(lp[t * G_K + h], lq[(t * G_K + h) * G_PP + c], acc[i]);
+            }
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (lx < G_K) {
-            __local const float *l = ll + t * G_K;
-            float m = l[0];
-            for (uint h = 1; h < G_K; h++) m = fmax(m, l[h]);
-            float z = 0.0f;
-            for (uint h = 0; h < G_K; h++) z += exp(l[h] - m);
-            const float pi = valid ? exp(l[lx] - m) / z : 0.0f;
-            lp[t * G_K + lx] = pi;
-            accP += pi;
-            if (valid) Pi[pioff + ((size_t)b * G_K + lx) * N + n] = pi;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
+        barrier(CLK_LOCAL_MEM_FENCE); /* lq and lp are free */
 #pragma unroll
         for (uint i = 0; i < G_JPT; i++) {
-            const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
-            if (j < G_KP) acc[i] = fma(lp[t * G_K + h], lq[(t * G_K + h) * G_PP + c], acc[i]);
+            const uint j = lx + G_LX * i;
+            if (j < G_KP) lq[t * G_KP + j] = acc[i];
         }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE); /* lq and lp are free */
-#pragma unroll
-    for (uint i = 0; i < G_JPT; i++) {
-        const uint j = lx + G_LX * i;
-        if (j < G_KP) lq[t * G_KP + j] = acc[i];
-    }
-    if (lx < G_K) lp[t * G_K + lx] = accP;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    __global float *out = part2 + (size_t)g * G_KP;
-    for (uint j = lid; j < G_KP; j += G_WG) {
-        float s = 0.0f;
-        for (uint r = 0; r < G_TT; r++) s += lq[r * G_KP + j];
-        out[j] = s;
-    }
-    if (lid < G_K) {
-        float s = 0.0f;
-        for (uint r = 0; r < G_TT; r++) s += lp[r * G_K + lid];
-        partP[(size_t)g * G_K + lid] = s;
+        if (lx < G_K) lp[t * G_K + lx] = accP;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        __global float *out = part2 + (size_t)(2 * g + s) * G_KP;
+        for (uint j = lid; j < G_KP; j += G_WG) {
+            float sum = 0.0f;
+            for (uint r = 0; r < G_TT; r++) sum += lq[r * G_KP + j];
+            out[j] = sum;
+        }
+        if (lid < G_K) {
+            float sum = 0.0f;
+            for (uint r = 0; r < G_TT; r++) sum += lp[r * G_K + lid];
+            partP[(size_t)(2 * g + s) * G_K + lid] = sum;
+        }
     }
 }
 

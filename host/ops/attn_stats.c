@@ -16,7 +16,7 @@ static size_t glx_local_bytes(size_t p, size_t K, size_t lx)
 
 static int glx_ok(const wbcl_context *ctx, size_t p, size_t K, size_t lx)
 {
-    if (lx < K || (K * p + lx - 1) / lx > 16) return 0; /* <= 16 accumulators: ~85 registers at K12 p64 */
+    if (lx < K || (K * p + lx - 1) / lx > 8) return 0; /* <= 8 accumulators per work-item: registers */
     if (ctx->info.max_work_group_size < 256) return 0;
     return glx_local_bytes(p, K, lx) <= ctx->info.local_mem_size;
 }

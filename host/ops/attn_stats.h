@@ -17,7 +17,7 @@
 wbcl_status wbcl__tssa_kernel(wbcl_context *ctx, size_t p, size_t K, int aligned, const char *name, wbcl_kern **out);
 /* Lanes per token row of the GPU-shaped non-causal TSSA kernels (cl/tssa.cl, -DWBCL_TSSA_GLX) for
  * this context and shape, or 0 when they do not apply (a CPU-variant context, p or K beyond the
- * specialized range, more than 16 channels per work-item, or too little local memory). In a
+ * specialized range, more than 8 channels per work-item, or too little local memory). In a
  * GPU-variant context wbcl__tssa_kernel builds every kernel of the family with this option, so
  * TSSA, causal TSSA and XCA share one program. WBCL_TSSA_GLX=32|64|128|256 in the environment
  * overrides the choice where it is valid (a tuning knob for benchmarks). */

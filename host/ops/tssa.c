@@ -40,8 +40,8 @@ struct wbcl_tssa_state {
     } while (0)
 
 /* ---- GPU-shaped non-causal TSSA (cl/tssa.cl, "GPU-shaped") ------------------------------------
- * g_colsq -> norm_finish -> g_member -> dots_finish -> g_output, work-groups of 256 over
- * (batch entry, chunk of tokens), chunks sized for about 8 work-groups per compute unit. The batch
+ * g_colsq -> g_norm_finish -> g_member -> g_dots_finish -> g_output, work-groups of 256 over equal
+ * ranges of the flattened tokens, about 4 work-groups per compute unit. The batch
  * is taken in groups of entries whose w fits in WBCL_TSSA_GROUP_BYTES (environment; unset or 0: the
  * whole batch at once), so that the second and third reads of w may come from the device's cache. */
 static size_t group_entries(size_t B, size_t per_entry)
@@ -58,96 +58,82 @@ static wbcl_status tssa_run_gpu(wbcl_context *ctx, const wbcl__hview *w, const w
 {
     const size_t B = dm->B, K = dm->K, N = dm->N, p = dm->p, KP = K * p, tt = 256 / lx;
     const size_t Bg = group_entries(B, K * N * p * sizeof(float));
-    size_t cu = ctx->info.compute_units ? ctx->info.compute_units : 1;
-    size_t nch = (8 * cu + Bg - 1) / Bg;               /* chunks per batch entry */
-    size_t rows = (N + nch - 1) / nch;
-    rows = (rows + tt - 1) / tt * tt;                  /* whole tiles of tt tokens */
-    nch = (N + rows - 1) / rows;
-    cl_mem part = NULL, vec = NULL, partP = NULL, Pi = NULL;
+    const size_t cu = ctx->info.compute_units ? ctx->info.compute_units : 1;
+    /* L tokens per work-group: about 4 work-groups per compute unit, whole tiles, at most N */
+    size_t L = (Bg * N + 4 * cu - 1) / (4 * cu);
+    L = (L + tt - 1) / tt * tt;
+    if (L > N) L = N;
+    const size_t G = (Bg * N + L - 1) / L;
+    /* work buffers: the context's grow-only scratch slots 2-5 (TSSA calls no other op, so nothing
+     * else uses them during the call), not per-call allocations: a fresh clCreateBuffer costs
+     * tens of microseconds at first use on NVIDIA's driver */
+    cl_mem part, partP, vec, Pi = Pi_user;
     wbcl_status st;
-    TRY(wbcl__tmp(ctx, Bg * nch * KP, "wbcl_tssa: chunk partials", &part));
-    TRY(wbcl__tmp(ctx, Bg * KP, "wbcl_tssa: channel statistics", &vec));
-    TRY(wbcl__tmp(ctx, Bg * nch * K, "wbcl_tssa: chunk sums of Pi", &partP));
-    if (Pi_user) {
-        Pi = Pi_user;
-        clRetainMemObject(Pi);
-    } else {
-        TRY(wbcl__tmp(ctx, B * K * N, "wbcl_tssa: membership Pi", &Pi));
-    }
+    if ((st = wbcl__scratch(ctx, 2, 2 * G * KP * sizeof(float), &part)) ||
+        (st = wbcl__scratch(ctx, 3, 2 * G * K * sizeof(float), &partP)) ||
+        (st = wbcl__scratch(ctx, 4, Bg * KP * sizeof(float), &vec)) ||
+        (!Pi_user && (st = wbcl__scratch(ctx, 5, B * K * N * sizeof(float), &Pi))))
+        return st;
     wbcl_kern *kc, *kn, *km, *kd, *ko;
-    TRY(wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_g_colsq", &kc));
-    TRY(wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_norm_finish", &kn));
-    TRY(wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_g_member", &km));
-    TRY(wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_dots_finish", &kd));
-    TRY(wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_g_output", &ko));
-    cl_uint uN = (cl_uint)N, uK = (cl_uint)K, up = (cl_uint)p, urows = (cl_uint)rows, unch = (cl_uint)nch,
-            uKP = (cl_uint)KP;
+    if ((st = wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_g_colsq", &kc)) ||
+        (st = wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_g_norm_finish", &kn)) ||
+        (st = wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_g_member", &km)) ||
+        (st = wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_g_dots_finish", &kd)) ||
+        (st = wbcl__tssa_kernel(ctx, p, K, al, "wbcl_tssa_g_output", &ko)))
+        return st;
+    cl_uint uN = (cl_uint)N, uL = (cl_uint)L;
     for (size_t b0 = 0; b0 < B; b0 += Bg) {
         const size_t nb = B - b0 < Bg ? B - b0 : Bg;
+        const size_t Gb = (nb * N + L - 1) / L;
         cl_uint unb = (cl_uint)nb;
         cl_ulong pioff = (cl_ulong)(b0 * K * N);
         wbcl__hview wv = *w, yv = *y;
         wv.off += b0 * w->sb;
         yv.off += b0 * y->sb;
-        const size_t lg[1] = {256}, gg[1] = {nb * nch * 256};
-        /* 1. sums of w^2 per chunk, 2. 1 / max(norm, 1e-12) */
-        TRY(wbcl__set_view(ctx, kc, 0, &wv));
-        WBCL_ARG(ctx, kc, 5, uN);
-        WBCL_ARG(ctx, kc, 6, urows);
-        WBCL_ARG(ctx, kc, 7, unch);
+        const size_t lg[1] = {256}, gg[1] = {Gb * 256}, gf[1] = {(nb * KP + 255) / 256 * 256};
+        /* 1. sums of w^2 per range, 2. 1 / max(norm, 1e-12) */
+        if ((st = wbcl__set_view(ctx, kc, 0, &wv))) return st;
+        WBCL_ARG(ctx, kc, 5, unb);
+        WBCL_ARG(ctx, kc, 6, uN);
+        WBCL_ARG(ctx, kc, 7, uL);
         WBCL_ARG(ctx, kc, 8, part);
-        TRY(wbcl__launch(ctx, kc, 1, gg, lg));
+        if ((st = wbcl__launch(ctx, kc, 1, gg, lg))) return st;
         WBCL_ARG(ctx, kn, 0, part);
         WBCL_ARG(ctx, kn, 1, unb);
-        WBCL_ARG(ctx, kn, 2, unch);
-        WBCL_ARG(ctx, kn, 3, uKP);
+        WBCL_ARG(ctx, kn, 2, uN);
+        WBCL_ARG(ctx, kn, 3, uL);
         WBCL_ARG(ctx, kn, 4, vec);
-        {
-            const size_t gi[1] = {(nb * KP + 255) / 256 * 256};
-            TRY(wbcl__launch(ctx, kn, 1, gi, lg));
-        }
-        /* 3. Pi and the second moments per chunk, 4. a = 1 / (1 + dots) (into vec) */
-        TRY(wbcl__set_view(ctx, km, 0, &wv));
-        WBCL_ARG(ctx, km, 5, uN);
-        WBCL_ARG(ctx, km, 6, urows);
-        WBCL_ARG(ctx, km, 7, unch);
+        if ((st = wbcl__launch(ctx, kn, 1, gf, lg))) return st;
+        /* 3. Pi and the second moments per range, 4. a = 1 / (1 + dots) (into vec) */
+        if ((st = wbcl__set_view(ctx, km, 0, &wv))) return st;
+        WBCL_ARG(ctx, km, 5, unb);
+        WBCL_ARG(ctx, km, 6, uN);
+        WBCL_ARG(ctx, km, 7, uL);
         WBCL_ARG(ctx, km, 8, vec);
         WBCL_ARG(ctx, km, 9, temp);
         WBCL_ARG(ctx, km, 10, Pi);
         WBCL_ARG(ctx, km, 11, pioff);
         WBCL_ARG(ctx, km, 12, part);
         WBCL_ARG(ctx, km, 13, partP);
-        TRY(wbcl__launch(ctx, km, 1, gg, lg));
+        if ((st = wbcl__launch(ctx, km, 1, gg, lg))) return st;
         WBCL_ARG(ctx, kd, 0, part);
         WBCL_ARG(ctx, kd, 1, partP);
         WBCL_ARG(ctx, kd, 2, unb);
-        WBCL_ARG(ctx, kd, 3, unch);
-        WBCL_ARG(ctx, kd, 4, uK);
-        WBCL_ARG(ctx, kd, 5, up);
-        WBCL_ARG(ctx, kd, 6, vec);
-        {
-            const size_t gi[1] = {(nb * KP + 255) / 256 * 256};
-            TRY(wbcl__launch(ctx, kd, 1, gi, lg));
-        }
+        WBCL_ARG(ctx, kd, 3, uN);
+        WBCL_ARG(ctx, kd, 4, uL);
+        WBCL_ARG(ctx, kd, 5, vec);
+        if ((st = wbcl__launch(ctx, kd, 1, gf, lg))) return st;
         /* 5. y = -w Pi a */
-        TRY(wbcl__set_view(ctx, ko, 0, &wv));
-        TRY(wbcl__set_view(ctx, ko, 5, &yv));
+        if ((st = wbcl__set_view(ctx, ko, 0, &wv)) || (st = wbcl__set_view(ctx, ko, 5, &yv))) return st;
         WBCL_ARG(ctx, ko, 10, unb);
         WBCL_ARG(ctx, ko, 11, uN);
         WBCL_ARG(ctx, ko, 12, Pi);
         WBCL_ARG(ctx, ko, 13, pioff);
         WBCL_ARG(ctx, ko, 14, vec);
-        {
-            const size_t vw = al ? 4 : 1, gi[1] = {(nb * K * N * (p / vw) + 255) / 256 * 256};
-            TRY(wbcl__launch(ctx, ko, 1, gi, lg));
-        }
+        const size_t vw = al ? 4 : 1, go[1] = {(nb * K * N * (p / vw) + 255) / 256 * 256};
+        if ((st = wbcl__launch(ctx, ko, 1, go, lg))) return st;
     }
-done:
-    wbcl__tmp_release(&part);
-    wbcl__tmp_release(&vec);
-    wbcl__tmp_release(&partP);
-    wbcl__tmp_release(&Pi);
-    return st;
+    return WBCL_SUCCESS;
 }
 
 /* Non-causal TSSA on validated views; Pi_user may be NULL. Also used by nothing else. */
