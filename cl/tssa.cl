@@ -520,54 +520,61 @@ wbcl_tssa_g_colsq(__global const float *w, const ulong off, const ulong sb, cons
 #define G_RANGES(b, N, L) const uint glo = (uint)(((ulong)(b) * (N)) / (L)), ghi = (uint)(((ulong)((b) + 1) * (N) - 1) / (L))
 #define G_SEG(g, b, N, L) ((ulong)(g) * (L) >= (ulong)(b) * (N) ? 0u : 1u)
 
+/* The finish kernels: work-groups of 256 = 16 consecutive channels x 16 slices of the partial rows
+ * of batch entry b (enough work-groups to fill the device even at B = 1; each work-item sums every
+ * 16th partial row, then the slices are added in local memory). Group index = b * ceil(KP / 16) + block. */
+#define G_FC 16
+#define G_FNB ((G_KP + G_FC - 1) / G_FC)
+
 /* inv[b*KP + j] = 1 / max(sqrt(sum of the partials of b), 1e-12) */
-__kernel void wbcl_tssa_g_norm_finish(__global const float *part, const uint B, const uint N, const uint L,
-                                      __global float *inv)
+__kernel __attribute__((reqd_work_group_size(G_WG, 1, 1))) void
+wbcl_tssa_g_norm_finish(__global const float *part, const uint B, const uint N, const uint L, __global float *inv)
 {
-    const size_t gid = get_global_id(0);
-    if (gid >= (size_t)B * G_KP) return;
-    const uint b = gid / G_KP, j = gid % G_KP;
+    __local float red[G_WG];
+    const uint lid = get_local_id(0), cl = lid % G_FC, r = lid / G_FC, grp = get_group_id(0);
+    const uint b = grp / G_FNB, j = (grp % G_FNB) * G_FC + cl;
+    if (b >= B) return; /* whole work-group */
     G_RANGES(b, N, L);
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-    uint g = glo;
-    for (; g + 4 <= ghi + 1; g += 4) {
-        s0 += part[(size_t)(2 * g + G_SEG(g, b, N, L)) * G_KP + j];
-        s1 += part[(size_t)(2 * (g + 1) + G_SEG(g + 1, b, N, L)) * G_KP + j];
-        s2 += part[(size_t)(2 * (g + 2) + G_SEG(g + 2, b, N, L)) * G_KP + j];
-        s3 += part[(size_t)(2 * (g + 3) + G_SEG(g + 3, b, N, L)) * G_KP + j];
+    float s = 0.0f;
+    if (j < G_KP)
+        for (uint g = glo + r; g <= ghi; g += G_WG / G_FC) s += part[(size_t)(2 * g + G_SEG(g, b, N, L)) * G_KP + j];
+    red[lid] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (r == 0 && j < G_KP) {
+        float t = 0.0f;
+        for (uint q = 0; q < G_WG / G_FC; q++) t += red[q * G_FC + cl];
+        inv[(size_t)b * G_KP + j] = 1.0f / fmax(sqrt(t), WBCL_TSSA_EPS_NORM);
     }
-    for (; g <= ghi; g++) s0 += part[(size_t)(2 * g + G_SEG(g, b, N, L)) * G_KP + j];
-    inv[gid] = 1.0f / fmax(sqrt((s0 + s1) + (s2 + s3)), WBCL_TSSA_EPS_NORM);
 }
 
 /* a[b*KP + j] = 1 / (1 + dots), dots = (sum of the partials of Pi w^2) / (sum of those of Pi + 1e-8) */
-__kernel void wbcl_tssa_g_dots_finish(__global const float *part2, __global const float *partP, const uint B,
-                                      const uint N, const uint L, __global float *a)
+__kernel __attribute__((reqd_work_group_size(G_WG, 1, 1))) void
+wbcl_tssa_g_dots_finish(__global const float *part2, __global const float *partP, const uint B, const uint N,
+                        const uint L, __global float *a)
 {
-    const size_t gid = get_global_id(0);
-    if (gid >= (size_t)B * G_KP) return;
-    const uint b = gid / G_KP, j = gid % G_KP, h = j / WBCL_TSSA_P;
+    __local float red[G_WG], redP[G_WG];
+    const uint lid = get_local_id(0), cl = lid % G_FC, r = lid / G_FC, grp = get_group_id(0);
+    const uint b = grp / G_FNB, j = (grp % G_FNB) * G_FC + cl, h = j / WBCL_TSSA_P;
+    if (b >= B) return; /* whole work-group */
     G_RANGES(b, N, L);
-    float q0 = 0.0f, q1 = 0.0f, q2 = 0.0f, q3 = 0.0f, P0 = 0.0f, P1 = 0.0f, P2 = 0.0f, P3 = 0.0f;
-    uint g = glo;
-    for (; g + 4 <= ghi + 1; g += 4) {
-        const uint r0 = 2 * g + G_SEG(g, b, N, L), r1 = 2 * (g + 1) + G_SEG(g + 1, b, N, L),
-                   r2 = 2 * (g + 2) + G_SEG(g + 2, b, N, L), r3 = 2 * (g + 3) + G_SEG(g + 3, b, N, L);
-        q0 += part2[(size_t)r0 * G_KP + j];
-        q1 += part2[(size_t)r1 * G_KP + j];
-        q2 += part2[(size_t)r2 * G_KP + j];
-        q3 += part2[(size_t)r3 * G_KP + j];
-        P0 += partP[(size_t)r0 * G_K + h];
-        P1 += partP[(size_t)r1 * G_K + h];
-        P2 += partP[(size_t)r2 * G_K + h];
-        P3 += partP[(size_t)r3 * G_K + h];
+    float q = 0.0f, P = 0.0f;
+    if (j < G_KP)
+        for (uint g = glo + r; g <= ghi; g += G_WG / G_FC) {
+            const size_t row = 2 * g + G_SEG(g, b, N, L);
+            q += part2[row * G_KP + j];
+            P += partP[row * G_K + h];
+        }
+    red[lid] = q;
+    redP[lid] = P;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (r == 0 && j < G_KP) {
+        float tq = 0.0f, tP = 0.0f;
+        for (uint k = 0; k < G_WG / G_FC; k++) {
+            tq += red[k * G_FC + cl];
+            tP += redP[k * G_FC + cl];
+        }
+        a[(size_t)b * G_KP + j] = 1.0f / (1.0f + tq / (tP + WBCL_TSSA_EPS_PI));
     }
-    for (; g <= ghi; g++) {
-        const uint r = 2 * g + G_SEG(g, b, N, L);
-        q0 += part2[(size_t)r * G_KP + j];
-        P0 += partP[(size_t)r * G_K + h];
-    }
-    a[gid] = 1.0f / (1.0f + ((q0 + q1) + (q2 + q3)) / (((P0 + P1) + (P2 + P3)) + WBCL_TSSA_EPS_PI));
 }
 
 /* Pi (written at Pi[pioff + (b*K + h)*N + n]) and the per-range sums of Pi w^2 (part2) and of Pi

@@ -90,7 +90,7 @@ static wbcl_status tssa_run_gpu(wbcl_context *ctx, const wbcl__hview *w, const w
         wbcl__hview wv = *w, yv = *y;
         wv.off += b0 * w->sb;
         yv.off += b0 * y->sb;
-        const size_t lg[1] = {256}, gg[1] = {Gb * 256}, gf[1] = {(nb * KP + 255) / 256 * 256};
+        const size_t lg[1] = {256}, gg[1] = {Gb * 256}, gf[1] = {nb * ((KP + 15) / 16) * 256}; /* finish: 16 channels per group */
         /* 1. sums of w^2 per range, 2. 1 / max(norm, 1e-12) */
         if ((st = wbcl__set_view(ctx, kc, 0, &wv))) return st;
         WBCL_ARG(ctx, kc, 5, unb);
