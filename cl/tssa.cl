@@ -15,7 +15,8 @@
  * Causal prefix sums are blocked scans: block sums (the same row kernel), an
  * exclusive scan of the block sums per column (wbcl_tssa_scan), then local
  * scans inside each block that start from the block's carry.
- * The same kernels run on GPUs (correct, not tuned there). */
+ * Non-causal TSSA in GPU-variant contexts uses the GPU-shaped kernels at the end of this file;
+ * the causal kernels run unchanged on GPUs (correct, not tuned there). */
 
 /* The host builds this family with -DWBCL_TSSA_P=p (the head dimension): the loops over a head's
  * channels then have a compile-time trip count and unroll (measured ~1.5x faster on PoCL/CPU

@@ -4,7 +4,8 @@
  * Non-causal, 5 launches after validation:
  *   rowsq (block sums of w^2) -> norm_finish (1 / max(||w||, 1e-12) per channel)
  *   -> member (Pi, block sums of Pi w^2 and Pi) -> dots_finish (1 / (1 + dots))
- *   -> output (y = -w Pi a, one work-item per token row).
+ *   -> output (y = -w Pi a, one work-item per token row). GPU-variant contexts: the GPU-shaped
+ *   kernels of the same passes (tssa_run_gpu; work buffers in scratch slots 2-5).
  * Causal, blocked (N > WBCL_TSSA_SEQ_MAX): rowsq -> scan S -> causal_member ->
  *   scan Q, scan P -> causal_output; with a state the scans start from the state's sums and
  *   write the totals back. Causal, short inputs and decode: causal_seq, one work-item per
