@@ -18,7 +18,8 @@
 #   attention -DWBCL_ATT_P/PP/VW/QB/G/BQ/BK from choose_params() for p in 16 64 128 (VW 16, QB 4/1/1);
 #             float16 storage: p = 64 with -DWBCL_ATT_HALF=15 (q, k, v, o half) and =8 (o only)
 #   tssa      generic; -DWBCL_TSSA_P/K (+ALIGNED) for (p, K) in (64, 8) (17, 3) (128, 12); P alone (32: more
-#             than WBCL_TSSA_K_MAX heads), K alone (4, aligned: p above WBCL_TSSA_P_MAX)
+#             than WBCL_TSSA_K_MAX heads), K alone (4, aligned: p above WBCL_TSSA_P_MAX); GPU variant also with
+#             -DWBCL_TSSA_GLX (lanes per token row, host/ops/attn_stats.c wbcl__tssa_glx) for (64, 8) (17, 3) (128, 12)
 #   redunet   fused -DRD_D -DRD_K -DRD_VW (CPU 16, GPU 1) for (d, K) in (3, 3) (16, 32);
 #             GEMM path -DRD_D=0 -DRD_K -DRD_LS (CPU 1, GPU 64)
 #   gemm      plain; float16 storage -DWBCL_GEMM_SRC_HALF=1 (half pack sources) and
@@ -65,7 +66,11 @@ specs() { # family variant -> one line per extra option set ("-" = none)
           echo "$(att_opts 64 "$2") -DWBCL_ATT_HALF=15"; echo "$(att_opts 64 "$2") -DWBCL_ATT_HALF=8" ;;
     tssa) echo "-"; echo "-DWBCL_TSSA_P=64 -DWBCL_TSSA_K=8 -DWBCL_TSSA_ALIGNED=1"; echo "-DWBCL_TSSA_P=17 -DWBCL_TSSA_K=3"
           echo "-DWBCL_TSSA_P=128 -DWBCL_TSSA_K=12"
-          echo "-DWBCL_TSSA_P=32"; echo "-DWBCL_TSSA_K=4 -DWBCL_TSSA_ALIGNED=1" ;; # K > 64 heads; p > 1024
+          echo "-DWBCL_TSSA_P=32"; echo "-DWBCL_TSSA_K=4 -DWBCL_TSSA_ALIGNED=1" # K > 64 heads; p > 1024
+          if [ "$2" = gpu ]; then # the GPU-shaped non-causal kernels: lanes per token row as wbcl__tssa_glx picks them
+            echo "-DWBCL_TSSA_P=64 -DWBCL_TSSA_K=8 -DWBCL_TSSA_ALIGNED=1 -DWBCL_TSSA_GLX=64"
+            echo "-DWBCL_TSSA_P=17 -DWBCL_TSSA_K=3 -DWBCL_TSSA_GLX=32"; echo "-DWBCL_TSSA_P=128 -DWBCL_TSSA_K=12 -DWBCL_TSSA_GLX=256"
+          fi ;;
     gemm) echo "-"; echo "-DWBCL_GEMM_SRC_HALF=1"; echo "-DWBCL_GEMM_C_HALF=1"
           echo "-DWBCL_GEMM_EPILOGUE=1 -DWBCL_GEMM_A_ROWS=0"; echo "-DWBCL_GEMM_EPILOGUE=2 -DWBCL_GEMM_A_ROWS=1"
           echo "-DWBCL_GEMM_EPILOGUE=0 -DWBCL_GEMM_A_ROWS=1"; echo "-DWBCL_GEMM_EPILOGUE=2 -DWBCL_GEMM_A_ROWS=1 -DWBCL_GEMM_C_HALF=1" ;;
