@@ -559,11 +559,16 @@ START_TEST(attention_half)
     wbcl_context *ctx = tu_context();
     const wbcl_variant var = _i ? WBCL_VARIANT_GPU : WBCL_VARIANT_CPU;
     ck_assert_int_eq(wbcl_context_set_variant(ctx, var), WBCL_SUCCESS);
-    /* all four half, each one alone, k and v only; p = 16 (whole vectors) and 40 (padded) */
+    /* all four half, each one alone, k and v only, on two shapes: p = 16 (whole vectors, square,
+     * non-causal) and p = 40 (padded vectors, 29 queries over 70 keys, causal). Each mask and head
+     * dimension is its own program (a cold compile of a few seconds on PoCL), so not every mask runs on
+     * both: all four half runs on both, so every tensor's half loads and stores are also checked padded
+     * and causal; q alone and v alone run on the first shape, k alone, o alone and k + v on the second. */
     const int masks[] = {15, 1, 2, 4, 8, 6};
     for (size_t i = 0; i < sizeof masks / sizeof masks[0]; i++) {
-        run_attention(ctx, masks[i], 2, 3, 37, 37, 16, 0, 0, 500 + i);
-        run_attention(ctx, masks[i], 1, 2, 29, 70, 40, 1, 0, 510 + i);
+        const int m = masks[i];
+        if (m == 15 || m == 1 || m == 4) run_attention(ctx, m, 2, 3, 37, 37, 16, 0, 0, 500 + i);
+        if (m == 15 || m == 2 || m == 8 || m == 6) run_attention(ctx, m, 1, 2, 29, 70, 40, 1, 0, 510 + i);
     }
     /* MSSA: w half with a float32 o, and both half */
     run_attention(ctx, 7, 2, 2, 45, 45, 24, 0, 1, 520);
