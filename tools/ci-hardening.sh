@@ -133,6 +133,24 @@ valgrind_setup() {
 
 # The memcheck subset in two parts, which .ci/run starts side by side: valgrind runs the threads
 # of one process one at a time, so each part keeps one core busy.
+# vg_warm NAME CMD...: runs CMD once so that this part's program caches hold its kernels for the CPU that
+# valgrind presents, and memcheck then loads them instead of compiling them (LLVM under memcheck was most
+# of these jobs: 49 min for valgrind-bench on an AVX-512 host, 61 of 78 min of CI on a Zen 3). The caches
+# are keyed by the device PoCL reports, which comes from the CPU it sees: under valgrind that is
+# valgrind's virtual CPU (no AVX-512: `pthread-haswell` on an AVX-512 host). Where it is the host's own
+# (an AVX2 host) a native run warms them; elsewhere the run goes under valgrind's no-instrumentation tool
+# (--tool=none: a few times slower than native, several times faster than compiling under memcheck),
+# which sees the same virtual CPU. Its status is ignored: a failure shows in the memcheck run after it.
+vg_warm() {
+  local name=$1; shift
+  local tw native vgdev warm=(); tw=$(stamp)
+  native=$(build/tools/wbcl-info 2>/dev/null | grep -m1 'device 0 ' || true)
+  vgdev=$(valgrind -q --tool=none build/tools/wbcl-info 2>/dev/null | grep -m1 'device 0 ' || true)
+  [ "$native" != "$vgdev" ] && warm=(valgrind -q --tool=none)
+  CK_FORK=no "${warm[@]}" "$@" >"$root/build/valgrind/$name-warm.out" 2>&1 || true
+  echo "ci-hardening: $name: caches warmed ${warm:+under valgrind --tool=none (device natively: ${native#*: }; under valgrind: ${vgdev#*: }) }in $(( $(stamp) - tw )) s"
+}
+
 run_valgrind_suites() {
   local t0; t0=$(stamp)
   valgrind_setup "" || return 1
@@ -140,6 +158,9 @@ run_valgrind_suites() {
   # Check runs the cases in this process (CK_FORK=no): one report per suite.
   # (test_threads is left to the ASan job: valgrind serializes threads, and its three
   #  repeated pipelines in three contexts took over 20 minutes under memcheck)
+  # test_core compiles its programs from source under memcheck (private cache directories: the
+  # compile-and-save path of wbcl's program cache); test_catalogue's kernels are warmed first.
+  [ -x build/tests/test_catalogue ] && vg_warm test_catalogue build/tests/test_catalogue
   for t in test_core test_io test_catalogue; do
     [ -x build/tests/$t ] || continue
     vg "$out/$t.log" build/tests/$t || rc=1
@@ -164,22 +185,7 @@ run_valgrind_bench() {
   local rc=0 ops opsarg=()
   ops=$(valgrind_bench_ops)
   [ "$ops" != all ] && opsarg=(--op "$ops")
-  # Warm this part's caches first, so that memcheck loads every kernel instead of compiling it (LLVM
-  # under memcheck was most of this job: 49 min on an AVX-512 host, 61 of 78 min of CI on a Zen 3).
-  # The caches are keyed by the device PoCL reports, which comes from the CPU it sees: under valgrind
-  # that is valgrind's virtual CPU (no AVX-512: `pthread-haswell` on an AVX-512 host). Where it is the
-  # host's own (an AVX2 host) a native run warms them; elsewhere the warm-up runs under valgrind's
-  # no-instrumentation tool (--tool=none, a few times slower than native, several times faster than
-  # compiling under memcheck), which sees the same virtual CPU. Its status is ignored: a failing
-  # operator fails the memcheck run below and test_bench.
-  local tw native vgdev warm=(); tw=$(stamp)
-  native=$(build/tools/wbcl-info 2>/dev/null | grep -m1 'device 0 ' || true)
-  vgdev=$(valgrind -q --tool=none build/tools/wbcl-info 2>/dev/null | grep -m1 'device 0 ' || true)
-  [ "$native" != "$vgdev" ] && warm=(valgrind -q --tool=none)
-  echo "ci-hardening: valgrind bench job: device natively: ${native# *}; under valgrind: ${vgdev# *}"
-  "${warm[@]}" build/tools/wbcl-bench --quick --reps 1 --device 0 "${opsarg[@]}" \
-      >"$root/build/valgrind/wbcl-bench-warm.out" 2>&1 || true
-  echo "ci-hardening: valgrind bench job: caches warmed ${warm:+under valgrind --tool=none }in $(( $(stamp) - tw )) s"
+  vg_warm wbcl-bench build/tools/wbcl-bench --quick --reps 1 --device 0 "${opsarg[@]}"
   vg "$root/build/valgrind/wbcl-bench.log" build/tools/wbcl-bench --quick --reps 1 --device 0 "${opsarg[@]}" || rc=1
   # (wbcl-run check is not run here: it calls the same GEMM and basic ops as wbcl-bench --quick,
   #  and took 341 s more under memcheck)
