@@ -33,6 +33,8 @@
 #
 # usage: tools/portability-check.sh [OUTDIR]     (default build/portability)
 #        tools/portability-check.sh --check-specs
+# PORTABILITY_FAMILIES="tssa linalg ..." checks only those kernel families, PORTABILITY_EXCLUDE="..." all but
+# those (.ci/run runs the two halves side by side, each into its own OUTDIR).
 # Exit status 1 if any compile fails (the failing compiler output is printed) or the self-check fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -167,6 +169,8 @@ t0=$(date +%s)
 for cl in cl/*.cl; do
   fam=$(basename "$cl" .cl)
   [ "$fam" = common ] && continue
+  if [ -n "${PORTABILITY_FAMILIES:-}" ] && [[ " $PORTABILITY_FAMILIES " != *" $fam "* ]]; then continue; fi
+  if [[ " ${PORTABILITY_EXCLUDE:-} " == *" $fam "* ]]; then continue; fi
   src=$out/$fam.cl
   { cat cl/common.cl; echo; echo "#line 1 \"$fam.cl\""; cat "$cl"; } > "$src"
   # fp64 off as well only where the family's code depends on it (double or WBCL_HAS_FP64);
