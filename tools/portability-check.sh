@@ -176,7 +176,8 @@ for cl in cl/*.cl; do
   # fp64 off as well only where the family's code depends on it (double or WBCL_HAS_FP64);
   # elsewhere the flag changes nothing but the (common) pragma
   fp64s="1"
-  grep -qE 'double|WBCL_HAS_FP64' "$cl" && fp64s="1 0"
+  code=$(sed -e 's://.*$::' "$cl" | perl -0pe 's:/\*.*?\*/::gs') # comments stripped: a mention is no dependence
+  grep -qE 'double|WBCL_HAS_FP64' <<< "$code" && fp64s="1 0"
   [ "$fam" = core ] && fp64s="1 0"
   for variant in cpu gpu; do
     for fp64 in $fp64s; do
