@@ -33,8 +33,8 @@
 #
 # usage: tools/portability-check.sh [OUTDIR]     (default build/portability)
 #        tools/portability-check.sh --check-specs
-# PORTABILITY_FAMILIES="tssa linalg ..." checks only those kernel families, PORTABILITY_EXCLUDE="..." all but
-# those (.ci/run runs the two halves side by side, each into its own OUTDIR).
+# PORTABILITY_FAMILIES="tssa linalg:gpu ..." checks only those kernel families (FAMILY:VARIANT: one variant of
+# it), PORTABILITY_EXCLUDE="..." all but those (.ci/run runs two halves side by side, each into its own OUTDIR).
 # Exit status 1 if any compile fails (the failing compiler output is printed) or the self-check fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -162,6 +162,14 @@ EOF
   cc -O1 -o "$clbuild" "$out/clbuild.c" -lOpenCL || { echo "portability-check: cannot build clbuild"; exit 1; }
 fi
 
+# PORTABILITY_FAMILIES / PORTABILITY_EXCLUDE entries: FAMILY (both variants) or FAMILY:VARIANT
+selected() { # family variant -> status 0 if it is to be compiled
+  local f=$1 v=$2
+  if [ -n "${PORTABILITY_FAMILIES:-}" ] && [[ " $PORTABILITY_FAMILIES " != *" $f "* ]] &&
+     [[ " $PORTABILITY_FAMILIES " != *" $f:$v "* ]]; then return 1; fi
+  [[ " ${PORTABILITY_EXCLUDE:-} " == *" $f "* || " ${PORTABILITY_EXCLUDE:-} " == *" $f:$v "* ]] && return 1
+  return 0
+}
 report=$out/report.txt
 : > "$report"
 fails=0 total=0
@@ -169,8 +177,6 @@ t0=$(date +%s)
 for cl in cl/*.cl; do
   fam=$(basename "$cl" .cl)
   [ "$fam" = common ] && continue
-  if [ -n "${PORTABILITY_FAMILIES:-}" ] && [[ " $PORTABILITY_FAMILIES " != *" $fam "* ]]; then continue; fi
-  if [[ " ${PORTABILITY_EXCLUDE:-} " == *" $fam "* ]]; then continue; fi
   src=$out/$fam.cl
   { cat cl/common.cl; echo; echo "#line 1 \"$fam.cl\""; cat "$cl"; } > "$src"
   # fp64 off as well only where the family's code depends on it (double or WBCL_HAS_FP64);
@@ -180,6 +186,7 @@ for cl in cl/*.cl; do
   grep -qE 'double|WBCL_HAS_FP64' <<< "$code" && fp64s="1 0"
   [ "$fam" = core ] && fp64s="1 0"
   for variant in cpu gpu; do
+    selected "$fam" $variant || continue
     for fp64 in $fp64s; do
       pre=$(prelude $variant $fp64)
       while IFS= read -r extra; do
