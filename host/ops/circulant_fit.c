@@ -55,6 +55,41 @@ static wbcl_status collect(wbcl_context *ctx, const char *op, ws *w, fit_log *f,
     return WBCL_SUCCESS;
 }
 
+/* The checks both fits start with: X's geometry (gx), the parameters, the lifting kernel (C output
+ * channels, kh x kw; without one the features are X's own channels) and Z's shape; g is gx with C channels. */
+static wbcl_status fit_geometry(wbcl_context *ctx, const char *op, const wbcl_tensor *X, const wbcl_tensor *lift,
+                                const wbcl_circulant_params *params, const wbcl_tensor *Z, geom *gx_out, geom *g,
+                                size_t *C_out, size_t *kh, size_t *kw)
+{
+    geom gx = {0};
+    size_t C = 0;
+    wbcl_status st;
+    if ((st = wbcl__circulant_signal_geom(ctx, op, "X", X, &gx)) ||
+        (st = wbcl__circulant_check_params(ctx, op, params)))
+        return st;
+    if (lift) {
+        if ((st = wbcl__circulant_lift_geom(ctx, op, lift, &gx, &C, kh, kw))) return st;
+    } else {
+        C = gx.C;
+    }
+    if ((st = wbcl__circulant_check_channels(ctx, op, C))) return st;
+    *gx_out = gx;
+    *g = gx;
+    g->C = C;
+    *C_out = C;
+    if (Z) {
+        geom gz = {0};
+        if ((st = wbcl__circulant_signal_geom(ctx, op, "Z", Z, &gz))) return st;
+        if (gz.dims != g->dims || gz.m != g->m || gz.C != C || gz.H != g->H || gz.W != g->W) {
+            char a[96];
+            return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: Z has shape %s; expected (%zu, %zu, %s%zu)", op,
+                              wbcl__shape_str(a, sizeof a, Z->ndim, Z->shape), g->m, C,
+                              g->dims == 2 ? "H, " : "", g->W);
+        }
+    }
+    return WBCL_SUCCESS;
+}
+
 wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wbcl_tensor *lift, const int *labels,
                                int classes, const wbcl_circulant_params *params, wbcl_circulant_progress_fn progress,
                                void *user, wbcl_tensor *Z, wbcl_circulant **out)
@@ -66,27 +101,7 @@ wbcl_status wbcl_circulant_fit(wbcl_context *ctx, const wbcl_tensor *X, const wb
     geom gx = {0}, g = {0};
     size_t C = 0, kh = 1, kw = 1;
     wbcl_status st;
-    if ((st = wbcl__circulant_signal_geom(ctx, op, "X", X, &gx)) ||
-        (st = wbcl__circulant_check_params(ctx, op, params)))
-        return st;
-    if (lift) {
-        if ((st = wbcl__circulant_lift_geom(ctx, op, lift, &gx, &C, &kh, &kw))) return st;
-    } else {
-        C = gx.C;
-    }
-    if ((st = wbcl__circulant_check_channels(ctx, op, C))) return st;
-    g = gx;
-    g.C = C;
-    if (Z) {
-        geom gz = {0};
-        if ((st = wbcl__circulant_signal_geom(ctx, op, "Z", Z, &gz))) return st;
-        if (gz.dims != g.dims || gz.m != g.m || gz.C != C || gz.H != g.H || gz.W != g.W) {
-            char a[96];
-            return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: Z has shape %s; expected (%zu, %zu, %s%zu)", op,
-                              wbcl__shape_str(a, sizeof a, Z->ndim, Z->shape), g.m, C,
-                              g.dims == 2 ? "H, " : "", g.W);
-        }
-    }
+    if ((st = fit_geometry(ctx, op, X, lift, params, Z, &gx, &g, &C, &kh, &kw))) return st;
     size_t *counts = malloc((size_t)(classes > 0 && classes <= MAX_CLASSES ? classes : 1) * sizeof *counts);
     if (!counts) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
     if ((st = wbcl__circulant_check_labels(ctx, op, labels, g.m, classes, 1, counts))) {
@@ -309,27 +324,7 @@ static wbcl_status fit_shard_local(wbcl_context *ctx, const char *op, shard_comm
     geom gx = {0}, g = {0};
     size_t C = 0, kh = 1, kw = 1;
     wbcl_status st;
-    if ((st = wbcl__circulant_signal_geom(ctx, op, "X", X, &gx)) ||
-        (st = wbcl__circulant_check_params(ctx, op, params)))
-        return st;
-    if (lift) {
-        if ((st = wbcl__circulant_lift_geom(ctx, op, lift, &gx, &C, &kh, &kw))) return st;
-    } else {
-        C = gx.C;
-    }
-    if ((st = wbcl__circulant_check_channels(ctx, op, C))) return st;
-    g = gx;
-    g.C = C;
-    if (Z) {
-        geom gz = {0};
-        if ((st = wbcl__circulant_signal_geom(ctx, op, "Z", Z, &gz))) return st;
-        if (gz.dims != g.dims || gz.m != g.m || gz.C != C || gz.H != g.H || gz.W != g.W) {
-            char a[96];
-            return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: Z has shape %s; expected (%zu, %zu, %s%zu)", op,
-                              wbcl__shape_str(a, sizeof a, Z->ndim, Z->shape), g.m, C,
-                              g.dims == 2 ? "H, " : "", g.W);
-        }
-    }
+    if ((st = fit_geometry(ctx, op, X, lift, params, Z, &gx, &g, &C, &kh, &kw))) return st;
     size_t *counts = malloc((size_t)(classes > 0 && classes <= MAX_CLASSES ? classes : 1) * sizeof *counts);
     if (!counts) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
     if ((st = wbcl__circulant_check_labels(ctx, op, labels, g.m, classes, 0, counts))) {
