@@ -100,6 +100,19 @@ wbcl_status wbcl__redunet_check_labels(wbcl_context *ctx, const char *op, const 
     return WBCL_SUCCESS;
 }
 
+wbcl_status wbcl__redunet_check_classes(wbcl_context *ctx, const char *op, const int *labels, size_t m, int classes,
+                                        int require_all)
+{
+    if (classes < 1 || classes > MAX_CLASSES)
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: classes = %d, must be in 1..%d", op, classes,
+                          MAX_CLASSES);
+    size_t *counts = malloc((size_t)classes * sizeof *counts);
+    if (!counts) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    wbcl_status st = wbcl__redunet_check_labels(ctx, op, labels, m, classes, require_all, counts);
+    free(counts);
+    return st;
+}
+
 /* ---- model ------------------------------------------------------------------------------------- */
 
 wbcl_redunet_params wbcl_redunet_default_params(void)

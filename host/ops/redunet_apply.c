@@ -52,15 +52,8 @@ wbcl_status wbcl_redunet_objective(wbcl_context *ctx, const wbcl_tensor *Z, cons
     if (!(eps2 > 0.0f) || !isfinite(eps2))
         return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: eps2 = %g, must be positive and finite", op,
                           (double)eps2);
-    if (classes < 1 || classes > MAX_CLASSES)
-        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: classes = %d, must be in 1..%d", op, classes,
-                          MAX_CLASSES);
+    if ((st = wbcl__redunet_check_classes(ctx, op, labels, m, classes, 0))) return st;
     const size_t K = (size_t)classes;
-    size_t *counts = malloc(K * sizeof *counts);
-    if (!counts) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
-    st = wbcl__redunet_check_labels(ctx, op, labels, m, classes, 0, counts);
-    free(counts);
-    if (st) return st;
     const int fused = use_fused(d, K, WBCL_REDUNET_IMPL_AUTO);
     rd_work w;
     double h[3] = {0, 0, 0};

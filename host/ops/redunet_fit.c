@@ -129,15 +129,8 @@ wbcl_status wbcl_redunet_fit(wbcl_context *ctx, const wbcl_tensor *X, const int 
     const size_t m = X->shape[0], d = X->shape[1];
     if ((st = wbcl__redunet_check_params(ctx, op, params, 1))) return st;
     if (Z && (st = wbcl__redunet_check_out(ctx, op, "Z", Z, m, d))) return st;
-    if (classes < 1 || classes > MAX_CLASSES)
-        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: classes = %d, must be in 1..%d", op, classes,
-                          MAX_CLASSES);
+    if ((st = wbcl__redunet_check_classes(ctx, op, labels, m, classes, 1))) return st;
     const size_t K = (size_t)classes;
-    size_t *counts = malloc(K * sizeof *counts);
-    if (!counts) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
-    st = wbcl__redunet_check_labels(ctx, op, labels, m, classes, 1, counts);
-    free(counts);
-    if (st) return st;
     if ((st = wbcl__redunet_check_impl(ctx, op, params->impl, d, K))) return st;
     const int fused = use_fused(d, K, params->impl);
 
@@ -251,15 +244,8 @@ static wbcl_status fit_shard_local(wbcl_context *ctx, const char *op, rd_work *w
                           "%s: the construction over several participants uses the GEMM implementation, not FUSED",
                           op);
     if (Z && (st = wbcl__redunet_check_out(ctx, op, "Z", Z, m, d))) return st;
-    if (classes < 1 || classes > MAX_CLASSES)
-        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: classes = %d, must be in 1..%d", op, classes,
-                          MAX_CLASSES);
+    if ((st = wbcl__redunet_check_classes(ctx, op, labels, m, classes, 0))) return st;
     const size_t K = (size_t)classes;
-    size_t *counts = malloc(K * sizeof *counts);
-    if (!counts) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
-    st = wbcl__redunet_check_labels(ctx, op, labels, m, classes, 0, counts);
-    free(counts);
-    if (st) return st;
     wbcl_redunet_params p = *params;
     p.impl = WBCL_REDUNET_IMPL_GEMM;
     if ((st = wbcl__redunet_model_new(ctx, op, p.layers, d, K, &p, 1, net))) return st;

@@ -53,6 +53,9 @@ wbcl_status wbcl__redunet_check_out(wbcl_context *ctx, const char *op, const cha
 /* labels in [0, K); counts[j] = m_j; with require_all every class must occur. */
 wbcl_status wbcl__redunet_check_labels(wbcl_context *ctx, const char *op, const int *labels, size_t m, int classes,
                                        int require_all, size_t *counts);
+/* classes in 1..MAX_CLASSES and labels as above, for a caller that needs no counts. */
+wbcl_status wbcl__redunet_check_classes(wbcl_context *ctx, const char *op, const int *labels, size_t m, int classes,
+                                        int require_all);
 /* net is a model of ctx. */
 wbcl_status wbcl__redunet_check_net(wbcl_context *ctx, const char *op, const wbcl_redunet *net);
 
