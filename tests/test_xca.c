@@ -119,9 +119,8 @@ END_TEST
 /* temperature up to 1e4 (logits up to 1e4), and channels that are zero on every token
  * (norm clamped to 1e-12: that row of logits is 0, a uniform softmax). The logits'
  * absolute error grows to ~1e4 * N u ~ 1e-2 for N = 13: an absolute tolerance on o. */
-START_TEST(xca_large_logits_zero_channel)
+static void large_logits_zero_channel(wbcl_context *ctx)
 {
-    wbcl_context *ctx = tu_context();
     const float big[4] = {1e4f, 1e3f, 5e3f, 1e4f};
     const shape4 s = {2, 3, 13, 6};
     run_heads(ctx, &s, NULL, 1.0, 1, RTOL, 31);
@@ -155,6 +154,12 @@ START_TEST(xca_large_logits_zero_channel)
     free(t64);
     free(o64);
     tu_guarded_free(o);
+}
+
+START_TEST(xca_large_logits_zero_channel)
+{
+    wbcl_context *ctx = tu_context();
+    large_logits_zero_channel(ctx);
     wbcl_context_destroy(ctx);
 }
 END_TEST
@@ -210,6 +215,15 @@ START_TEST(xca_layer)
         OK(ctx, wbcl_xca_layer_forward(ctx, i ? L2 : L, tx, ty));
         float *y = rd(ctx, ty);
         close_to(y, y64, B * N * d, RTOL, i ? "XCA layer (create)" : "XCA layer (load)");
+        tu_guarded_free(y);
+    }
+    /* both kernel variants explicitly: the GPU-shaped kernels read q, k, v as strided views of the
+     * projection (token stride 3d, head offsets) and write o per head */
+    for (int vi = 0; vi < 2; vi++) {
+        OK(ctx, wbcl_context_set_variant(ctx, vi ? WBCL_VARIANT_GPU : WBCL_VARIANT_CPU));
+        OK(ctx, wbcl_xca_layer_forward(ctx, L2, tx, ty));
+        float *y = rd(ctx, ty);
+        close_to(y, y64, B * N * d, RTOL, vi ? "XCA layer (GPU variant)" : "XCA layer (CPU variant)");
         tu_guarded_free(y);
     }
     /* permutation equivariance: XCA only uses sums over tokens (the Gram) and acts token-wise */
@@ -297,11 +311,19 @@ START_TEST(xca_bad_input)
 }
 END_TEST
 
+/* The GPU-shaped kernels (cl/xca.cl wbcl_xca_g_*) on every shape above (N = 1, primes, p = 1, 3,
+ * 5, 9, 17: not multiples of 4 or of the 64-channel tile; N cut into 1 to 8 token slices by the
+ * host), p = 80 (two channel tiles, the second one partial: 64 x 64, 64 x 16, 16 x 64 and 16 x 16
+ * Gram tiles), zero channels and large logits. Same tolerances as the CPU variant: the Gram sums
+ * the same N products in another order (slices of whole 32-token tiles, then S partials). */
 START_TEST(xca_gpu_variant)
 {
     wbcl_context *ctx = tu_context();
     OK(ctx, wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU));
-    run_heads(ctx, &shapes[3], NULL, 1.0, 0, RTOL, 77);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) run_heads(ctx, &shapes[i], NULL, 1.0, 0, RTOL, 77 + i);
+    const shape4 wide = {1, 2, 100, 80};
+    run_heads(ctx, &wide, NULL, 1.0, 0, RTOL, 90);
+    large_logits_zero_channel(ctx);
     wbcl_context_destroy(ctx);
 }
 END_TEST

@@ -1,7 +1,8 @@
 /* XCA, XCiT's cross-covariance attention (include/wbcl/xca.h, SPEC 1.6).
- * Per head: channel norms of q and k over tokens (TSSA's row-block kernels),
+ * CPU variant, per head: channel norms of q and k over tokens (TSSA's row-block kernels),
  * G = q^T k (p x p, a GEMM with k = N), the scaled softmax in place
- * (cl/xca.cl), o = v A^T (a GEMM). q, k, v and o are strided views, so the
+ * (cl/xca.cl), o = v A^T (a GEMM). GPU variant: three GPU-shaped kernels
+ * (xca_run_gpu below). q, k, v and o are strided views, so the
  * layer reads q, k, v straight out of the (B, N, 3d) projection (no split
  * copies); o is written per head and merged (one copy of N*d). */
 #include "attn_stats.h"
@@ -50,9 +51,80 @@ static wbcl_status gemm_heads(wbcl_context *ctx, wbcl_gemm_desc d, const wbcl__h
     return WBCL_SUCCESS;
 }
 
+/* ---- GPU-shaped path (cl/xca.cl, "GPU-shaped XCA") ------------------------------------------
+ * wbcl_xca_g_gram over (b, h, token slice, channel tile pair) work-groups, wbcl_xca_g_softmax per
+ * row of A, wbcl_xca_g_apply over (b, h, 64-token tile, channel tile): three launches, q, k and v
+ * each read once. N is cut into S equal slices (whole tiles of WBCL_XCA_TT tokens) so that there
+ * are about 8 work-groups of the Gram kernel per compute unit; the S partial Grams and squared
+ * norms are summed by the softmax kernel. Work buffers: the context's grow-only scratch slots 2
+ * (partials) and 3 (A); XCA calls no other op while it uses them. */
+#define XCA_T 64  /* WBCL_XCA_T in cl/xca.cl  */
+#define XCA_TT 32 /* WBCL_XCA_TT in cl/xca.cl */
+
+/* Tokens per slice L (a multiple of XCA_TT) and slice count S for BK heads of nbc^2 tiles. */
+static void xca_slices(const wbcl_context *ctx, size_t BK, size_t nbc, size_t N, size_t *L, size_t *S)
+{
+    const size_t cu = ctx->info.compute_units ? ctx->info.compute_units : 1;
+    const size_t per = BK * nbc * nbc, want = 8 * cu;
+    size_t s = per >= want ? 1 : (want + per - 1) / per;
+    size_t l = (N + s - 1) / s;
+    l = (l + XCA_TT - 1) / XCA_TT * XCA_TT;
+    *L = l;
+    *S = (N + l - 1) / l;
+}
+
+static wbcl_status xca_run_gpu(wbcl_context *ctx, const xview *q, const xview *k, const xview *v, const xview *o,
+                               const wbcl__hdims *dm, cl_mem temperature)
+{
+    static const char *op = "wbcl_xca";
+    const size_t B = dm->B, K = dm->K, N = dm->N, p = dm->p, BK = B * K, nbc = (p + XCA_T - 1) / XCA_T;
+    size_t L, S;
+    xca_slices(ctx, BK, nbc, N, &L, &S);
+    size_t ps, np, na, gg, ga, gs;
+    /* sizes: partials BK*S*(p^2 + 2p), A BK*p^2 floats; groups BK*S*nbc^2, BK*ceil(N/64)*nbc, BK*p */
+    if (!wbcl__mul_ok(p, p + 2, &ps) || !wbcl__mul_ok(ps, BK * S, &np) || !wbcl__mul_ok(np, sizeof(float), &np) ||
+        !wbcl__mul_ok(p * p, BK, &na) || !wbcl__mul_ok(na, sizeof(float), &na) ||
+        !wbcl__mul_ok(BK * S, nbc * nbc * 256, &gg) || !wbcl__mul_ok(BK * ((N + XCA_T - 1) / XCA_T), nbc * 256, &ga) ||
+        !wbcl__mul_ok(BK * p, 64, &gs))
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: B*K = %zu heads of N = %zu, p = %zu overflow the work sizes", op,
+                          BK, N, p);
+    cl_mem part, A;
+    wbcl_status st;
+    if ((st = wbcl__scratch(ctx, 2, np, &part)) || (st = wbcl__scratch(ctx, 3, na, &A))) return st;
+    wbcl_kern *kg, *ks, *ka;
+    if ((st = wbcl__kernel(ctx, "xca", NULL, "wbcl_xca_g_gram", &kg)) ||
+        (st = wbcl__kernel(ctx, "xca", NULL, "wbcl_xca_g_softmax", &ks)) ||
+        (st = wbcl__kernel(ctx, "xca", NULL, "wbcl_xca_g_apply", &ka)))
+        return st;
+    cl_uint uK = (cl_uint)K, up = (cl_uint)p, uN = (cl_uint)N, uL = (cl_uint)L, uS = (cl_uint)S;
+    if ((st = wbcl__set_view(ctx, kg, 0, &q->v)) || (st = wbcl__set_view(ctx, kg, 5, &k->v))) return st;
+    WBCL_ARG(ctx, kg, 10, uK);
+    WBCL_ARG(ctx, kg, 11, up);
+    WBCL_ARG(ctx, kg, 12, uN);
+    WBCL_ARG(ctx, kg, 13, uL);
+    WBCL_ARG(ctx, kg, 14, uS);
+    WBCL_ARG(ctx, kg, 15, part);
+    const size_t l256[1] = {256}, l64[1] = {64}, g1[1] = {gg}, g2[1] = {gs}, g3[1] = {ga};
+    if ((st = wbcl__launch(ctx, kg, 1, g1, l256))) return st;
+    WBCL_ARG(ctx, ks, 0, part);
+    WBCL_ARG(ctx, ks, 1, uK);
+    WBCL_ARG(ctx, ks, 2, up);
+    WBCL_ARG(ctx, ks, 3, uS);
+    WBCL_ARG(ctx, ks, 4, temperature);
+    WBCL_ARG(ctx, ks, 5, A);
+    if ((st = wbcl__launch(ctx, ks, 1, g2, l64))) return st;
+    if ((st = wbcl__set_view(ctx, ka, 0, &v->v)) || (st = wbcl__set_view(ctx, ka, 5, &o->v))) return st;
+    WBCL_ARG(ctx, ka, 10, uK);
+    WBCL_ARG(ctx, ka, 11, up);
+    WBCL_ARG(ctx, ka, 12, uN);
+    WBCL_ARG(ctx, ka, 13, A);
+    return wbcl__launch(ctx, ka, 1, g3, l256);
+}
+
 static wbcl_status xca_run(wbcl_context *ctx, const xview *q, const xview *k, const xview *v, const xview *o,
                            const wbcl__hdims *dm, cl_mem temperature)
 {
+    if (ctx->variant == WBCL_VARIANT_GPU) return xca_run_gpu(ctx, q, k, v, o, dm, temperature);
     size_t B = dm->B, K = dm->K, N = dm->N, p = dm->p, KP = K * p, rb, nblk;
     const int al = wbcl__hview_aligned(&q->v, p) && wbcl__hview_aligned(&k->v, p);
     wbcl__row_blocks(N, &rb, &nblk);

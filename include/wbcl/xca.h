@@ -5,8 +5,9 @@
  *   q^ = q / max(||q||_2 over tokens, 1e-12), k^ likewise (per channel)
  *   A  = softmax over the last index of (q^ k^T * temperature[h])   (p, p)
  *   o  = A v                                                         (p, N)
- * Time O(N p^2) per head, memory O(p^2) per head beyond q, k, v: the p x p
- * Gram matrices go through the GEMM paths (include/wbcl/gemm.h). */
+ * Time O(N p^2) per head, memory O(p^2) per head beyond q, k, v. CPU-variant contexts
+ * take the p x p Gram matrices through the GEMM paths (include/wbcl/gemm.h); GPU-variant
+ * contexts run three GPU-shaped kernels (token-sliced Gram partials, softmax, o = A v). */
 #ifndef WBCL_XCA_H
 #define WBCL_XCA_H
 
