@@ -547,3 +547,328 @@ WBCL_RCOLS_CPU_SEG(wbcl_reduce_cols_cpuseg_max, WBCL_MAX, v)
 WBCL_RCOLS_GPU(wbcl_reduce_cols_gpu_sum, 0.0f, WBCL_ADD, v)
 WBCL_RCOLS_GPU(wbcl_reduce_cols_gpu_sumsq, 0.0f, WBCL_ADD, v * v)
 WBCL_RCOLS_GPU(wbcl_reduce_cols_gpu_max, -INFINITY, WBCL_MAX, v)
+
+/* ------------------------------------------------------------------------- */
+/* GPU-shaped kernels, second generation (host/ops/basic.c, GPU variant)      */
+/* ------------------------------------------------------------------------- */
+/* Measured on an H200 (perf/RESULTS.md): the scalar elementwise kernels (one float per work-item)
+ * reached 56-61 % of the copy probe (one float4 per work-item), gelu (vload8: eight scalar loads
+ * 32 bytes apart per work-item) and the one-work-group-per-row kernels (x read two or three times,
+ * 3 x 9 barriers per row) 33-36 %, the column reduction (scalar loads, three levels) 15 %.
+ * These kernels:
+ *   *_g elementwise   one float4 per work-item (aligned: tensors start on a buffer's base), the
+ *                     n % 4 tail by the last work-item, as the copy probe moves memory.
+ *   rows_g            a (LX, RY) work-group holds RY rows, LX lanes per row, every lane at most
+ *                     WBCL_RG float4 slots of its row in registers (d <= 16 LX <= 4096): x is read
+ *                     once, each reduction is two barriers (lanes -> 16 partials -> all).
+ *                     Rows with d % 4 == 0 use float4 slots (lane lx owns float4 lx + LX j), the
+ *                     others scalars (lane lx owns elements lx + LX (4 j + u)): coalesced both ways.
+ *   reduce_cols_g     (CX, RY) work-groups: CX lanes over float4 (or scalar) columns, RY lanes over
+ *                     the rows of a row block, four rows in flight per lane, a tree over RY; the
+ *                     host cuts the rows into enough blocks to fill the device, then one more
+ *                     level combines the partial rows (<= 64 rows per lane per level). */
+#if WBCL_VARIANT_GPU
+#define WBCL_RG 4     /* float4 slots per lane in the register-resident row kernels */
+#define WBCL_GWG 256  /* work-items per work-group of the rows_g and reduce_cols_g kernels */
+
+/* erfc for 4 lanes: the same fit and operations as wbcl_erfc8 above. */
+inline float4 wbcl_erfc4(const float4 z)
+{
+    const float4 a = fabs(z);
+    const float4 t = 1.0f / fma((float4)(0.5f), a, (float4)(1.0f));
+    float4 p = fma(t, (float4)(0.17087277f), (float4)(-0.82215223f));
+    p = fma(t, p, (float4)(1.48851587f));
+    p = fma(t, p, (float4)(-1.13520398f));
+    p = fma(t, p, (float4)(0.27886807f));
+    p = fma(t, p, (float4)(-0.18628806f));
+    p = fma(t, p, (float4)(0.09678418f));
+    p = fma(t, p, (float4)(0.37409196f));
+    p = fma(t, p, (float4)(1.00002368f));
+    p = fma(t, p, (float4)(-1.26551223f));
+    const float4 r = t * exp(p - a * a);
+    return select(r, 2.0f - r, z < 0.0f);
+}
+
+inline float4 wbcl_ew_gelu4(const float4 v) { return 0.5f * v * wbcl_erfc4(-v * M_SQRT1_2_F); }
+
+/* One float4 per work-item: item i < n/4 does elements [4i, 4i + 4), item n/4 the n % 4 tail. */
+#define WBCL_EW_G(NAME, ARGS, F4, F1)                                                                       \
+    __kernel void NAME ARGS                                                                                  \
+    {                                                                                                        \
+        const size_t i = get_global_id(0), n4 = n / 4;                                                       \
+        if (i < n4) {                                                                                        \
+            F4;                                                                                              \
+        } else if (i == n4) {                                                                                \
+            for (size_t j = 4 * n4; j < n; j++) {                                                            \
+                F1;                                                                                          \
+            }                                                                                                \
+        }                                                                                                    \
+    }
+
+WBCL_EW_G(wbcl_ew_relu_g, (__global const float *x, __global float *y, const ulong n),
+          { const float4 v = ((__global const float4 *)x)[i]; ((__global float4 *)y)[i] = select(v, (float4)(0.0f), v < 0.0f); },
+          { const float v = x[j]; y[j] = v < 0.0f ? 0.0f : v; })
+WBCL_EW_G(wbcl_ew_scale_g, (__global const float *x, const float alpha, __global float *y, const ulong n),
+          { ((__global float4 *)y)[i] = alpha * ((__global const float4 *)x)[i]; }, { y[j] = alpha * x[j]; })
+WBCL_EW_G(wbcl_ew_axpby_g,
+          (const float alpha, __global const float *x, const float beta, __global float *y, const ulong n),
+          { __global float4 *y4 = (__global float4 *)y; y4[i] = alpha * ((__global const float4 *)x)[i] + beta * y4[i]; },
+          { y[j] = alpha * x[j] + beta * y[j]; })
+WBCL_EW_G(wbcl_ew_add_g, (__global const float *a, __global const float *b, __global float *y, const ulong n),
+          { ((__global float4 *)y)[i] = ((__global const float4 *)a)[i] + ((__global const float4 *)b)[i]; },
+          { y[j] = a[j] + b[j]; })
+WBCL_EW_G(wbcl_ew_gelu_g, (__global const float *x, __global float *y, const ulong n),
+          { ((__global float4 *)y)[i] = wbcl_ew_gelu4(((__global const float4 *)x)[i]); },
+          { y[j] = wbcl_ew_gelu4((float4)(x[j])).x; })
+
+/* y[r, c] = a[r, c] + b[c] with nb % 4 == 0: dimension 0 over the nb / 4 float4 columns,
+ * dimension 1 over rows. */
+__kernel void wbcl_ew_add_bcast_g(__global const float4 *a, __global const float4 *b, __global float4 *y,
+                                  const ulong nb4, const ulong rows)
+{
+    const size_t c = get_global_id(0), r = get_global_id(1);
+    if (c < nb4 && r < rows) {
+        const size_t i = r * nb4 + c;
+        y[i] = a[i] + b[c];
+    }
+}
+
+/* ---- register-resident rows -------------------------------------------------- */
+/* Element u of slot j of lane lx in a row of d: index, or d when outside the row. */
+inline ulong wbcl_rg_idx(const int vec, const ulong d, const uint lx, const uint LX, const uint j, const uint u)
+{
+    const ulong e = vec ? ((ulong)lx + (ulong)LX * j) * 4 + u : (ulong)lx + (ulong)LX * (4 * j + u);
+    return e < d ? e : d;
+}
+
+inline float4 wbcl_rg_load(__global const float *p, const ulong d, const int vec, const uint lx, const uint LX,
+                           const uint j, const float fill)
+{
+    if (vec) {
+        const ulong i4 = (ulong)lx + (ulong)LX * j;
+        return i4 < d / 4 ? ((__global const float4 *)p)[i4] : (float4)(fill);
+    }
+    float4 v;
+    ulong e;
+    e = wbcl_rg_idx(0, d, lx, LX, j, 0); v.x = e < d ? p[e] : fill;
+    e = wbcl_rg_idx(0, d, lx, LX, j, 1); v.y = e < d ? p[e] : fill;
+    e = wbcl_rg_idx(0, d, lx, LX, j, 2); v.z = e < d ? p[e] : fill;
+    e = wbcl_rg_idx(0, d, lx, LX, j, 3); v.w = e < d ? p[e] : fill;
+    return v;
+}
+
+inline void wbcl_rg_store(__global float *q, const float4 v, const ulong d, const int vec, const uint lx,
+                          const uint LX, const uint j)
+{
+    if (vec) {
+        const ulong i4 = (ulong)lx + (ulong)LX * j;
+        if (i4 < d / 4) ((__global float4 *)q)[i4] = v;
+        return;
+    }
+    ulong e;
+    e = wbcl_rg_idx(0, d, lx, LX, j, 0); if (e < d) q[e] = v.x;
+    e = wbcl_rg_idx(0, d, lx, LX, j, 1); if (e < d) q[e] = v.y;
+    e = wbcl_rg_idx(0, d, lx, LX, j, 2); if (e < d) q[e] = v.z;
+    e = wbcl_rg_idx(0, d, lx, LX, j, 3); if (e < d) q[e] = v.w;
+}
+
+/* Which elements of slot j lie inside the row (-1 lanes). */
+inline int4 wbcl_rg_in(const ulong d, const int vec, const uint lx, const uint LX, const uint j)
+{
+    return (int4)(wbcl_rg_idx(vec, d, lx, LX, j, 0) < d ? -1 : 0, wbcl_rg_idx(vec, d, lx, LX, j, 1) < d ? -1 : 0,
+                  wbcl_rg_idx(vec, d, lx, LX, j, 2) < d ? -1 : 0, wbcl_rg_idx(vec, d, lx, LX, j, 3) < d ? -1 : 0);
+}
+
+/* Sum (is_max 0) or max (1) of v over the LX lanes of row ry; every lane gets it. Two barriers:
+ * lanes -> G = min(16, LX) strided partials -> each lane sums the G. s1, s2: WBCL_GWG floats. */
+inline float2 wbcl_rg_reduce2(const float2 v, __local float2 *s1, __local float2 *s2, const uint lx, const uint ry,
+                              const uint LX, const int is_max)
+{
+    const uint G = LX < 16 ? LX : 16;
+    s1[ry * LX + lx] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lx < G) {
+        float2 a = s1[ry * LX + lx];
+        for (uint k = lx + G; k < LX; k += G) a = is_max ? fmax(a, s1[ry * LX + k]) : a + s1[ry * LX + k];
+        s2[ry * G + lx] = a;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float2 t = s2[ry * G];
+    for (uint k = 1; k < G; k++) t = is_max ? fmax(t, s2[ry * G + k]) : t + s2[ry * G + k];
+    return t;
+}
+
+inline float wbcl_hsum4(const float4 v) { return (v.x + v.y) + (v.z + v.w); }
+
+/* Layernorm: the statistics as wbcl_layernorm_cpu (mean m0, then the deviations' sums, corrected
+ * two-pass), x read once. Rows r = group * RY + ry; no early return (barriers). */
+__kernel void wbcl_layernorm_g(__global const float *x, __global const float *gamma, __global const float *beta,
+                               const int affine_g, const int affine_b, const float eps, __global float *y,
+                               const ulong rows, const ulong d)
+{
+    __local float2 s1[WBCL_GWG], s2[WBCL_GWG];
+    const uint lx = get_local_id(0), ry = get_local_id(1), LX = get_local_size(0);
+    const size_t r = get_group_id(0) * get_local_size(1) + ry;
+    const int live = r < rows, vec = d % 4 == 0;
+    __global const float *p = x + (live ? r : 0) * d;
+    float4 v[WBCL_RG];
+    float a = 0.0f;
+#pragma unroll
+    for (uint j = 0; j < WBCL_RG; j++) {
+        v[j] = live ? wbcl_rg_load(p, d, vec, lx, LX, j, 0.0f) : (float4)(0.0f);
+        a += wbcl_hsum4(v[j]);
+    }
+    const float dd = (float)d;
+    const float m0 = wbcl_rg_reduce2((float2)(a, 0.0f), s1, s2, lx, ry, LX, 0).x / dd;
+    float2 t = (float2)(0.0f);
+#pragma unroll
+    for (uint j = 0; j < WBCL_RG; j++) {
+        const float4 e = select((float4)(0.0f), v[j] - m0, wbcl_rg_in(d, vec, lx, LX, j));
+        t += (float2)(wbcl_hsum4(e), wbcl_hsum4(e * e));
+    }
+    t = wbcl_rg_reduce2(t, s1, s2, lx, ry, LX, 0);
+    float mean, rstd;
+    wbcl_ln_stats(m0, t.x, t.y, dd, eps, &mean, &rstd);
+    if (live) {
+        __global float *q = y + r * d;
+#pragma unroll
+        for (uint j = 0; j < WBCL_RG; j++) {
+            float4 o = (v[j] - mean) * rstd;
+            if (affine_g) o *= wbcl_rg_load(gamma, d, vec, lx, LX, j, 0.0f);
+            if (affine_b) o += wbcl_rg_load(beta, d, vec, lx, LX, j, 0.0f);
+            wbcl_rg_store(q, o, d, vec, lx, LX, j);
+        }
+    }
+}
+
+/* Softmax: max, exp(x - max) kept in registers and summed, scaled. In place is safe: every read of
+ * x precedes the first barrier. */
+__kernel void wbcl_softmax_g(__global const float *x, __global float *y, const ulong rows, const ulong d)
+{
+    __local float2 s1[WBCL_GWG], s2[WBCL_GWG];
+    const uint lx = get_local_id(0), ry = get_local_id(1), LX = get_local_size(0);
+    const size_t r = get_group_id(0) * get_local_size(1) + ry;
+    const int live = r < rows, vec = d % 4 == 0;
+    __global const float *p = x + (live ? r : 0) * d;
+    float4 v[WBCL_RG];
+    float m = -INFINITY;
+#pragma unroll
+    for (uint j = 0; j < WBCL_RG; j++) {
+        v[j] = live ? wbcl_rg_load(p, d, vec, lx, LX, j, -INFINITY) : (float4)(-INFINITY);
+        m = fmax(m, fmax(fmax(v[j].x, v[j].y), fmax(v[j].z, v[j].w)));
+    }
+    m = wbcl_rg_reduce2((float2)(m, 0.0f), s1, s2, lx, ry, LX, 1).x;
+    float a = 0.0f;
+#pragma unroll
+    for (uint j = 0; j < WBCL_RG; j++) {
+        v[j] = select((float4)(0.0f), exp(v[j] - m), wbcl_rg_in(d, vec, lx, LX, j));
+        a += wbcl_hsum4(v[j]);
+    }
+    const float inv = 1.0f / wbcl_rg_reduce2((float2)(a, 0.0f), s1, s2, lx, ry, LX, 0).x;
+    if (live)
+#pragma unroll
+        for (uint j = 0; j < WBCL_RG; j++) wbcl_rg_store(y + r * d, v[j] * inv, d, vec, lx, LX, j);
+}
+
+/* reduce_rows: the same lanes, any d (slots streamed, four in flight), y[r] = scale * op. */
+#define WBCL_RROWS_G(NAME, FILL, COMB, F)                                                                    \
+    __kernel void NAME(__global const float *x, __global float *y, const ulong rows, const ulong d,           \
+                       const float scale)                                                                    \
+    {                                                                                                        \
+        __local float2 s1[WBCL_GWG], s2[WBCL_GWG];                                                           \
+        const uint lx = get_local_id(0), ry = get_local_id(1), LX = get_local_size(0);                       \
+        const size_t r = get_group_id(0) * get_local_size(1) + ry;                                           \
+        const int live = r < rows, vec = d % 4 == 0;                                                         \
+        __global const float *p = x + (live ? r : 0) * d;                                                    \
+        const ulong nslot = live ? (d + 4 * (ulong)LX - 1) / (4 * (ulong)LX) : 0;                            \
+        float4 a0 = FILL, a1 = FILL, a2 = FILL, a3 = FILL;                                                   \
+        ulong j = 0;                                                                                         \
+        for (; j + 4 <= nslot; j += 4) {                                                                     \
+            float4 v;                                                                                        \
+            v = wbcl_rg_load(p, d, vec, lx, LX, j, FILL); a0 = COMB(a0, F);                                  \
+            v = wbcl_rg_load(p, d, vec, lx, LX, j + 1, FILL); a1 = COMB(a1, F);                              \
+            v = wbcl_rg_load(p, d, vec, lx, LX, j + 2, FILL); a2 = COMB(a2, F);                              \
+            v = wbcl_rg_load(p, d, vec, lx, LX, j + 3, FILL); a3 = COMB(a3, F);                              \
+        }                                                                                                    \
+        for (; j < nslot; j++) {                                                                             \
+            const float4 v = wbcl_rg_load(p, d, vec, lx, LX, j, FILL);                                       \
+            a0 = COMB(a0, F);                                                                                \
+        }                                                                                                    \
+        const float4 a = COMB(COMB(a0, a1), COMB(a2, a3));                                                   \
+        const float t = wbcl_rg_reduce2((float2)(COMB(COMB(a.x, a.y), COMB(a.z, a.w)), 0.0f), s1, s2, lx, ry, \
+                                        LX, FILL == 0.0f ? 0 : 1).x;                                         \
+        if (live && lx == 0) y[r] = t * scale;                                                               \
+    }
+
+WBCL_RROWS_G(wbcl_reduce_rows_g_sum, 0.0f, WBCL_ADD, v)
+WBCL_RROWS_G(wbcl_reduce_rows_g_sumsq, 0.0f, WBCL_ADD, v * v)
+WBCL_RROWS_G(wbcl_reduce_rows_g_max, -INFINITY, WBCL_MAX, v)
+
+/* ---- column reductions --------------------------------------------------------- */
+/* Group (gx, gy): columns [CX gx, +CX) in float4 units when C % 4 == 0 (else single columns), rows
+ * [rpb gy, +rpb) of x (R, C); lane (cx, ry) combines rows ry, ry + RY, ... four at a time, then a
+ * tree over ry in local memory; out[gy, columns] = scale * result. Same arguments as the kernels
+ * above (nchunks, seglen unused). */
+#define WBCL_RCOLS_G(NAME, INIT, COMB, F)                                                                    \
+    __kernel void NAME(__global const float *x, const ulong R, const ulong C, const ulong rpb,                \
+                       const ulong nchunks, const ulong seglen, const ulong nblocks, __global float *out,     \
+                       const float scale)                                                                    \
+    {                                                                                                        \
+        (void)nchunks;                                                                                       \
+        (void)seglen;                                                                                        \
+        __local float4 s[WBCL_GWG];                                                                          \
+        const uint cx = get_local_id(0), ry = get_local_id(1);                                               \
+        const uint CX = get_local_size(0), RY = get_local_size(1);                                           \
+        const size_t b = get_group_id(1), c = get_global_id(0);                                              \
+        const int vec = C % 4 == 0;                                                                          \
+        const ulong ncol = vec ? C / 4 : C;                                                                  \
+        const size_t r0 = b * rpb, r1 = min((size_t)R, r0 + (size_t)rpb);                                    \
+        float4 a0 = INIT, a1 = INIT, a2 = INIT, a3 = INIT;                                                   \
+        if (c < ncol && b < nblocks) {                                                                       \
+            size_t r = r0 + ry;                                                                              \
+            if (vec) {                                                                                       \
+                __global const float4 *x4 = (__global const float4 *)x;                                      \
+                for (; r + 3 * RY < r1; r += 4 * RY) {                                                       \
+                    float4 v;                                                                                \
+                    v = x4[r * ncol + c]; a0 = COMB(a0, F);                                                  \
+                    v = x4[(r + RY) * ncol + c]; a1 = COMB(a1, F);                                           \
+                    v = x4[(r + 2 * RY) * ncol + c]; a2 = COMB(a2, F);                                       \
+                    v = x4[(r + 3 * RY) * ncol + c]; a3 = COMB(a3, F);                                       \
+                }                                                                                            \
+                for (; r < r1; r += RY) {                                                                    \
+                    const float4 v = x4[r * ncol + c];                                                       \
+                    a0 = COMB(a0, F);                                                                        \
+                }                                                                                            \
+            } else {                                                                                         \
+                for (; r + 3 * RY < r1; r += 4 * RY) {                                                       \
+                    /* four rows in the four lanes of v */                                                   \
+                    const float4 v = (float4)(x[r * C + c], x[(r + RY) * C + c], x[(r + 2 * RY) * C + c],    \
+                                              x[(r + 3 * RY) * C + c]);                                      \
+                    a0 = COMB(a0, F);                                                                        \
+                }                                                                                            \
+                for (; r < r1; r += RY) {                                                                    \
+                    const float4 v = (float4)(x[r * C + c], INIT, INIT, INIT);                               \
+                    a1 = COMB(a1, F);                                                                        \
+                }                                                                                            \
+            }                                                                                                \
+        }                                                                                                    \
+        float4 a = COMB(COMB(a0, a1), COMB(a2, a3));                                                         \
+        if (!vec) a = (float4)(COMB(COMB(a.x, a.y), COMB(a.z, a.w)));                                        \
+        s[ry * CX + cx] = a;                                                                                 \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                        \
+        for (uint h = RY / 2; h > 0; h >>= 1) {                                                              \
+            if (ry < h) s[ry * CX + cx] = COMB(s[ry * CX + cx], s[(ry + h) * CX + cx]);                      \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                                    \
+        }                                                                                                    \
+        if (ry == 0 && c < ncol && b < nblocks) {                                                            \
+            if (vec)                                                                                         \
+                ((__global float4 *)out)[b * ncol + c] = s[cx] * scale;                                      \
+            else                                                                                             \
+                out[b * C + c] = s[cx].x * scale;                                                            \
+        }                                                                                                    \
+    }
+
+WBCL_RCOLS_G(wbcl_reduce_cols_g_sum, 0.0f, WBCL_ADD, v)
+WBCL_RCOLS_G(wbcl_reduce_cols_g_sumsq, 0.0f, WBCL_ADD, v * v)
+WBCL_RCOLS_G(wbcl_reduce_cols_g_max, -INFINITY, WBCL_MAX, v)
+#endif

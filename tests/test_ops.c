@@ -21,7 +21,10 @@
  *                          scaled by |x| for the offset test (see there).
  *   reductions             each output combines <= 64 values per level in a
  *                          sequence (CPU row blocks; GPU 32 per item + a tree
- *                          of 8), log_64 R levels, or (row kernels) blocks of
+ *                          of 8, or (wbcl_reduce_cols_g_*) <= 64 rows per lane
+ *                          in 4 interleaved chains + a tree of <= 8; GPU rows
+ *                          kernels: <= 16 per lane, then <= 16-term sums of the
+ *                          lane partials, twice), log_64 R levels, or (row kernels) blocks of
  *                          16 vectors with a Kahan-compensated total. Worst
  *                          case ~ 64 * levels * eps32 ~ 1e-5 relative to the
  *                          same reduction of |x|: rtol 1e-5 against that.
@@ -47,6 +50,10 @@ typedef struct { int ndim; size_t s[4]; } shp;
 static const shp shapes[] = {
     {1, {1}},       {2, {1, 1}},       {1, {7}},          {2, {3, 5}},       {2, {13, 97}},
     {3, {2, 3, 129}}, {2, {1000, 33}}, {2, {5, 4097}},    {4, {2, 1, 3, 16}}, {2, {4, 64}},
+    /* the GPU variant's register-resident row kernels at their widths: 64 lanes x 4 float4 slots
+     * (4 rows per work-group, 6 rows: a partial group), 256 lanes x 4 slots (the longest such
+     * row; 4097 above takes the streaming kernels) */
+    {2, {6, 1024}}, {2, {3, 4096}},
 };
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -254,7 +261,7 @@ START_TEST(add_broadcasting)
         OK(ctx, wbcl_context_set_variant(ctx, variants[v]));
         size_t a3[3] = {2, 3, 129}, b1[1] = {129}, b2[2] = {3, 129}, b11[2] = {1, 129};
         size_t a2[2] = {1000, 33}, c1[1] = {33}, a31[2] = {3, 1}, one[1] = {1}, a7[2] = {7, 5}, b5[1] = {5};
-        size_t a4[4] = {2, 2, 3, 4}, b4[3] = {1, 3, 4};
+        size_t a4[4] = {2, 2, 3, 4}, b4[3] = {1, 3, 4}, a37[2] = {37, 1024}, b1024[1] = {1024};
         for (int ip = 0; ip < 2; ip++) {
             check_add(ctx, &r, 3, a3, 1, b1, ip, "(2,3,129) + (129)");
             check_add(ctx, &r, 3, a3, 2, b2, ip, "(2,3,129) + (3,129)");
@@ -263,6 +270,7 @@ START_TEST(add_broadcasting)
             check_add(ctx, &r, 2, a31, 1, one, ip, "(3,1) + (1)");
             check_add(ctx, &r, 2, a7, 1, b5, ip, "(7,5) + (5)");
             check_add(ctx, &r, 4, a4, 3, b4, ip, "(2,2,3,4) + (1,3,4)");
+            check_add(ctx, &r, 2, a37, 1, b1024, ip, "(37,1024) + (1024)");
             check_add(ctx, &r, 3, a3, 3, a3, ip, "(2,3,129) + (2,3,129)");
         }
         /* y == b when b has a's shape, and a == b */

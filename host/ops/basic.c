@@ -9,10 +9,15 @@
  *        row segment / the whole row with an L1-resident partial row (C >= 128),
  *        streaming its rows; the same kernel then combines the partial rows
  *        level by level (no finish kernel striding down columns).
- *   GPU  elementwise: the same kernels with local size WBCL_WG;
- *        row ops: one work-group per row, local-memory tree reduction;
- *        column reductions: 2-D tiles (work-items over columns, coalesced),
- *        tree over the tile's rows, then the same level-by-level combine.
+ *   GPU  elementwise: one float4 per work-item (*_g kernels), local size WBCL_WG;
+ *        row ops (rows <= 4096 floats; reduce_rows any length): (LX, RY) work-groups
+ *        of 256, RY rows of LX lanes, the row in registers (x read once), two
+ *        barriers per reduction (wbcl_layernorm_g, wbcl_softmax_g,
+ *        wbcl_reduce_rows_g_*); longer rows: one work-group per row, tree reduction;
+ *        column reductions: float4 columns x row lanes (wbcl_reduce_cols_g_*),
+ *        rows cut into enough blocks to fill the device, then the same
+ *        level-by-level combine. Devices with fewer than 256 work-items per
+ *        group keep the first-generation *_gpu row and column kernels.
  * Both variants run on every device (the tests run both on PoCL). */
 #include "internal.h"
 #include "launch.h"
@@ -57,6 +62,32 @@ static int same_shape(const wbcl_tensor *a, const wbcl_tensor *b)
 
 static int is_cpu(const wbcl_context *ctx) { return ctx->variant == WBCL_VARIANT_CPU; }
 
+/* GPU variant, second-generation kernels (cl/ops.cl "GPU-shaped kernels, second generation"):
+ * float4 elementwise kernels, register-resident rows in (LX, RY) work-groups of WBCL_GWG = 256,
+ * column reductions over float4 columns. The row and column kernels need 256 work-items per
+ * group; a device with fewer keeps the first-generation *_gpu kernels. */
+#define GWG 256     /* WBCL_GWG in cl/ops.cl                               */
+#define G_ROW_MAX 4096 /* 4 float4 slots x 256 lanes: longest register-resident row */
+static int gpu2(const wbcl_context *ctx) { return !is_cpu(ctx); }
+static int gpu2_groups(const wbcl_context *ctx) { return gpu2(ctx) && ctx->info.max_work_group_size >= GWG; }
+
+/* Lanes per row of the rows_g kernels: the fewest (a power of two, 1..256) that hold d in 16
+ * floats each; rows longer than 4096 take 256 lanes (reduce_rows streams them). */
+static size_t rows_lanes(size_t d)
+{
+    size_t want = ceil_div(d, 16), lx = 1;
+    while (lx < want && lx < GWG) lx *= 2;
+    return lx;
+}
+
+static wbcl_status launch_rows_g(wbcl_context *ctx, wbcl_kern *k, size_t rows, size_t d, const char *op)
+{
+    size_t lx = rows_lanes(d), ry = GWG / lx, g[2] = {0, ry}, l[2] = {lx, ry};
+    if (!wbcl__mul_ok(ceil_div(rows, ry), lx, &g[0]))
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: %zu rows overflow the global size", op, rows);
+    return wbcl__launch(ctx, k, 2, g, l);
+}
+
 /* Work-group size of the GPU-shaped row kernels: a power of two, at most
  * WBCL_REDUCE_WG (the kernels' local arrays), no wider than the row needs
  * (but a warp's worth at least). */
@@ -91,6 +122,9 @@ static wbcl_status check_unary(wbcl_context *ctx, const char *op, const wbcl_ten
 /* ---- elementwise ------------------------------------------------------------ */
 
 /* per_item: elements per work-item (the kernel's own blocking) */
+/* Work-items of the GPU variant's float4 elementwise kernels: one per float4, one for the tail. */
+static size_t ew_g_items(size_t n) { return n / 4 + (n % 4 != 0); }
+
 static wbcl_status unary(wbcl_context *ctx, const char *op, const char *kname, size_t per_item,
                          const wbcl_tensor *x, wbcl_tensor *y)
 {
@@ -98,11 +132,14 @@ static wbcl_status unary(wbcl_context *ctx, const char *op, const char *kname, s
     wbcl_status st = check_unary(ctx, op, x, y);
     if (st) return st;
     wbcl_kern *k;
-    if ((st = wbcl__kernel(ctx, FAMILY, NULL, kname, &k))) return st;
+    char gname[64];
+    if (gpu2(ctx)) snprintf(gname, sizeof gname, "%s_g", kname);
+    if ((st = wbcl__kernel(ctx, FAMILY, NULL, gpu2(ctx) ? gname : kname, &k))) return st;
     cl_ulong n = x->numel;
     WBCL_ARG(ctx, k, 0, x->mem);
     WBCL_ARG(ctx, k, 1, y->mem);
     WBCL_ARG(ctx, k, 2, n);
+    if (gpu2(ctx)) return launch_elementwise(ctx, k, ew_g_items(x->numel));
     return launch_elementwise(ctx, k, (x->numel + per_item - 1) / per_item);
 }
 
@@ -119,14 +156,14 @@ wbcl_status wbcl_relu(wbcl_context *ctx, const wbcl_tensor *x, wbcl_tensor *y)
 static wbcl_status scale_run(wbcl_context *ctx, const wbcl_tensor *x, float alpha, wbcl_tensor *y)
 {
     wbcl_kern *k;
-    wbcl_status st = wbcl__kernel(ctx, FAMILY, NULL, "wbcl_ew_scale", &k);
+    wbcl_status st = wbcl__kernel(ctx, FAMILY, NULL, gpu2(ctx) ? "wbcl_ew_scale_g" : "wbcl_ew_scale", &k);
     if (st) return st;
     cl_ulong n = x->numel;
     WBCL_ARG(ctx, k, 0, x->mem);
     WBCL_ARG(ctx, k, 1, alpha);
     WBCL_ARG(ctx, k, 2, y->mem);
     WBCL_ARG(ctx, k, 3, n);
-    return launch_elementwise(ctx, k, x->numel);
+    return launch_elementwise(ctx, k, gpu2(ctx) ? ew_g_items(x->numel) : x->numel);
 }
 
 wbcl_status wbcl_scale(wbcl_context *ctx, const wbcl_tensor *x, float alpha, wbcl_tensor *y)
@@ -145,14 +182,14 @@ wbcl_status wbcl_axpby(wbcl_context *ctx, float alpha, const wbcl_tensor *x, flo
     /* BLAS convention: beta == 0 means y is not read (NaN/Inf in y do not leak) */
     if (beta == 0.0f) return scale_run(ctx, x, alpha, y);
     wbcl_kern *k;
-    if ((st = wbcl__kernel(ctx, FAMILY, NULL, "wbcl_ew_axpby", &k))) return st;
+    if ((st = wbcl__kernel(ctx, FAMILY, NULL, gpu2(ctx) ? "wbcl_ew_axpby_g" : "wbcl_ew_axpby", &k))) return st;
     cl_ulong n = x->numel;
     WBCL_ARG(ctx, k, 0, alpha);
     WBCL_ARG(ctx, k, 1, x->mem);
     WBCL_ARG(ctx, k, 2, beta);
     WBCL_ARG(ctx, k, 3, y->mem);
     WBCL_ARG(ctx, k, 4, n);
-    return launch_elementwise(ctx, k, x->numel);
+    return launch_elementwise(ctx, k, gpu2(ctx) ? ew_g_items(x->numel) : x->numel);
 }
 
 /* b broadcasts onto a when b's shape, without leading dimensions of size 1,
@@ -191,12 +228,27 @@ wbcl_status wbcl_add(wbcl_context *ctx, const wbcl_tensor *a, const wbcl_tensor 
     wbcl_kern *k;
     cl_ulong n = a->numel, nb = b->numel;
     if (nb == n) {
-        if ((st = wbcl__kernel(ctx, FAMILY, NULL, "wbcl_ew_add", &k))) return st;
+        if ((st = wbcl__kernel(ctx, FAMILY, NULL, gpu2(ctx) ? "wbcl_ew_add_g" : "wbcl_ew_add", &k))) return st;
         WBCL_ARG(ctx, k, 0, a->mem);
         WBCL_ARG(ctx, k, 1, b->mem);
         WBCL_ARG(ctx, k, 2, y->mem);
         WBCL_ARG(ctx, k, 3, n);
-        return launch_elementwise(ctx, k, a->numel);
+        return launch_elementwise(ctx, k, gpu2(ctx) ? ew_g_items(a->numel) : a->numel);
+    }
+    if (gpu2(ctx) && nb % 4 == 0) {
+        /* float4 columns of b over the rows */
+        if ((st = wbcl__kernel(ctx, FAMILY, NULL, "wbcl_ew_add_bcast_g", &k))) return st;
+        cl_ulong nb4 = nb / 4, rows = n / nb;
+        WBCL_ARG(ctx, k, 0, a->mem);
+        WBCL_ARG(ctx, k, 1, b->mem);
+        WBCL_ARG(ctx, k, 2, y->mem);
+        WBCL_ARG(ctx, k, 3, nb4);
+        WBCL_ARG(ctx, k, 4, rows);
+        size_t wg = ctx->params.wg_size > 0 ? (size_t)ctx->params.wg_size : 64;
+        size_t lx = nb4 >= wg ? wg : pow2_ceil((size_t)nb4), ly = wg / lx ? wg / lx : 1;
+        if (ly > (size_t)rows) ly = pow2_ceil((size_t)rows);
+        size_t g[2] = {(size_t)nb4, (size_t)rows}, l[2] = {lx, ly};
+        return wbcl__launch(ctx, k, 2, g, l);
     }
     if ((st = wbcl__kernel(ctx, FAMILY, NULL, "wbcl_ew_add_bcast", &k))) return st;
     cl_ulong rows = n / nb;
@@ -257,9 +309,11 @@ wbcl_status wbcl_layernorm(wbcl_context *ctx, const wbcl_tensor *x, const wbcl_t
         return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: eps must be positive and finite (got %g)", op,
                           (double)eps);
     wbcl_kern *k;
-    if ((st = wbcl__kernel(ctx, FAMILY, NULL, is_cpu(ctx) ? "wbcl_layernorm_cpu" : "wbcl_layernorm_gpu", &k)))
-        return st;
     size_t d = last_dim(x), rows = x->numel / d;
+    const int g2 = gpu2_groups(ctx) && d <= G_ROW_MAX;
+    if ((st = wbcl__kernel(ctx, FAMILY, NULL,
+                           is_cpu(ctx) ? "wbcl_layernorm_cpu" : g2 ? "wbcl_layernorm_g" : "wbcl_layernorm_gpu", &k)))
+        return st;
     cl_int has_g = gamma != NULL, has_b = beta != NULL;
     cl_ulong R = rows, D = d;
     /* an unused gamma/beta is bound to x (never read) */
@@ -273,7 +327,7 @@ wbcl_status wbcl_layernorm(wbcl_context *ctx, const wbcl_tensor *x, const wbcl_t
     WBCL_ARG(ctx, k, 6, y->mem);
     WBCL_ARG(ctx, k, 7, R);
     WBCL_ARG(ctx, k, 8, D);
-    return launch_rows(ctx, k, rows, d, op);
+    return g2 ? launch_rows_g(ctx, k, rows, d, op) : launch_rows(ctx, k, rows, d, op);
 }
 
 wbcl_status wbcl_softmax(wbcl_context *ctx, const wbcl_tensor *x, wbcl_tensor *y)
@@ -283,15 +337,17 @@ wbcl_status wbcl_softmax(wbcl_context *ctx, const wbcl_tensor *x, wbcl_tensor *y
     wbcl_status st = check_unary(ctx, op, x, y);
     if (st) return st;
     wbcl_kern *k;
-    if ((st = wbcl__kernel(ctx, FAMILY, NULL, is_cpu(ctx) ? "wbcl_softmax_cpu" : "wbcl_softmax_gpu", &k)))
-        return st;
     size_t d = last_dim(x), rows = x->numel / d;
+    const int g2 = gpu2_groups(ctx) && d <= G_ROW_MAX;
+    if ((st = wbcl__kernel(ctx, FAMILY, NULL,
+                           is_cpu(ctx) ? "wbcl_softmax_cpu" : g2 ? "wbcl_softmax_g" : "wbcl_softmax_gpu", &k)))
+        return st;
     cl_ulong R = rows, D = d;
     WBCL_ARG(ctx, k, 0, x->mem);
     WBCL_ARG(ctx, k, 1, y->mem);
     WBCL_ARG(ctx, k, 2, R);
     WBCL_ARG(ctx, k, 3, D);
-    return launch_rows(ctx, k, rows, d, op);
+    return g2 ? launch_rows_g(ctx, k, rows, d, op) : launch_rows(ctx, k, rows, d, op);
 }
 
 /* ---- reductions ---------------------------------------------------------------- */
@@ -336,7 +392,8 @@ wbcl_status wbcl_reduce_rows(wbcl_context *ctx, wbcl_reduce_op rop, const wbcl_t
     wbcl_status st = check_reduce(ctx, op, rop, x, y, 1, &R, &C);
     if (st) return st;
     char name[64];
-    snprintf(name, sizeof name, "wbcl_reduce_rows_%s_%s", is_cpu(ctx) ? "cpu" : "gpu", first_suffix(rop));
+    const int g2 = gpu2_groups(ctx);
+    snprintf(name, sizeof name, "wbcl_reduce_rows_%s_%s", is_cpu(ctx) ? "cpu" : g2 ? "g" : "gpu", first_suffix(rop));
     wbcl_kern *k;
     if ((st = wbcl__kernel(ctx, FAMILY, NULL, name, &k))) return st;
     cl_ulong r = R, c = C;
@@ -346,7 +403,7 @@ wbcl_status wbcl_reduce_rows(wbcl_context *ctx, wbcl_reduce_op rop, const wbcl_t
     WBCL_ARG(ctx, k, 2, r);
     WBCL_ARG(ctx, k, 3, c);
     WBCL_ARG(ctx, k, 4, scale);
-    return launch_rows(ctx, k, R, C, op);
+    return g2 ? launch_rows_g(ctx, k, R, C, op) : launch_rows(ctx, k, R, C, op);
 }
 
 /* One level of the column reduction: geometry for `rows` input rows. */
@@ -368,8 +425,31 @@ typedef struct cols_level {
 
 static int cols_segmented(const wbcl_context *ctx, size_t C) { return is_cpu(ctx) && C >= CPU_SEG_MIN_COLS; }
 
-static cols_level cols_geometry(const wbcl_context *ctx, size_t rows, size_t C)
+/* GPU variant, second generation (wbcl_reduce_cols_g_*): CX lanes over float4 columns (single
+ * columns when C % 4 != 0), RY = 256 / CX lanes over rows, at most 64 rows per lane per level; the
+ * first level also cuts the rows into enough blocks for about 8 work-groups per compute unit. */
+static cols_level cols_geometry_g(const wbcl_context *ctx, size_t rows, size_t C, int first)
 {
+    cols_level L;
+    memset(&L, 0, sizeof L);
+    size_t ncol = C % 4 == 0 ? C / 4 : C, cw = pow2_ceil(ncol);
+    L.tx = cw < 64 ? cw : 64;
+    L.ty = GWG / L.tx;
+    L.nparts = ceil_div(ncol, L.tx);
+    L.seglen = L.tx;
+    size_t nb = ceil_div(rows, L.ty * 64);
+    if (first) {
+        size_t cu = ctx->info.compute_units ? ctx->info.compute_units : 1, want = ceil_div(8 * cu, L.nparts);
+        if (want > nb) nb = want;
+    }
+    L.rpb = wbcl__round_up(ceil_div(rows, nb), L.ty);
+    L.nblocks = ceil_div(rows, L.rpb);
+    return L;
+}
+
+static cols_level cols_geometry(const wbcl_context *ctx, size_t rows, size_t C, int first)
+{
+    if (gpu2_groups(ctx)) return cols_geometry_g(ctx, rows, C, first);
     cols_level L;
     memset(&L, 0, sizeof L);
     if (is_cpu(ctx)) {
@@ -432,7 +512,7 @@ wbcl_status wbcl_reduce_cols(wbcl_context *ctx, wbcl_reduce_op rop, const wbcl_t
     size_t R = 0, C = 1;
     wbcl_status st = check_reduce(ctx, op, rop, x, y, 0, &R, &C);
     if (st) return st;
-    const char *shape = !is_cpu(ctx) ? "gpu" : cols_segmented(ctx, C) ? "cpuseg" : "cpu";
+    const char *shape = gpu2_groups(ctx) ? "g" : !is_cpu(ctx) ? "gpu" : cols_segmented(ctx, C) ? "cpuseg" : "cpu";
     char name[64];
     wbcl_kern *kfirst, *kcomb;
     snprintf(name, sizeof name, "wbcl_reduce_cols_%s_%s", shape, first_suffix(rop));
@@ -444,10 +524,10 @@ wbcl_status wbcl_reduce_cols(wbcl_context *ctx, wbcl_reduce_op rop, const wbcl_t
      * them and writes n1 <= n0 / rpb + 1, and so on: two ping-pong buffers of
      * n0 and n1 rows, allocated before anything is enqueued. Released right
      * after enqueueing: OpenCL keeps them alive until the kernels finish. */
-    cols_level L0 = cols_geometry(ctx, R, C);
+    cols_level L0 = cols_geometry(ctx, R, C, 1);
     cl_mem tmp[2] = {NULL, NULL};
     if (L0.nblocks > 1) {
-        cols_level L1 = cols_geometry(ctx, L0.nblocks, C);
+        cols_level L1 = cols_geometry(ctx, L0.nblocks, C, 0);
         size_t rows_of[2] = {L0.nblocks, L1.nblocks > 1 ? L1.nblocks : 0};
         for (int i = 0; i < 2 && rows_of[i]; i++) {
             size_t bytes;
@@ -466,7 +546,7 @@ wbcl_status wbcl_reduce_cols(wbcl_context *ctx, wbcl_reduce_op rop, const wbcl_t
     cl_mem in = x->mem;
     size_t rows = R;
     for (int level = 0;; level++) {
-        cols_level L = cols_geometry(ctx, rows, C);
+        cols_level L = cols_geometry(ctx, rows, C, level == 0);
         int last = L.nblocks == 1;
         cl_mem out = last ? y->mem : tmp[level % 2];
         float scale = last && rop == WBCL_REDUCE_MEAN ? mean_scale : 1.0f;
