@@ -8,13 +8,14 @@
  * Kernels (CPU-shaped: one matrix, or 16 rows / 16 columns, per work-item,
  * no local memory, inner loops over contiguous rows as float16 FMAs;
  * GPU-shaped: one matrix or one block per work-group, local memory, barriers):
- *   wbcl_chol_cm / wbcl_chol_wg          factor a kb x kb (diagonal) block
- *   wbcl_chol_panel / wbcl_chol_panel_wg rows below it: X <- X L11^-T
- *   wbcl_trsm_cols / wbcl_trsm_cols_wg   X <- L11^-1 X or L11^-T X (solves)
+ *   wbcl_chol_cm / wbcl_chol_blk_g       factor a kb x kb (diagonal) block
+ *   wbcl_chol_panel / wbcl_chol_trsm_g   rows below it: X <- X L11^-T
+ *   wbcl_chol_syrk_g                     GPU: right-looking trailing update (lower triangle)
+ *   wbcl_trsm_inv / wbcl_trsm_cols_wg    X <- L11^-1 X or L11^-T X (solves)
  *   wbcl_chol_upd                        CPU: left-looking update from L kept packed
  *   wbcl_chol_upd_panel                  CPU: the update and the panel below the diagonal block
- *   wbcl_la_logdet, wbcl_la_identity, wbcl_la_mirror, wbcl_la_zero_right
- *                                        small helpers
+ *   wbcl_la_logdet, wbcl_la_identity, wbcl_la_mirror, wbcl_la_zero_right,
+ *   wbcl_la_tril_g                       small helpers
  *
  * Non-SPD input: a pivot d = A_ii - sum_p L_ip^2 that is not > 0 or is
  * infinite (NaN fails "> 0") is recorded once per batch entry in info:
@@ -816,58 +817,205 @@ __kernel void wbcl_chol_upd_panel(__global float *restrict P, const ulong stride
 #if WBCL_VARIANT_GPU
 
 /* ============================================================================
- * GPU: factor one kb x kb block (kb <= LA_WG_NB) per work-group, right-looking
- * in local memory: pivot, scale the column, update the trailing triangle,
- * with barriers between the steps. Same arguments as wbcl_chol_cm minus the
- * scratch. global: (batch * wg), local: (wg). */
-__kernel void wbcl_chol_wg(__global const float *A, const ulong off_a, const ulong stride_a, const uint lda,
-                           __global const float *U, const ulong off_u, const ulong stride_u, const uint ldu,
-                           const uint has_u, __global float *L, const ulong off_l, const ulong stride_l,
-                           const uint ldl, const uint kb, const uint batch, const uint zcols, __global int *info,
-                           const uint pivot_base)
+ * GPU Cholesky (host/ops/linalg.c, chol_gpu): n <= LA_GNB, any batch: one
+ * work-group per matrix (wbcl_chol_blk_g). Larger n: right-looking blocked,
+ * nb = LA_GNB, L first set to tril(A) (wbcl_la_tril_g), then per block column j
+ * (kb <= nb columns, m = n - j - kb rows below) three launches:
+ *   1. L11 = chol(L[j:j+kb, j:j+kb])            wbcl_chol_blk_g, one work-group
+ *   2. L21 = L[j+kb:n, j:j+kb] L11^-T           wbcl_chol_trsm_g, 16 rows per work-group
+ *   3. L22 = L[j+kb:n, j+kb:n] - L21 L21^T     wbcl_chol_syrk_g, 64 x 64 tiles of the
+ *                                               lower triangle only, one launch
+ * so n / 128 rounds of three launches, every one of them sized by n (the
+ * trailing update, 2/3 of the flops at n = 4096 ... all but n^2 nb of them, is
+ * one launch of up to (n/64)^2/2 work-groups).
+ * Work-groups are 16 x 16 work-items. The 128 x 128 lower triangle kept packed in
+ * local memory is 33 KB (row i at LA_TRI(i), or the transpose), 41 KB with the
+ * 16 rows of wbcl_chol_trsm_g, within the 48 KB a work-group may have on NVIDIA's
+ * OpenCL (a 256 block would not fit); both take their local memory as arguments
+ * sized by kb, so a batch of 64 x 64 matrices takes 8 KB per work-group, and the
+ * host takes a smaller nb where the device has less (OpenCL 1.2 promises 32 KB). */
+#define LA_GNB 128
+#define LA_GT 16
+#define LA_TRI(i) ((i) * ((i) + 1u) / 2u)
+
+/* Factor the kb x kb (kb <= LA_GNB) lower block at A + off_a + b * stride_a into
+ * L (may be A: the block is read whole before anything is written), zeros in
+ * the strict upper part of its rows up to column kb + zcols. One work-group
+ * of 16 x 16 per matrix; right-looking in local memory, one barrier per column:
+ * step k reads column k (raw, not yet divided by its pivot) and the pivot d_k,
+ * updates the trailing triangle
+ *     T[i][c] -= T[i][k] T[c][k] / d_k        (k < c <= i)
+ * and finishes column k - 1 (T[i][k-1] / sqrt(d_{k-1}), the diagonal
+ * sqrt(d_{k-1})), which no work-item reads during step k. The pivot d_{k+1}
+ * goes to a two-slot buffer as it is updated, so no work-item needs the
+ * diagonal element another one writes. Pivot failures as in wbcl_chol_cm.
+ * T: local memory of kb (kb + 1) / 2 floats (the packed triangle, row i at
+ * LA_TRI(i)). global: (16 batch, 16), local: (16, 16). */
+__kernel void wbcl_chol_blk_g(__global const float *A, const ulong off_a, const ulong stride_a, const uint lda,
+                              __global float *L, const ulong off_l, const ulong stride_l, const uint ldl,
+                              const uint kb, const uint zcols, __global int *info, const uint pivot_base,
+                              __local float *T)
 {
-    __local float S[LA_WG_NB * LA_WG_LD];
+    __local float dpiv[2];
     __local int fail;
     __local float fval;
-    const uint b = get_group_id(0), lid = get_local_id(0), wg = get_local_size(0);
-    /* the host launches exactly batch work-groups: no early return before the
-     * barriers (PoCL's work-group loops mishandle it) */
-    (void)batch;
+    const uint b = get_group_id(0), tx = get_local_id(0), ty = get_local_id(1), t = ty * LA_GT + tx;
     const __global float *a = A + off_a + (ulong)b * stride_a;
-    const __global float *u = U + off_u + (ulong)b * stride_u;
     __global float *l = L + off_l + (ulong)b * stride_l;
-    for (uint idx = lid; idx < kb * kb; idx += wg) {
-        const uint i = idx / kb, j = idx % kb;
-        if (j <= i) S[i * LA_WG_LD + j] = LA_IN(a, lda, u, ldu, i, j);
+    /* coalesced: 16 neighbouring columns of one row per half-row of work-items */
+    for (uint i = ty; i < kb; i += LA_GT)
+        for (uint c = tx; c <= i; c += LA_GT) T[LA_TRI(i) + c] = a[(ulong)i * lda + c];
+    if (t == 0) {
+        fail = -1;
+        dpiv[0] = a[0];
     }
-    if (lid == 0) fail = -1;
     barrier(CLK_LOCAL_MEM_FENCE);
+    float lprev = 0.0f, rprev = 0.0f;
     for (uint k = 0; k < kb; k++) {
-        if (lid == 0) {
-            const float d = LA_RE(S[k * LA_WG_LD + k]);
-            if (fail < 0 && la_bad_pivot(d)) {
-                fail = (int)k;
-                fval = d;
+        const float d = dpiv[k & 1];
+        if (t == 0 && fail < 0 && la_bad_pivot(d)) {
+            fail = (int)k;
+            fval = d;
+        }
+        if (k > 0)
+            for (uint i = k - 1 + t; i < kb; i += LA_GT * LA_GT)
+                T[LA_TRI(i) + k - 1] = i == k - 1 ? lprev : T[LA_TRI(i) + k - 1] * rprev;
+        const float dinv = 1.0f / d;
+        for (uint i = k + 1 + ty; i < kb; i += LA_GT) {
+            const uint ri = LA_TRI(i);
+            const float lik = T[ri + k] * dinv;
+            for (uint c = k + 1 + tx; c <= i; c += LA_GT) {
+                const float v = LA_FMS_C(lik, T[LA_TRI(c) + k], T[ri + c]);
+                T[ri + c] = v;
+                if (c == k + 1 && i == k + 1) dpiv[(k + 1) & 1] = v;
             }
-            S[k * LA_WG_LD + k] = sqrt(d);
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        const float lkk = S[k * LA_WG_LD + k];
-        for (uint i = k + 1 + lid; i < kb; i += wg) S[i * LA_WG_LD + k] = LA_DIVR(S[i * LA_WG_LD + k], lkk);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        const uint m = kb - k - 1;
-        for (uint idx = lid; idx < m * m; idx += wg) {
-            const uint i = k + 1 + idx / m, j = k + 1 + idx % m;
-            if (j <= i) S[i * LA_WG_LD + j] = LA_FMS_C(S[i * LA_WG_LD + k], S[j * LA_WG_LD + k], S[i * LA_WG_LD + j]);
-        }
+        lprev = sqrt(d);
+        rprev = 1.0f / lprev;
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+    if (t == 0) T[LA_TRI(kb - 1) + kb - 1] = lprev;
+    barrier(CLK_LOCAL_MEM_FENCE);
     const uint wid = kb + zcols;
-    for (uint idx = lid; idx < kb * wid; idx += wg) {
-        const uint i = idx / wid, j = idx % wid;
-        l[(ulong)i * ldl + j] = j <= i ? S[i * LA_WG_LD + j] : 0.0f;
+    for (uint i = ty; i < kb; i += LA_GT)
+        for (uint c = tx; c < wid; c += LA_GT) l[(ulong)i * ldl + c] = c <= i ? T[LA_TRI(i) + c] : 0.0f;
+    if (t == 0 && fail >= 0) la_record(info, b, pivot_base + (uint)fail, fval);
+}
+
+/* Panel X <- X L11^-T in place: X (rows x kb) at X + off_x, L11 (kb x kb
+ * lower, kb <= LA_GNB, factored) at D + off_d. A work-group takes 16 rows:
+ * L11^T packed in local memory (row c of U = L11^T, i.e. column c of L11, is
+ * contiguous from its diagonal: U[c][c2] at c kb - c (c - 1) / 2 + c2 - c), the
+ * rows in local memory, and substitutes right-looking by columns, one barrier
+ * per column: step c makes X[r][c] final (divided by L11[c][c]) on the fly and
+ * subtracts it from the later columns, the stored column c - 1 being divided
+ * during step c (as in wbcl_chol_blk_g). Work-item (tx, ty): row ty, columns
+ * tx + 16 q. U: local memory of kb (kb + 1) / 2 floats, Xl of 16 (kb + 1).
+ * global: (16 ceil(rows / 16), 16 batch), local: (16, 16). */
+__kernel void wbcl_chol_trsm_g(__global const float *D, const ulong off_d, const ulong stride_d, const uint ldd,
+                               __global float *X, const ulong off_x, const ulong stride_x, const uint ldx,
+                               const uint kb, const uint rows, __local float *U, __local float *Xl)
+{
+    const uint b = get_group_id(1), tx = get_local_id(0), ty = get_local_id(1);
+    const uint r = get_group_id(0) * LA_GT + ty;
+    const __global float *dm = D + off_d + (ulong)b * stride_d;
+    __global float *x = X + off_x + (ulong)b * stride_x + (ulong)r * ldx;
+    __local float *xs = Xl + ty * (kb + 1); /* this work-item's row */
+    for (uint i = ty; i < kb; i += LA_GT)
+        for (uint c = tx; c <= i; c += LA_GT) U[c * kb - LA_TRI(c) + i] = dm[(ulong)i * ldd + c];
+    for (uint c = tx; c < kb; c += LA_GT) xs[c] = r < rows ? x[c] : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float rprev = 0.0f;
+    for (uint c = 0; c < kb; c++) {
+        const uint rc = c * kb - LA_TRI(c); /* U[c][c2] = U[rc + c2] */
+        const float rinv = 1.0f / U[rc + c];
+        if (c > 0 && tx == 0) xs[c - 1] *= rprev;
+        const float xc = xs[c] * rinv;
+        for (uint c2 = c + 1 + tx; c2 < kb; c2 += LA_GT) xs[c2] = LA_FMS_C(xc, U[rc + c2], xs[c2]);
+        rprev = rinv;
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid == 0 && fail >= 0) la_record(info, b, pivot_base + (uint)fail, fval);
+    if (tx == 0) xs[kb - 1] *= rprev;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (r < rows)
+        for (uint c = tx; c < kb; c += LA_GT) x[c] = xs[c];
+}
+
+/* Trailing update of the lower triangle only: C[i][c] -= sum_p P[i][p] P[c][p]
+ * for c <= i < m, P (m x kb) and C (m x m) inside one buffer (L) at off_p and
+ * off_c with row stride ld (the caller's regions do not overlap). One
+ * work-group per 64 x 64 tile on or below the diagonal (tile g of the
+ * triangle: row tile ti, column tile tj <= ti, g = ti (ti + 1) / 2 + tj), 16 x 16
+ * work-items of 4 x 4 outputs (rows 4 ty.., columns 4 tx..), P in chunks of 16
+ * along p through local memory (stored transposed: a float4 of four rows per
+ * read, one for A and one for B per 16 FMAs); diagonal tiles store c <= i only.
+ * global: (16 ntiles, 16 batch), local: (16, 16). */
+#define LA_ST 64
+#define LA_SK 16
+/* C[i][c0 .. c0+3] -= v where on or below the diagonal (c <= i < m). */
+static inline __attribute__((always_inline)) void la_syrk_store(__global float *cm, uint ld, uint m, uint i, uint c0,
+                                                                float4 v)
+{
+    if (i >= m || c0 > i) return;
+    __global float *row = cm + (ulong)i * ld + c0;
+    if (c0 + 3 <= i) {
+        vstore4(vload4(0, row) - v, 0, row);
+    } else {
+        row[0] -= v.s0;
+        if (c0 + 1 <= i) row[1] -= v.s1;
+        if (c0 + 2 <= i) row[2] -= v.s2;
+    }
+}
+__kernel void wbcl_chol_syrk_g(__global float *L, const ulong off_p, const ulong off_c, const ulong stride,
+                               const uint ld, const uint m, const uint kb)
+{
+    __local float As[LA_SK][LA_ST + 4];
+    __local float Bs[LA_SK][LA_ST + 4];
+    const uint tx = get_local_id(0), ty = get_local_id(1), t = ty * LA_GT + tx, b = get_group_id(1);
+    const uint g = get_group_id(0);
+    uint ti = (uint)((sqrt(8.0f * (float)g + 1.0f) - 1.0f) * 0.5f);
+    while (ti > 0 && LA_TRI(ti) > g) ti--;
+    while (LA_TRI(ti + 1) <= g) ti++;
+    const uint i0 = ti * LA_ST, j0 = (g - LA_TRI(ti)) * LA_ST;
+    const __global float *p = L + off_p + (ulong)b * stride;
+    __global float *cm = L + off_c + (ulong)b * stride;
+    float4 acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;
+    const uint lr = t / LA_SK, lk = t % LA_SK; /* loads: rows lr + 16 q, column lk of the chunk */
+    for (uint k0 = 0; k0 < kb; k0 += LA_SK) {
+        const uint kk = k0 + lk;
+#pragma unroll
+        for (uint q = 0; q < LA_ST / LA_GT; q++) {
+            const uint rr = lr + LA_GT * q;
+            As[lk][rr] = i0 + rr < m && kk < kb ? p[(ulong)(i0 + rr) * ld + kk] : 0.0f;
+            Bs[lk][rr] = j0 + rr < m && kk < kb ? p[(ulong)(j0 + rr) * ld + kk] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+        for (uint k = 0; k < LA_SK; k++) {
+            const float4 av = vload4(0, &As[k][4 * ty]), bv = vload4(0, &Bs[k][4 * tx]);
+            acc0 = fma((float4)av.s0, bv, acc0);
+            acc1 = fma((float4)av.s1, bv, acc1);
+            acc2 = fma((float4)av.s2, bv, acc2);
+            acc3 = fma((float4)av.s3, bv, acc3);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const uint c0 = j0 + 4 * tx;
+    la_syrk_store(cm, ld, m, i0 + 4 * ty, c0, acc0);
+    la_syrk_store(cm, ld, m, i0 + 4 * ty + 1, c0, acc1);
+    la_syrk_store(cm, ld, m, i0 + 4 * ty + 2, c0, acc2);
+    la_syrk_store(cm, ld, m, i0 + 4 * ty + 3, c0, acc3);
+}
+
+/* L = tril(A) (L may be A): the strict upper triangle zeroed once before the
+ * blocked factorization (the trailing updates write lower triangles only).
+ * global: (roundup(n, 64), n, batch), local: (64, 1, 1). */
+__kernel void wbcl_la_tril_g(__global const float *A, __global float *L, const uint n)
+{
+    const uint c = get_global_id(0), i = get_global_id(1), b = get_global_id(2);
+    if (c >= n) return;
+    const ulong at = ((ulong)b * n + i) * n + c;
+    L[at] = c <= i ? A[at] : 0.0f;
 }
 
 /* GPU: the load of a kb x kb lower block (kb <= LA_WG_NB) into local memory. */
@@ -880,33 +1028,6 @@ static inline __attribute__((always_inline)) void la_wg_load_block(__local float
         S[i * LA_WG_LD + j] = j <= i ? d[(ulong)i * ldd + j] : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-}
-
-/* GPU: panel Y <- (X + U) L11^-T as wbcl_chol_panel; L11 in local memory,
- * one row per work-item, computed in place in Y.
- * global: (roundup(rows, wg), batch), local: (wg, 1). */
-__kernel void wbcl_chol_panel_wg(__global const float *D, const ulong off_d, const ulong stride_d, const uint ldd,
-                                 __global const float *X, const ulong off_x, const ulong stride_x, const uint ldx,
-                                 __global const float *U, const ulong off_u, const ulong stride_u, const uint ldu,
-                                 const uint has_u, __global float *Y, const ulong off_y, const ulong stride_y,
-                                 const uint ldy, const uint kb, const uint rows, const uint batch)
-{
-    __local float S[LA_WG_NB * LA_WG_LD];
-    const uint r = get_global_id(0), b = get_group_id(1);
-    /* exactly batch work-groups along dimension 1 */
-    (void)batch;
-    la_wg_load_block(S, D + off_d + (ulong)b * stride_d, ldd, kb);
-    /* no early return around barriers (PoCL's work-group loops mishandle it) */
-    if (r < rows) {
-        const __global float *x = X + off_x + (ulong)b * stride_x + (ulong)r * ldx;
-        const __global float *u = U + off_u + (ulong)b * stride_u + (ulong)r * ldu;
-        __global float *y = Y + off_y + (ulong)b * stride_y + (ulong)r * ldy;
-        for (uint c = 0; c < kb; c++) {
-            la_t s = LA_IN(x, 0, u, 0, 0, c);
-            for (uint p = 0; p < c; p++) s = LA_FMS_C(y[p], S[c * LA_WG_LD + p], s);
-            y[c] = LA_DIVR(s, S[c * LA_WG_LD + c]);
-        }
-    }
 }
 
 /* GPU: triangular solves as wbcl_trsm_inv, by substitution with L11 in local memory, one column

@@ -1,7 +1,8 @@
 /* Dense SPD linear algebra: wbcl_cholesky, wbcl_logdet_spd, wbcl_spd_inverse,
  * wbcl_spd_solve against the double references of host/ref, both kernel
- * variants (CPU-shaped: blocks of 128, GPU-shaped: blocks of 64, so n = 65,
- * 127, 200, 257, 1024 run the blocked path of at least one variant).
+ * variants (CPU-shaped: blocks of 128 above n = 192; GPU-shaped: the Cholesky
+ * in blocks of 128 above n = 128, the solves in blocks of 64; so n = 65, 127,
+ * 150, 200, 257, 1024 run a blocked path of at least one variant).
  *
  * Tolerances (u = 2^-24, the float unit roundoff):
  *  - Cholesky is backward stable: L^ L^T = A + dA with |dA| <= gamma_{n+1} |L^||L^T|
@@ -423,8 +424,8 @@ START_TEST(cholesky_1024)
     const size_t n = 1024;
     float *A = malloc(n * n * sizeof *A);
     gen_gram(&r, n, 1.0, A);
-    /* CPU-shaped variant only: the GPU-shaped blocked path is covered by n = 65 ... 257
-     * and runs slowly on PoCL */
+    /* CPU-shaped variant only: the GPU-shaped blocked path is covered by n = 129 ... 385
+     * (cholesky_gpu_blocks) and runs slowly on PoCL */
     ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_CPU), WBCL_SUCCESS);
     check_cholesky(ctx, n, 1, 0, A, "cpu n=1024");
     check_logdet(ctx, n, 1, A, 5.0, "cpu n=1024");
@@ -467,6 +468,52 @@ START_TEST(cholesky_block_boundaries)
         ck_assert_int_eq(wbcl_tensor_read(ctx, tL, L1, n * n), WBCL_SUCCESS);
         ck_assert_int_eq(wbcl_tensor_read(ctx, tA, L2, n * n), WBCL_SUCCESS);
         ck_assert_msg(memcmp(L1, L2, n * n * sizeof *L1) == 0, "in-place L differs from out-of-place L");
+        ck_assert(chol_residual(n, L2, A) <= RES_BOUND(n));
+        wbcl_tensor_destroy(tA);
+        wbcl_tensor_destroy(tL);
+        free(A);
+        free(L1);
+        free(L2);
+    }
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
+/* The GPU-shaped path (host/ops/linalg.c, chol_gpu): one work-group per matrix
+ * up to n = 128, right-looking blocks of nb = 128 above (diagonal block, panel
+ * of 16-row work-groups, trailing update in 64 x 64 tiles of the lower
+ * triangle). Sizes at the single-block limit (nb, nb + 1), primes (partial
+ * panels and update tiles, a last block of 7 columns), 2 nb, and a size that
+ * is no multiple of 64 with three rounds; batched and single; in place bit for
+ * bit. Residual bound as in cholesky_sizes. */
+START_TEST(cholesky_gpu_blocks)
+{
+    static const size_t sizes[] = {128, 129, 131, 256, 263, 385};
+    wbcl_context *ctx = tu_context();
+    tu_rng r;
+    tu_rng_seed(&r, 23);
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        const size_t n = sizes[s], batch = 2;
+        float *A = malloc(batch * n * n * sizeof *A);
+        gen_batch(&r, s % 2, n, batch, A);
+        char what[96];
+        snprintf(what, sizeof what, "gpu blocked n=%zu batch=%zu", n, batch);
+        check_cholesky(ctx, n, batch, 1, A, what);
+        snprintf(what, sizeof what, "gpu blocked n=%zu single", n);
+        check_cholesky(ctx, n, 1, 0, A + n * n, what);
+        free(A);
+    }
+    {
+        const size_t n = 263;
+        float *A = malloc(n * n * sizeof *A), *L1 = malloc(n * n * sizeof *L1), *L2 = malloc(n * n * sizeof *L2);
+        gen_gram(&r, n, 1.0, A);
+        wbcl_tensor *tA = make(ctx, 0, n, n, A), *tL = make(ctx, 0, n, n, NULL);
+        ck_assert_int_eq(wbcl_cholesky(ctx, tA, tL), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_cholesky(ctx, tA, tA), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_tensor_read(ctx, tL, L1, n * n), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_tensor_read(ctx, tA, L2, n * n), WBCL_SUCCESS);
+        ck_assert_msg(memcmp(L1, L2, n * n * sizeof *L1) == 0, "gpu: in-place L differs from out-of-place L");
         ck_assert(chol_residual(n, L2, A) <= RES_BOUND(n));
         wbcl_tensor_destroy(tA);
         wbcl_tensor_destroy(tL);
@@ -785,6 +832,7 @@ int main(void)
         {"solve_sizes", solve_sizes},
         {"cholesky_1024", cholesky_1024},
         {"cholesky_block_boundaries", cholesky_block_boundaries},
+        {"cholesky_gpu_blocks", cholesky_gpu_blocks},
         {"batches_of_small_matrices", batches_of_small_matrices},
         {"redunet_matrices", redunet_matrices},
         {"non_spd_rejected", non_spd_rejected},

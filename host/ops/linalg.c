@@ -18,9 +18,19 @@
  *                                             the block: V = L_jj^-T
  *      3. L[j+kb:n, j:j+kb] = (A + T) V        wbcl_chol_panel: a GEMM-like kernel
  *                                             with a triangular right factor
- * GPU-shaped variant: the same steps with nb = 64, one matrix / block per
- * work-group in local memory (wbcl_chol_wg, wbcl_chol_panel_wg, substitution).
- * Batches go through the same steps, the GEMM batched with stride n*n.
+ * Cholesky, GPU-shaped variant (chol_gpu; the kernels' layout in cl/linalg.cl):
+ *  - n <= 128 (LA_GNB), any batch: one launch, one work-group of 16 x 16 per
+ *    matrix, the lower triangle packed in local memory, right-looking with
+ *    one barrier per column (wbcl_chol_blk_g).
+ *  - larger n: right-looking blocked, nb = 128: L = tril(A) once, then per
+ *    block column the diagonal block (wbcl_chol_blk_g, one work-group per
+ *    matrix), the panel below it (wbcl_chol_trsm_g, 16 rows per work-group)
+ *    and the whole trailing lower triangle in one launch (wbcl_chol_syrk_g,
+ *    64 x 64 tiles): n / 128 rounds of three launches, batched over matrices.
+ *    The update is our own kernel, not the context's GEMM: it touches the lower
+ *    triangle only (half the flops of a GEMM on the trailing square) and
+ *    works in place in L, where wbcl_gemm_strided forbids C sharing A's buffer.
+ * Batches go through the same steps.
  * Solve (and inverse = solve with B = I): L into scratch, then forward and
  * backward substitution by block rows, each a GEMM with the finished rows plus
  * the diagonal block (multiplication by V on CPUs, wbcl_trsm_inv; substitution
@@ -66,6 +76,13 @@
 #define NB_CPU 128
 #define NB_GPU 64
 #define GPU_WG 64
+/* GPU Cholesky: largest block of one work-group (LA_GNB of cl/linalg.cl: its
+ * packed lower triangle fills 33 KB of local memory, within the 48 KB NVIDIA's
+ * OpenCL gives a work-group), which is also the block size of the blocked path,
+ * and the work-group shape (LA_GT x LA_GT) and update tile (LA_ST) of its kernels. */
+#define GPU_NB 128
+#define GPU_T 16
+#define GPU_ST 64
 /* Panel height of the packed L and block of wbcl_chol_upd (LA_UC of
  * cl/linalg.cl). */
 #define PK_UC 32
@@ -103,7 +120,8 @@ typedef struct la_run {
     wbcl_context *ctx;
     const char *op;
     int gpu;
-    size_t n, batch, nb;
+    size_t n, batch, nb; /* nb: the CPU block size; on GPUs the block size of the solves */
+    size_t nbf;          /* GPU: block size of the factorization (GPU_NB) */
     cl_mem info;
     /* CPU: scratch of wbcl_chol_cm: per matrix kb rows of U = L^T (ldw), then
      * the inverses V = L_JJ^-T of the diagonal blocks: one block (the panel
@@ -232,19 +250,10 @@ static wbcl_status factor_block(la_run *r, la_mat in, const la_mat *u, la_mat ou
                                 size_t pivot_base, int want_inv)
 {
     wbcl_kern *k;
-    wbcl_status st = kernel(r, r->gpu ? "wbcl_chol_wg" : "wbcl_chol_cm", &k);
+    wbcl_status st = kernel(r, "wbcl_chol_cm", &k);
     if (st) return st;
     cl_uint kb_ = (cl_uint)kb, batch_ = (cl_uint)r->batch, zc = (cl_uint)zcols, pb = (cl_uint)pivot_base;
     if ((st = set_mat(r, k, 0, in)) || (st = set_u(r, k, 4, in, u, 1)) || (st = set_mat(r, k, 9, out))) return st;
-    if (r->gpu) {
-        WBCL_ARG(r->ctx, k, 13, kb_);
-        WBCL_ARG(r->ctx, k, 14, batch_);
-        WBCL_ARG(r->ctx, k, 15, zc);
-        WBCL_ARG(r->ctx, k, 16, r->info);
-        WBCL_ARG(r->ctx, k, 17, pb);
-        size_t local = GPU_WG, global = r->batch * local;
-        return la_launch(r, 0, k, 1, &global, &local);
-    }
     cl_uint ldw_ = (cl_uint)r->ldw, inv = (cl_uint)want_inv;
     WBCL_ARG(r->ctx, k, 13, r->W);
     WBCL_ARG(r->ctx, k, 14, ldw_);
@@ -262,14 +271,15 @@ static wbcl_status factor_block(la_run *r, la_mat in, const la_mat *u, la_mat ou
     return la_launch(r, 0, k, 1, &global, &local);
 }
 
-/* Panel below a factored block (wbcl_chol_panel) or triangular solve of a
- * block row (wbcl_trsm_cols): same argument layout. `cols` is the panel's
- * row count or the number of right-hand-side columns. */
+/* Panel below a factored block (wbcl_chol_panel, CPU only) or triangular
+ * solve of a block row (wbcl_trsm_inv / wbcl_trsm_cols_wg): same argument
+ * layout. `cols` is the panel's row count or the number of right-hand-side
+ * columns. */
 static wbcl_status tri_kernel(la_run *r, int solve, la_mat d, la_mat x, const la_mat *u, size_t ucols, la_mat y,
                               size_t kb, size_t cols, int upper, size_t row0, size_t col0)
 {
     const char *name = solve ? (r->gpu ? "wbcl_trsm_cols_wg" : "wbcl_trsm_inv")
-                             : (r->gpu ? "wbcl_chol_panel_wg" : "wbcl_chol_panel");
+                             : "wbcl_chol_panel";
     wbcl_kern *k;
     wbcl_status st = kernel(r, name, &k);
     if (st) return st;
@@ -368,7 +378,7 @@ static wbcl_status reserve(la_run *r, size_t rc, int inverse)
         st = wbcl__scratch(r->ctx, SLOT_W, ceil_div(r->batch, 16) * 16 * (n * (n + 1) / 2 + 16) * sizeof(float), &m);
     else
         st = alloc_w(r);
-    size_t t = n > nb ? (!r->gpu && r->batch == 1 ? packed_floats(n) : n * nb) : 0;
+    size_t t = n > nb && !r->gpu ? (r->batch == 1 ? packed_floats(n) : n * nb) : 0; /* GPU factor: none */
     if (rc && n > nb) {
         const size_t ts = inverse ? n * n : nb * rc;
         if (ts > t) t = ts;
@@ -492,6 +502,100 @@ static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
     return st;
 }
 
+/* GPU: block size of the factorization: GPU_NB, or the largest multiple of 16
+ * below it whose wbcl_chol_trsm_g (the larger of the two local-memory users:
+ * the packed triangle plus 16 rows) fits in the device's local memory, less
+ * 1 KB for what the compiler adds (NVIDIA: 48 KB, 41 KB used at 128; the 32 KB
+ * OpenCL 1.2 promises: 96). */
+static size_t gpu_nb(const wbcl_context *ctx)
+{
+    const uint64_t have = ctx->info.local_mem_size;
+    size_t nb = GPU_NB;
+    while (nb > 16 && (nb * (nb + 1) / 2 + GPU_T * (nb + 1)) * sizeof(float) + 1024 > have) nb -= 16;
+    return nb;
+}
+
+/* GPU: the GPU-shaped Cholesky (see the top of this file). */
+static wbcl_status blk_g(la_run *r, wbcl_kern *k, cl_mem A, size_t off_a, cl_mem L, size_t off_l, size_t kb,
+                         size_t zcols, size_t pivot_base)
+{
+    const size_t nn = r->n * r->n;
+    cl_uint kb_ = (cl_uint)kb, zc = (cl_uint)zcols, pb = (cl_uint)pivot_base;
+    wbcl_status st;
+    if ((st = set_mat(r, k, 0, mat(A, off_a, nn, r->n))) || (st = set_mat(r, k, 4, mat(L, off_l, nn, r->n))))
+        return st;
+    WBCL_ARG(r->ctx, k, 8, kb_);
+    WBCL_ARG(r->ctx, k, 9, zc);
+    WBCL_ARG(r->ctx, k, 10, r->info);
+    WBCL_ARG(r->ctx, k, 11, pb);
+    if ((st = wbcl__set_arg(r->ctx, k, 12, kb * (kb + 1) / 2 * sizeof(float), NULL))) return st;
+    size_t g[2] = {GPU_T * r->batch, GPU_T}, l[2] = {GPU_T, GPU_T};
+    return la_launch(r, 0, k, 2, g, l);
+}
+
+static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
+{
+    const size_t n = r->n, nn = n * n, nb = r->nbf;
+    wbcl_kern *kblk, *ktril, *ktrsm, *ksyrk;
+    if (r->ctx->info.max_work_group_size < GPU_T * GPU_T)
+        return wbcl__fail(r->ctx, WBCL_ERROR_DEVICE_LIMIT,
+                          "%s: the GPU-shaped Cholesky needs work-groups of %d work-items, the device allows %zu "
+                          "(use the CPU-shaped variant)",
+                          r->op, GPU_T * GPU_T, r->ctx->info.max_work_group_size);
+    wbcl_status st = kernel(r, "wbcl_chol_blk_g", &kblk);
+    if (st) return st;
+    if (n <= nb) return blk_g(r, kblk, A, 0, L, 0, n, 0, 0);
+    if ((st = kernel(r, "wbcl_la_tril_g", &ktril)) || (st = kernel(r, "wbcl_chol_trsm_g", &ktrsm)) ||
+        (st = kernel(r, "wbcl_chol_syrk_g", &ksyrk)))
+        return st;
+    const cl_uint n_ = (cl_uint)n;
+    const cl_ulong snn = nn;
+    WBCL_ARG(r->ctx, ktril, 0, A);
+    WBCL_ARG(r->ctx, ktril, 1, L);
+    WBCL_ARG(r->ctx, ktril, 2, n_);
+    {
+        size_t g[3] = {ceil_div(n, 64) * 64, n, r->batch}, l[3] = {64, 1, 1};
+        if ((st = la_launch(r, 4, ktril, 3, g, l))) return st;
+    }
+    for (size_t j = 0; j < n && !st; j += nb) {
+        const size_t kb = n - j < nb ? n - j : nb, m = n - j - kb;
+        st = blk_g(r, kblk, L, j * n + j, L, j * n + j, kb, 0, j);
+        if (st || !m) break;
+        const cl_ulong off_d = j * n + j, off_x = (j + kb) * n + j, off_c = (j + kb) * n + j + kb;
+        const cl_uint kb_ = (cl_uint)kb, m_ = (cl_uint)m;
+        WBCL_ARG(r->ctx, ktrsm, 0, L);
+        WBCL_ARG(r->ctx, ktrsm, 1, off_d);
+        WBCL_ARG(r->ctx, ktrsm, 2, snn);
+        WBCL_ARG(r->ctx, ktrsm, 3, n_);
+        WBCL_ARG(r->ctx, ktrsm, 4, L);
+        WBCL_ARG(r->ctx, ktrsm, 5, off_x);
+        WBCL_ARG(r->ctx, ktrsm, 6, snn);
+        WBCL_ARG(r->ctx, ktrsm, 7, n_);
+        WBCL_ARG(r->ctx, ktrsm, 8, kb_);
+        WBCL_ARG(r->ctx, ktrsm, 9, m_);
+        if ((st = wbcl__set_arg(r->ctx, ktrsm, 10, kb * (kb + 1) / 2 * sizeof(float), NULL)) ||
+            (st = wbcl__set_arg(r->ctx, ktrsm, 11, GPU_T * (kb + 1) * sizeof(float), NULL)))
+            return st;
+        {
+            size_t g[2] = {GPU_T * ceil_div(m, GPU_T), GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
+            if ((st = la_launch(r, 1, ktrsm, 2, g, l))) return st;
+        }
+        const size_t nt = ceil_div(m, GPU_ST);
+        WBCL_ARG(r->ctx, ksyrk, 0, L);
+        WBCL_ARG(r->ctx, ksyrk, 1, off_x);
+        WBCL_ARG(r->ctx, ksyrk, 2, off_c);
+        WBCL_ARG(r->ctx, ksyrk, 3, snn);
+        WBCL_ARG(r->ctx, ksyrk, 4, n_);
+        WBCL_ARG(r->ctx, ksyrk, 5, m_);
+        WBCL_ARG(r->ctx, ksyrk, 6, kb_);
+        {
+            size_t g[2] = {GPU_T * (nt * (nt + 1) / 2), GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
+            st = la_launch(r, 2, ksyrk, 2, g, l);
+        }
+    }
+    return st;
+}
+
 /* L = chol(A) for A, L with matrices at b*n*n (L may be A); Lt is L as a
  * tensor (GEMM operand). Initializes r->info. */
 static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
@@ -501,6 +605,7 @@ static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
     cl_int e = clEnqueueFillBuffer(r->ctx->queue, r->info, &minus1, sizeof minus1, 0, 2 * r->batch * sizeof(int), 0,
                                    NULL, NULL);
     if (e != CL_SUCCESS) return wbcl__cl_fail(r->ctx, e, "%s: clearing the pivot status", r->op);
+    if (r->gpu) return chol_gpu(r, A, Lt->mem);
     if (use_soa(r)) return chol_soa(r, A, Lt->mem);
     wbcl_status st = alloc_w(r);
     if (st) return st;
@@ -515,6 +620,7 @@ static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
     if (wbcl__la_old) packed = 0;
 #endif
     if (packed) return chol_packed(r, A, Lt->mem);
+    /* (CPU batches; the GPU variant took chol_gpu above) */
     cl_mem T;
     st = wbcl__scratch(r->ctx, SLOT_T, r->batch * n * nb * sizeof(float), &T);
     if (st) return st;
@@ -667,6 +773,10 @@ static wbcl_status begin(la_run *r, wbcl_context *ctx, const char *op, size_t ba
     if (!r->gpu && wbcl__la_nb) r->nb = wbcl__la_nb;
 #endif
     if (!r->gpu && n <= NSMALL_CPU) r->nb = n; /* one unblocked block */
+    r->nbf = gpu_nb(ctx);
+#ifdef WBCL_LA_TRACE
+    if (r->gpu && wbcl__la_nb && wbcl__la_nb <= GPU_NB) r->nbf = wbcl__la_nb; /* development A/B only */
+#endif
     r->sync_each = ctx->info.type == WBCL_DEVICE_CPU;
     r->keep_v = keep_v;
     return wbcl__scratch(ctx, SLOT_INFO, 2 * batch * sizeof(int), &r->info);

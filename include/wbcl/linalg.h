@@ -2,8 +2,8 @@
  *
  * CLBlast has no factorizations, so wbcl has its own batched Cholesky:
  * one-matrix-per-work-item / per-work-group kernels for many small matrices,
- * and a blocked (left-looking) factorization whose updates go through the
- * GEMM paths for large ones. Matrices are row-major (n, n) or batched
+ * and a blocked factorization for large ones (CPU-shaped: left-looking,
+ * updates through the GEMM paths; GPU-shaped: right-looking, n / 128 rounds). Matrices are row-major (n, n) or batched
  * (batch, n, n); only the lower triangle of the input is read (the strict
  * upper triangle may hold anything, NaN included).
  *
@@ -29,7 +29,8 @@
  *    with the condition number of A.
  *  - Kernel variant (wbcl_context_set_variant): CPU-shaped or GPU-shaped
  *    kernels, same results to rounding. Large matrices go through the GEMM
- *    backend of the context (wbcl_gemm_strided). */
+ *    backend of the context (wbcl_gemm_strided), except the GPU-shaped
+ *    Cholesky, whose trailing updates are its own lower-triangle kernel. */
 #ifndef WBCL_LINALG_H
 #define WBCL_LINALG_H
 
