@@ -72,3 +72,158 @@ __kernel void wbcl_aot_snr_rows(__global const float *Z, __global const float *U
     out[2 * r] = sig;
     out[2 * r + 1] = noi;
 }
+
+/* ---- GPU-shaped denoising step (ctx->variant == GPU; host/ops/aot.c attend_gpu) -------------------
+ * Flash-attention shape: a work-group of AG_WG = 256 work-items owns a block of AG_BQ queries of one
+ * (b, h) and streams the keys (= values = w) through __local memory in tiles of AG_BK, loaded by all
+ * work-items together (consecutive work-items read consecutive columns of a row: coalesced). Per tile:
+ *   S = Q K^T      work-item (ty, tx) = (t / 16, t % 16) forms rows ty*TM.. x keys tx*TN.. of S in
+ *                  registers from the transposed tiles Qt, Kt (a warp reads 2 distinct Q words and 16
+ *                  consecutive K pairs per column: broadcast + one wavefront), stores them in Pt;
+ *   row stats      work-item t < BQ owns row t's running max m and sum l (registers): online softmax
+ *                  over the tile, the weights written back into Pt, the rescale factor into al[t];
+ *   O += P V       work-item (ty, tx) keeps the TM x TC register tile of O (rows ty*TM.., columns
+ *                  tx*TC..), rescaled by al, accumulated from Pt (broadcast) and Vs (consecutive).
+ * Softmax: one pass, O / l at the end. Threshold (Theorem 5.1): the weight needs the row's final max
+ * and normalizer, so a first pass computes m and l only (no V product), the second thresholds
+ * exp(s - m) / l to tau or 0 and accumulates. p (runtime) <= WBCL_AOT_PC (compile-time column
+ * capacity, 16/32/64/128: the host picks the smallest that holds p); columns beyond p are zero in
+ * the tiles. No private array is indexed at run time: every per-work-item array has compile-time
+ * size and compile-time indices (fully unrolled), so all of it lives in registers. */
+#ifdef WBCL_AOT_PC
+#define AG_PC WBCL_AOT_PC
+#if AG_PC > 64
+#define AG_BQ 32 /* 48 KiB of __local memory: half the queries and keys per tile at p <= 128 */
+#define AG_BK 16
+#else
+#define AG_BQ 64
+#define AG_BK 32
+#endif
+#define AG_WG 256
+#define AG_TM (AG_BQ / 16) /* rows per work-item (S and O) */
+#define AG_TN (AG_BK / 16) /* keys per work-item (S)        */
+#define AG_TC (AG_PC / 16) /* columns per work-item (O)     */
+#define AG_SQ (AG_BQ + 4)  /* row stride of Qt and Pt (multiple of 4: aligned vector reads) */
+#define AG_SK (AG_BK + 4)  /* row stride of Kt */
+
+__kernel __attribute__((reqd_work_group_size(AG_WG, 1, 1))) void wbcl_aot_attend_g(
+    __global const float *restrict w, const ulong off, const ulong sb, const ulong sh, const ulong sn,
+    __global float *restrict o, const ulong ooff, const ulong osb, const ulong osh, const ulong osn, const uint K,
+    const uint N, const uint p, const int thresh, const float tau)
+{
+    __local float Qt[AG_PC * AG_SQ] __attribute__((aligned(16))); /* Qt[c*SQ + r] = w[i0 + r, c]            */
+    __local float Kt[AG_PC * AG_SK] __attribute__((aligned(16))); /* Kt[c*SK + j] = w[j0 + j, c]            */
+    __local float Vs[AG_BK * AG_PC] __attribute__((aligned(16))); /* Vs[j*PC + c] = w[j0 + j, c]            */
+    __local float Pt[AG_BK * AG_SQ] __attribute__((aligned(16))); /* Pt[j*SQ + r]: scores, then weights     */
+    __local float al[AG_BQ];         /* per row: the tile's rescale factor, at the end 1/l */
+    const uint t = get_local_id(0), ty = t / 16, tx = t % 16;
+    const uint bh = get_group_id(1), b = bh / K, h = bh % K;
+    const uint i0 = get_group_id(0) * AG_BQ;
+    __global const float *wb = w + off + b * sb + h * sh;
+    for (uint e = t; e < AG_BQ * AG_PC; e += AG_WG) {
+        const uint r = e / AG_PC, c = e % AG_PC;
+        Qt[c * AG_SQ + r] = i0 + r < N && c < p ? wb[(ulong)(i0 + r) * sn + c] : 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f, il = 0.0f; /* row t's statistics (t < BQ) */
+    float acc[AG_TM][AG_TC];
+#pragma unroll
+    for (int i = 0; i < AG_TM; i++)
+#pragma unroll
+        for (int c = 0; c < AG_TC; c++) acc[i][c] = 0.0f;
+    const int passes = thresh ? 2 : 1;
+    for (int pass = 0; pass < passes; pass++) {
+        const int last = pass == passes - 1;
+        for (uint j0 = 0; j0 < N; j0 += AG_BK) {
+            barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile's readers are done */
+            for (uint e = t; e < AG_BK * AG_PC; e += AG_WG) {
+                const uint j = e / AG_PC, c = e % AG_PC;
+                const float x = j0 + j < N && c < p ? wb[(ulong)(j0 + j) * sn + c] : 0.0f;
+                Kt[c * AG_SK + j] = x;
+                Vs[e] = x;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            float s[AG_TM][AG_TN];
+#pragma unroll
+            for (int i = 0; i < AG_TM; i++)
+#pragma unroll
+                for (int k = 0; k < AG_TN; k++) s[i][k] = 0.0f;
+            for (uint c = 0; c < p; c++) {
+                float qv[AG_TM], kv[AG_TN];
+#pragma unroll
+                for (int i = 0; i < AG_TM; i++) qv[i] = Qt[c * AG_SQ + ty * AG_TM + i];
+#pragma unroll
+                for (int k = 0; k < AG_TN; k++) kv[k] = Kt[c * AG_SK + tx * AG_TN + k];
+#pragma unroll
+                for (int i = 0; i < AG_TM; i++)
+#pragma unroll
+                    for (int k = 0; k < AG_TN; k++) s[i][k] = fma(qv[i], kv[k], s[i][k]);
+            }
+#pragma unroll
+            for (int k = 0; k < AG_TN; k++)
+#pragma unroll
+                for (int i = 0; i < AG_TM; i++)
+                    Pt[(tx * AG_TN + k) * AG_SQ + ty * AG_TM + i] = j0 + tx * AG_TN + k < N ? s[i][k] : -INFINITY;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (t < AG_BQ) {
+                const uint nk = min((uint)AG_BK, N - j0);
+                if (!last || !thresh) { /* online softmax statistics; the weights too on the softmax pass */
+                    float mx = -INFINITY;
+                    for (uint j = 0; j < nk; j++) mx = fmax(mx, Pt[j * AG_SQ + t]);
+                    const float mn = fmax(m, mx), a = exp(m - mn);
+                    float z = 0.0f;
+                    for (uint j = 0; j < AG_BK; j++) {
+                        const float e = exp(Pt[j * AG_SQ + t] - mn); /* masked keys: exp(-inf) = 0 */
+                        z += e;
+                        if (last) Pt[j * AG_SQ + t] = e;
+                    }
+                    l = fma(l, a, z);
+                    m = mn;
+                    al[t] = a;
+                } else { /* threshold pass: final m and 1/l known */
+                    for (uint j = 0; j < AG_BK; j++) {
+                        const float a = exp(Pt[j * AG_SQ + t] - m) * il;
+                        Pt[j * AG_SQ + t] = a > tau ? tau : 0.0f;
+                    }
+                    al[t] = 1.0f;
+                }
+            }
+            if (!last) continue; /* uniform over the work-group */
+            barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+            for (int i = 0; i < AG_TM; i++) {
+                const float a = al[ty * AG_TM + i];
+#pragma unroll
+                for (int c = 0; c < AG_TC; c++) acc[i][c] *= a;
+            }
+#pragma unroll 8
+            for (int j = 0; j < AG_BK; j++) {
+                float pv[AG_TM], vv[AG_TC];
+#pragma unroll
+                for (int i = 0; i < AG_TM; i++) pv[i] = Pt[j * AG_SQ + ty * AG_TM + i];
+#pragma unroll
+                for (int c = 0; c < AG_TC; c++) vv[c] = Vs[j * AG_PC + tx * AG_TC + c];
+#pragma unroll
+                for (int i = 0; i < AG_TM; i++)
+#pragma unroll
+                    for (int c = 0; c < AG_TC; c++) acc[i][c] = fma(pv[i], vv[c], acc[i][c]);
+            }
+        }
+        il = 1.0f / l;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (t < AG_BQ) al[t] = thresh ? 1.0f : il;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __global float *ob = o + ooff + b * osb + h * osh;
+#pragma unroll
+    for (int i = 0; i < AG_TM; i++) {
+        const uint r = ty * AG_TM + i;
+        if (i0 + r >= N) break;
+        const float a = al[r];
+#pragma unroll
+        for (int c = 0; c < AG_TC; c++) {
+            const uint col = tx * AG_TC + c;
+            if (col < p) ob[(ulong)(i0 + r) * osn + col] = acc[i][c] * a;
+        }
+    }
+}
+#endif

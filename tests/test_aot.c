@@ -101,38 +101,56 @@ static double min_gap_to_tau(size_t B, size_t K, size_t N, size_t p, const doubl
 
 typedef struct { size_t B, K, N, p; } shape4;
 
-START_TEST(aot_heads_match_reference)
+/* A context running the CPU-shaped (gpu 0) or the GPU-shaped (gpu 1) kernels, on PoCL alike. */
+static wbcl_context *variant_context(int gpu)
 {
     wbcl_context *ctx = tu_context();
-    static const shape4 shapes[] = {{1, 1, 1, 1}, {2, 3, 7, 5}, {1, 12, 13, 8}, {2, 2, 61, 17}, {1, 1, 97, 9}};
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-        for (int th = 0; th < 2; th++) {
-            const shape4 *s = &shapes[si];
-            size_t n = s->B * s->K * s->N * s->p;
-            tu_rng r;
-            tu_rng_seed(&r, 10 + si);
-            /* scale so that logits are O(1..10): a mix of spread and peaked softmax rows */
-            double sc = 2.0 / sqrt((double)s->p);
-            float *w = tu_random_f32(&r, n, -sc * 2, sc * 2);
-            double *w64 = tu_to_f64(w, n), *o64 = malloc(n * sizeof *o64);
-            if (th) ck_assert_msg(min_gap_to_tau(s->B, s->K, s->N, s->p, w64, 0.75) > 1e-3, "data too close to tau");
-            wbcl_ref_aot_heads(s->B, s->K, s->N, s->p, w64, th, 0.75, o64);
-            size_t sh[4] = {s->B, s->K, s->N, s->p};
-            wbcl_tensor *tw = mk(ctx, 4, sh, w), *to = mk(ctx, 4, sh, NULL);
-            OK(ctx, wbcl_aot_heads(ctx, tw, th ? WBCL_AOT_THRESHOLD : WBCL_AOT_SOFTMAX, 0.75f, to));
-            float *o = rd(ctx, to);
-            char what[96];
-            snprintf(what, sizeof what, "AoT heads %s (B %zu K %zu N %zu p %zu)", th ? "threshold" : "softmax", s->B,
-                     s->K, s->N, s->p);
-            close_to(o, o64, n, what);
-            wbcl_tensor_destroy(tw);
-            wbcl_tensor_destroy(to);
-            free(w);
-            free(w64);
-            free(o64);
-            tu_guarded_free(o);
-        }
-    wbcl_context_destroy(ctx);
+    OK(ctx, wbcl_context_set_variant(ctx, gpu ? WBCL_VARIANT_GPU : WBCL_VARIANT_CPU));
+    return ctx;
+}
+
+/* Both kernel variants against the reference. The GPU-shaped kernel (cl/aot.cl wbcl_aot_attend_g: 64
+ * queries per work-group, keys in tiles of 32, p up to the column capacity 16 / 32 / 64 / 128) meets
+ * N = 1, primes, N = 97 (two query blocks, a last key tile of one key), p = 1, p not a multiple of 8
+ * or of 16, and with p = 100 the capacity 128 (the other geometry: 32 queries, tiles of 16). Each
+ * capacity is a program of its own (about 3 CPU-s of PoCL compile): the GPU variant skips p = 17
+ * (capacity 32, the same geometry as 16 with 2 columns per work-item instead of 1). */
+START_TEST(aot_heads_match_reference)
+{
+    static const shape4 shapes[] = {{1, 1, 1, 1}, {2, 3, 7, 5}, {1, 12, 13, 8}, {2, 2, 61, 17}, {1, 1, 97, 9},
+                                    {1, 2, 29, 100}};
+    for (int gpu = 0; gpu < 2; gpu++) {
+        wbcl_context *ctx = variant_context(gpu);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int th = 0; th < 2; th++) {
+                const shape4 *s = &shapes[si];
+                if (gpu && s->p == 17) continue;
+                size_t n = s->B * s->K * s->N * s->p;
+                tu_rng r;
+                tu_rng_seed(&r, 10 + si);
+                /* scale so that logits are O(1..10): a mix of spread and peaked softmax rows */
+                double sc = 2.0 / sqrt((double)s->p);
+                float *w = tu_random_f32(&r, n, -sc * 2, sc * 2);
+                double *w64 = tu_to_f64(w, n), *o64 = malloc(n * sizeof *o64);
+                if (th) ck_assert_msg(min_gap_to_tau(s->B, s->K, s->N, s->p, w64, 0.75) > 1e-3, "data too close to tau");
+                wbcl_ref_aot_heads(s->B, s->K, s->N, s->p, w64, th, 0.75, o64);
+                size_t sh[4] = {s->B, s->K, s->N, s->p};
+                wbcl_tensor *tw = mk(ctx, 4, sh, w), *to = mk(ctx, 4, sh, NULL);
+                OK(ctx, wbcl_aot_heads(ctx, tw, th ? WBCL_AOT_THRESHOLD : WBCL_AOT_SOFTMAX, 0.75f, to));
+                float *o = rd(ctx, to);
+                char what[96];
+                snprintf(what, sizeof what, "AoT heads %s, %s variant (B %zu K %zu N %zu p %zu)",
+                         th ? "threshold" : "softmax", gpu ? "GPU" : "CPU", s->B, s->K, s->N, s->p);
+                close_to(o, o64, n, what);
+                wbcl_tensor_destroy(tw);
+                wbcl_tensor_destroy(to);
+                free(w);
+                free(w64);
+                free(o64);
+                tu_guarded_free(o);
+            }
+        wbcl_context_destroy(ctx);
+    }
 }
 END_TEST
 
@@ -275,26 +293,28 @@ END_TEST
 /* logits w_i . w_j of ~1e4: finite, equal to the reference (exp saturates to 0/1 weights) */
 START_TEST(aot_large_logits)
 {
-    wbcl_context *ctx = tu_context();
-    const size_t B = 1, K = 2, N = 19, p = 4, n = B * K * N * p;
-    tu_rng r;
-    tu_rng_seed(&r, 99);
-    float *w = tu_random_f32(&r, n, -80.0, 80.0); /* |w|^2 up to ~2.5e4 */
-    double *w64 = tu_to_f64(w, n), *o64 = malloc(n * sizeof *o64);
-    wbcl_ref_aot_heads(B, K, N, p, w64, 0, 0.75, o64);
-    size_t sh[4] = {B, K, N, p};
-    wbcl_tensor *tw = mk(ctx, 4, sh, w), *to = mk(ctx, 4, sh, NULL);
-    OK(ctx, wbcl_aot_heads(ctx, tw, WBCL_AOT_SOFTMAX, 0.75f, to));
-    float *o = rd(ctx, to);
-    for (size_t i = 0; i < n; i++) ck_assert_msg(isfinite(o[i]), "o[%zu] = %g", i, o[i]);
-    close_to(o, o64, n, "AoT with logits ~1e4");
-    wbcl_tensor_destroy(tw);
-    wbcl_tensor_destroy(to);
-    free(w);
-    free(w64);
-    free(o64);
-    tu_guarded_free(o);
-    wbcl_context_destroy(ctx);
+    for (int gpu = 0; gpu < 2; gpu++) {
+        wbcl_context *ctx = variant_context(gpu);
+        const size_t B = 1, K = 2, N = 19, p = 4, n = B * K * N * p;
+        tu_rng r;
+        tu_rng_seed(&r, 99);
+        float *w = tu_random_f32(&r, n, -80.0, 80.0); /* |w|^2 up to ~2.5e4 */
+        double *w64 = tu_to_f64(w, n), *o64 = malloc(n * sizeof *o64);
+        wbcl_ref_aot_heads(B, K, N, p, w64, 0, 0.75, o64);
+        size_t sh[4] = {B, K, N, p};
+        wbcl_tensor *tw = mk(ctx, 4, sh, w), *to = mk(ctx, 4, sh, NULL);
+        OK(ctx, wbcl_aot_heads(ctx, tw, WBCL_AOT_SOFTMAX, 0.75f, to));
+        float *o = rd(ctx, to);
+        for (size_t i = 0; i < n; i++) ck_assert_msg(isfinite(o[i]), "o[%zu] = %g", i, o[i]);
+        close_to(o, o64, n, gpu ? "AoT with logits ~1e4, GPU variant" : "AoT with logits ~1e4, CPU variant");
+        wbcl_tensor_destroy(tw);
+        wbcl_tensor_destroy(to);
+        free(w);
+        free(w64);
+        free(o64);
+        tu_guarded_free(o);
+        wbcl_context_destroy(ctx);
+    }
 }
 END_TEST
 

@@ -6,6 +6,7 @@
 #include "views.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,11 +27,60 @@ static wbcl_status check_phi(wbcl_context *ctx, const char *op, wbcl_aot_phi phi
     return WBCL_SUCCESS;
 }
 
+/* GPU-shaped step (cl/aot.cl wbcl_aot_attend_g): work-groups of AG_WG work-items, each owning AG_BQ
+ * queries of one (b, h); p at most the column capacity -DWBCL_AOT_PC (16, 32, 64 or 128, the smallest
+ * that holds p). Returns with *done 0 (nothing enqueued) where the shape or the device does not suit it
+ * (p > 128, the compiled kernel refusing 256 work-items or needing more __local memory than the device
+ * has): the CPU-shaped kernel runs instead, with the same results to rounding. */
+#define AG_WG 256 /* cl/aot.cl AG_WG */
+#define AG_PC_MAX 128
+
+static size_t col_capacity(size_t p)
+{
+    size_t pc = 16;
+    while (pc < p) pc *= 2;
+    return pc;
+}
+
+static wbcl_status attend_gpu(wbcl_context *ctx, const wbcl__hview *w, const wbcl__hview *o, const wbcl__hdims *dm,
+                              int th, float tau, int *done)
+{
+    *done = 0;
+    if (dm->p > AG_PC_MAX) return WBCL_SUCCESS;
+    const size_t pc = col_capacity(dm->p), bq = pc > 64 ? 32 : 64;
+    char opts[64];
+    snprintf(opts, sizeof opts, "-DWBCL_AOT_PC=%zu", pc);
+    wbcl_kern *k;
+    size_t limit = 0;
+    cl_ulong lmem = 0;
+    wbcl_status st = wbcl__kernel(ctx, "aot", opts, "wbcl_aot_attend_g", &k);
+    if (!st) st = wbcl__kernel_wg_limit(ctx, k, &limit);
+    if (st) return st;
+    cl_int e = clGetKernelWorkGroupInfo(k->kernel, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof lmem, &lmem, NULL);
+    if (e != CL_SUCCESS) return wbcl__cl_fail(ctx, e, "querying the local memory of kernel 'wbcl_aot_attend_g'");
+    if (limit < AG_WG || (ctx->info.local_mem_size && lmem > ctx->info.local_mem_size)) return WBCL_SUCCESS;
+    cl_uint K = (cl_uint)dm->K, N = (cl_uint)dm->N, p = (cl_uint)dm->p;
+    if ((st = wbcl__set_view(ctx, k, 0, w)) || (st = wbcl__set_view(ctx, k, 5, o))) return st;
+    WBCL_ARG(ctx, k, 10, K);
+    WBCL_ARG(ctx, k, 11, N);
+    WBCL_ARG(ctx, k, 12, p);
+    WBCL_ARG(ctx, k, 13, th);
+    WBCL_ARG(ctx, k, 14, tau);
+    const size_t g[2] = {(dm->N + bq - 1) / bq * AG_WG, dm->B * dm->K}, l[2] = {AG_WG, 1};
+    *done = 1;
+    return wbcl__launch(ctx, k, 2, g, l);
+}
+
 static wbcl_status attend(wbcl_context *ctx, const wbcl__hview *w, const wbcl__hview *o, const wbcl__hdims *dm,
                           wbcl_aot_phi phi, float tau)
 {
     wbcl_kern *k;
-    wbcl_status st = wbcl__kernel(ctx, "aot", NULL, "wbcl_aot_attend", &k);
+    wbcl_status st;
+    if (ctx->variant == WBCL_VARIANT_GPU) {
+        int done = 0;
+        if ((st = attend_gpu(ctx, w, o, dm, phi == WBCL_AOT_THRESHOLD, tau, &done)) || done) return st;
+    }
+    st = wbcl__kernel(ctx, "aot", NULL, "wbcl_aot_attend", &k);
     if (st) return st;
     cl_uint B = (cl_uint)dm->B, K = (cl_uint)dm->K, N = (cl_uint)dm->N, p = (cl_uint)dm->p;
     cl_int th = phi == WBCL_AOT_THRESHOLD;

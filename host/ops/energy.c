@@ -9,6 +9,7 @@
 #include "views.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,11 +49,67 @@ static wbcl_status check_square(wbcl_context *ctx, const char *op, const char *w
     return wbcl__check_shape(ctx, W, op, what, 2, want);
 }
 
+/* ---- GPU-shaped kernels (ctx->variant == GPU) -----------------------------------------------------
+ * cl/energy.cl *_g: work-groups of EG_WG work-items, EG_BQ tokens each, the other tokens streamed in
+ * __local tiles; the column count (p, pv or d) at most the capacity -DWBCL_ENERGY_PC (16, 32, 64 or 128,
+ * the smallest that holds it). gpu_kernel gives NULL (the caller runs the CPU-shaped kernel, same
+ * results to rounding) where the shape or the device does not suit it: more than 128 columns, the
+ * compiled kernel refusing EG_WG work-items or needing more __local memory than the device has. */
+#define EG_WG 256 /* cl/energy.cl EG_WG */
+#define EG_PC_MAX 128
+
+static size_t col_capacity(size_t p)
+{
+    size_t pc = 16;
+    while (pc < p) pc *= 2;
+    return pc;
+}
+
+static wbcl_status gpu_kernel(wbcl_context *ctx, size_t cols, const char *name, wbcl_kern **out, size_t *bq)
+{
+    *out = NULL;
+    if (ctx->variant != WBCL_VARIANT_GPU || cols > EG_PC_MAX) return WBCL_SUCCESS;
+    const size_t pc = col_capacity(cols);
+    char opts[64];
+    snprintf(opts, sizeof opts, "-DWBCL_ENERGY_PC=%zu", pc);
+    wbcl_kern *k;
+    size_t limit = 0;
+    cl_ulong lmem = 0;
+    wbcl_status st = wbcl__kernel(ctx, FAMILY, opts, name, &k);
+    if (!st) st = wbcl__kernel_wg_limit(ctx, k, &limit);
+    if (st) return st;
+    cl_int e = clGetKernelWorkGroupInfo(k->kernel, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof lmem, &lmem, NULL);
+    if (e != CL_SUCCESS) return wbcl__cl_fail(ctx, e, "querying the local memory of kernel '%s'", name);
+    if (limit < EG_WG || (ctx->info.local_mem_size && lmem > ctx->info.local_mem_size)) return WBCL_SUCCESS;
+    *out = k;
+    *bq = pc > 64 ? 32 : 64;
+    return WBCL_SUCCESS;
+}
+
 static wbcl_status attend(wbcl_context *ctx, const wbcl__hview *y, const wbcl__hview *v, const wbcl__hview *o,
                           const wbcl__hdims *dm, size_t pv, wbcl_energy_rho rho, float c, float alpha)
 {
     wbcl_kern *k;
-    wbcl_status st = wbcl__kernel(ctx, FAMILY, NULL, "wbcl_energy_attend", &k);
+    size_t bq = 0;
+    wbcl_status st = gpu_kernel(ctx, dm->p > pv ? dm->p : pv, "wbcl_energy_attend_g", &k, &bq);
+    if (st) return st;
+    if (k) {
+        cl_uint K = (cl_uint)dm->K, N = (cl_uint)dm->N, p = (cl_uint)dm->p, upv = (cl_uint)pv;
+        cl_int r = (cl_int)rho;
+        if ((st = wbcl__set_view(ctx, k, 0, y)) || (st = wbcl__set_view(ctx, k, 5, v)) ||
+            (st = wbcl__set_view(ctx, k, 10, o)))
+            return st;
+        WBCL_ARG(ctx, k, 15, K);
+        WBCL_ARG(ctx, k, 16, N);
+        WBCL_ARG(ctx, k, 17, p);
+        WBCL_ARG(ctx, k, 18, upv);
+        WBCL_ARG(ctx, k, 19, r);
+        WBCL_ARG(ctx, k, 20, c);
+        WBCL_ARG(ctx, k, 21, alpha);
+        const size_t g[2] = {(dm->N + bq - 1) / bq * EG_WG, dm->B * dm->K}, l[2] = {EG_WG, 1};
+        return wbcl__launch(ctx, k, 2, g, l);
+    }
+    st = wbcl__kernel(ctx, FAMILY, NULL, "wbcl_energy_attend", &k);
     if (st) return st;
     cl_uint B = (cl_uint)dm->B, K = (cl_uint)dm->K, N = (cl_uint)dm->N, p = (cl_uint)dm->p, upv = (cl_uint)pv;
     cl_int r = (cl_int)rho;
@@ -179,6 +236,29 @@ done:
     return st;
 }
 
+static wbcl_status e1_gpu(wbcl_context *ctx, wbcl_kern *k, wbcl_kern *ks, cl_mem y, cl_ulong off, cl_ulong sb,
+                          cl_ulong sn, cl_uint B, cl_uint N, cl_uint d, cl_int rho, float c, cl_mem rows, cl_mem E,
+                          size_t bq)
+{
+    WBCL_ARG(ctx, k, 0, y);
+    WBCL_ARG(ctx, k, 1, off);
+    WBCL_ARG(ctx, k, 2, sb);
+    WBCL_ARG(ctx, k, 3, sn);
+    WBCL_ARG(ctx, k, 4, N);
+    WBCL_ARG(ctx, k, 5, d);
+    WBCL_ARG(ctx, k, 6, rho);
+    WBCL_ARG(ctx, k, 7, c);
+    WBCL_ARG(ctx, k, 8, rows);
+    const size_t g[2] = {((size_t)N + bq - 1) / bq * EG_WG, B}, l[2] = {EG_WG, 1};
+    wbcl_status st = wbcl__launch(ctx, k, 2, g, l);
+    if (st) return st;
+    WBCL_ARG(ctx, ks, 0, rows);
+    WBCL_ARG(ctx, ks, 1, N);
+    WBCL_ARG(ctx, ks, 2, E);
+    const size_t gs[1] = {(size_t)B * EG_WG}, ls[1] = {EG_WG};
+    return wbcl__launch(ctx, ks, 1, gs, ls);
+}
+
 wbcl_status wbcl_energy_e1(wbcl_context *ctx, const wbcl_tensor *Yin, const wbcl_tensor *Wa, wbcl_energy_rho rho,
                            float c, wbcl_tensor *E)
 {
@@ -202,11 +282,19 @@ wbcl_status wbcl_energy_e1(wbcl_context *ctx, const wbcl_tensor *Yin, const wbcl
         size_t esz = ctx->info.has_fp64 ? sizeof(double) : sizeof(float);
         TRY(wbcl__buffer(ctx, B * N * esz, "wbcl_energy_e1: per-token sums", &rows));
         wbcl_kern *k;
-        TRY(wbcl__kernel(ctx, FAMILY, NULL, "wbcl_energy_e1_rows", &k));
         wbcl__hview vy = wbcl__hview_tokens(Y, 1, d, 0, 1);
         cl_ulong off = vy.off, sb = vy.sb, sn = vy.sn;
         cl_uint uB = (cl_uint)B, uN = (cl_uint)N, ud = (cl_uint)d;
         cl_int r = (cl_int)rho;
+        wbcl_kern *ks = NULL;
+        size_t bq = 0;
+        TRY(gpu_kernel(ctx, d, "wbcl_energy_e1_rows_g", &k, &bq));
+        if (k) TRY(gpu_kernel(ctx, d, "wbcl_energy_e1_sum_g", &ks, &bq));
+        if (k && ks) { /* GPU-shaped: both kernels or neither */
+            TRY(e1_gpu(ctx, k, ks, Y->mem, off, sb, sn, uB, uN, ud, r, c, rows, E->mem, bq));
+            goto done;
+        }
+        TRY(wbcl__kernel(ctx, FAMILY, NULL, "wbcl_energy_e1_rows", &k));
         WBCL_ARG(ctx, k, 0, Y->mem);
         WBCL_ARG(ctx, k, 1, off);
         WBCL_ARG(ctx, k, 2, sb);
