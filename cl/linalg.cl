@@ -846,9 +846,11 @@ __kernel void wbcl_chol_upd_panel(__global float *restrict P, const ulong stride
  * updates the trailing triangle
  *     T[i][c] -= T[i][k] T[c][k] / d_k        (k < c <= i)
  * and finishes column k - 1 (T[i][k-1] / sqrt(d_{k-1}), the diagonal
- * sqrt(d_{k-1})), which no work-item reads during step k. The pivot d_{k+1}
- * goes to a two-slot buffer as it is updated, so no work-item needs the
- * diagonal element another one writes. Pivot failures as in wbcl_chol_cm.
+ * sqrt(d_{k-1})), which no work-item reads during step k. Column k + 1 also
+ * goes to a contiguous two-slot buffer as it is updated (its pivot d_{k+1}
+ * included): step k + 1 reads it there, without bank conflicts or packed
+ * index arithmetic, and no work-item needs an element another one writes
+ * in the same step. Pivot failures as in wbcl_chol_cm.
  * T: local memory of kb (kb + 1) / 2 floats (the packed triangle, row i at
  * LA_TRI(i)). global: (16 batch, 16), local: (16, 16). */
 __kernel void wbcl_chol_blk_g(__global const float *A, const ulong off_a, const ulong stride_a, const uint lda,
@@ -856,7 +858,7 @@ __kernel void wbcl_chol_blk_g(__global const float *A, const ulong off_a, const 
                               const uint kb, const uint zcols, __global int *info, const uint pivot_base,
                               __local float *T)
 {
-    __local float dpiv[2];
+    __local float col[2][LA_GNB]; /* column k (raw) contiguous, two slots */
     __local int fail;
     __local float fval;
     const uint b = get_group_id(0), tx = get_local_id(0), ty = get_local_id(1), t = ty * LA_GT + tx;
@@ -864,15 +866,18 @@ __kernel void wbcl_chol_blk_g(__global const float *A, const ulong off_a, const 
     __global float *l = L + off_l + (ulong)b * stride_l;
     /* coalesced: 16 neighbouring columns of one row per half-row of work-items */
     for (uint i = ty; i < kb; i += LA_GT)
-        for (uint c = tx; c <= i; c += LA_GT) T[LA_TRI(i) + c] = a[(ulong)i * lda + c];
-    if (t == 0) {
-        fail = -1;
-        dpiv[0] = a[0];
-    }
+        for (uint c = tx; c <= i; c += LA_GT) {
+            const float v = a[(ulong)i * lda + c];
+            T[LA_TRI(i) + c] = v;
+            if (c == 0) col[0][i] = v;
+        }
+    if (t == 0) fail = -1;
     barrier(CLK_LOCAL_MEM_FENCE);
     float lprev = 0.0f, rprev = 0.0f;
     for (uint k = 0; k < kb; k++) {
-        const float d = dpiv[k & 1];
+        __local const float *ck = col[k & 1];
+        __local float *cn = col[(k + 1) & 1];
+        const float d = ck[k];
         if (t == 0 && fail < 0 && la_bad_pivot(d)) {
             fail = (int)k;
             fval = d;
@@ -883,11 +888,11 @@ __kernel void wbcl_chol_blk_g(__global const float *A, const ulong off_a, const 
         const float dinv = 1.0f / d;
         for (uint i = k + 1 + ty; i < kb; i += LA_GT) {
             const uint ri = LA_TRI(i);
-            const float lik = T[ri + k] * dinv;
+            const float lik = ck[i] * dinv;
             for (uint c = k + 1 + tx; c <= i; c += LA_GT) {
-                const float v = LA_FMS_C(lik, T[LA_TRI(c) + k], T[ri + c]);
+                const float v = LA_FMS_C(lik, ck[c], T[ri + c]);
                 T[ri + c] = v;
-                if (c == k + 1 && i == k + 1) dpiv[(k + 1) & 1] = v;
+                if (c == k + 1) cn[i] = v;
             }
         }
         lprev = sqrt(d);
