@@ -953,7 +953,9 @@ __kernel void wbcl_chol_trsm_g(__global const float *D, const ulong off_d, const
  * triangle: row tile ti, column tile tj <= ti, g = ti (ti + 1) / 2 + tj), 16 x 16
  * work-items of 4 x 4 outputs (rows 4 ty.., columns 4 tx..), P in chunks of 16
  * along p through local memory (stored transposed: a float4 of four rows per
- * read, one for A and one for B per 16 FMAs); diagonal tiles store c <= i only.
+ * read, one for A and one for B per 16 FMAs), the next chunk read from global
+ * memory into registers during the FMAs of the current one; diagonal tiles
+ * store c <= i only.
  * global: (16 ntiles, 16 batch), local: (16, 16). */
 #define LA_ST 64
 #define LA_SK 16
@@ -986,15 +988,30 @@ __kernel void wbcl_chol_syrk_g(__global float *L, const ulong off_p, const ulong
     __global float *cm = L + off_c + (ulong)b * stride;
     float4 acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;
     const uint lr = t / LA_SK, lk = t % LA_SK; /* loads: rows lr + 16 q, column lk of the chunk */
+    /* the next chunk is read into registers while the current one is multiplied */
+    float pa[LA_ST / LA_GT], pb[LA_ST / LA_GT];
+#pragma unroll
+    for (uint q = 0; q < LA_ST / LA_GT; q++) {
+        const uint rr = lr + LA_GT * q;
+        pa[q] = i0 + rr < m && lk < kb ? p[(ulong)(i0 + rr) * ld + lk] : 0.0f;
+        pb[q] = j0 + rr < m && lk < kb ? p[(ulong)(j0 + rr) * ld + lk] : 0.0f;
+    }
     for (uint k0 = 0; k0 < kb; k0 += LA_SK) {
-        const uint kk = k0 + lk;
 #pragma unroll
         for (uint q = 0; q < LA_ST / LA_GT; q++) {
-            const uint rr = lr + LA_GT * q;
-            As[lk][rr] = i0 + rr < m && kk < kb ? p[(ulong)(i0 + rr) * ld + kk] : 0.0f;
-            Bs[lk][rr] = j0 + rr < m && kk < kb ? p[(ulong)(j0 + rr) * ld + kk] : 0.0f;
+            As[lk][lr + LA_GT * q] = pa[q];
+            Bs[lk][lr + LA_GT * q] = pb[q];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+        const uint kk = k0 + LA_SK + lk;
+        if (k0 + LA_SK < kb) {
+#pragma unroll
+            for (uint q = 0; q < LA_ST / LA_GT; q++) {
+                const uint rr = lr + LA_GT * q;
+                pa[q] = i0 + rr < m && kk < kb ? p[(ulong)(i0 + rr) * ld + kk] : 0.0f;
+                pb[q] = j0 + rr < m && kk < kb ? p[(ulong)(j0 + rr) * ld + kk] : 0.0f;
+            }
+        }
 #pragma unroll
         for (uint k = 0; k < LA_SK; k++) {
             const float4 av = vload4(0, &As[k][4 * ty]), bv = vload4(0, &Bs[k][4 * tx]);
