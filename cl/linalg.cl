@@ -819,15 +819,19 @@ __kernel void wbcl_chol_upd_panel(__global float *restrict P, const ulong stride
 /* ============================================================================
  * GPU Cholesky (host/ops/linalg.c, chol_gpu): n <= LA_GNB, any batch: one
  * work-group per matrix (wbcl_chol_blk_g). Larger n: right-looking blocked,
- * nb = LA_GNB, L first set to tril(A) (wbcl_la_tril_g), then per block column j
- * (kb <= nb columns, m = n - j - kb rows below) three launches:
- *   1. L11 = chol(L[j:j+kb, j:j+kb])            wbcl_chol_blk_g, one work-group
- *   2. L21 = L[j+kb:n, j:j+kb] L11^-T           wbcl_chol_trsm_g, 16 rows per work-group
- *   3. L22 = L[j+kb:n, j+kb:n] - L21 L21^T     wbcl_chol_syrk_g, 64 x 64 tiles of the
- *                                               lower triangle only, one launch
- * so n / 128 rounds of three launches, every one of them sized by n (the
- * trailing update, 2/3 of the flops at n = 4096 ... all but n^2 nb of them, is
- * one launch of up to (n/64)^2/2 work-groups).
+ * nb = LA_GNB, L first set to tril(A) (wbcl_la_tril_g) and its first diagonal
+ * block factored (wbcl_chol_blk_g), then per block column j (kb <= nb
+ * columns, m = n - j - kb rows below) two launches:
+ *   1. L21 = L[j+kb:n, j:j+kb] L11^-T           wbcl_chol_trsm_g, 16 rows per work-group
+ *   2. L22 = L[j+kb:n, j+kb:n] - L21 L21^T     wbcl_chol_syrk_g, 64 x 64 tiles of the
+ *                                               lower triangle only, one launch; its
+ *                                               work-group 0 updates the next diagonal
+ *                                               block and factors it (as wbcl_chol_blk_g)
+ *                                               while the others update the rest
+ * so n / 128 rounds of two launches, each sized by n (the trailing update,
+ * all but about n^2 nb of the n^3 / 3 flops, is one launch of up to
+ * (n/64)^2/2 work-groups), and the one serial step of a round, the diagonal
+ * block, overlaps the round's largest launch.
  * Work-groups are 16 x 16 work-items. The 128 x 128 lower triangle kept packed in
  * local memory is 33 KB (row i at LA_TRI(i), or the transpose), 41 KB with the
  * 16 rows of wbcl_chol_trsm_g, within the 48 KB a work-group may have on NVIDIA's
@@ -853,34 +857,36 @@ __kernel void wbcl_chol_upd_panel(__global float *restrict P, const ulong stride
  * in the same step. Pivot failures as in wbcl_chol_cm.
  * T: local memory of kb (kb + 1) / 2 floats (the packed triangle, row i at
  * LA_TRI(i)). global: (16 batch, 16), local: (16, 16). */
-__kernel void wbcl_chol_blk_g(__global const float *A, const ulong off_a, const ulong stride_a, const uint lda,
-                              __global float *L, const ulong off_l, const ulong stride_l, const uint ldl,
-                              const uint kb, const uint zcols, __global int *info, const uint pivot_base,
-                              __local float *T)
+/* The body of wbcl_chol_blk_g (also run by wbcl_chol_syrk_g's first work-group
+ * on the next diagonal block): a (matrix b's block, read), l (written, may be a),
+ * T: kb (kb + 1) / 2 floats of local memory, col: 2 LA_GNB, fail / fval: one
+ * each (local memory must be declared in the kernel). Called by every
+ * work-item of the work-group. */
+static inline __attribute__((always_inline)) void la_blk_factor(const __global float *a, const uint lda,
+                                                                __global float *l, const uint ldl, const uint kb,
+                                                                const uint zcols, __global int *info, const uint b,
+                                                                const uint pivot_base, __local float *T,
+                                                                __local float *col, __local int *fail,
+                                                                __local float *fval)
 {
-    __local float col[2][LA_GNB]; /* column k (raw) contiguous, two slots */
-    __local int fail;
-    __local float fval;
-    const uint b = get_group_id(0), tx = get_local_id(0), ty = get_local_id(1), t = ty * LA_GT + tx;
-    const __global float *a = A + off_a + (ulong)b * stride_a;
-    __global float *l = L + off_l + (ulong)b * stride_l;
+    const uint tx = get_local_id(0), ty = get_local_id(1), t = ty * LA_GT + tx;
     /* coalesced: 16 neighbouring columns of one row per half-row of work-items */
     for (uint i = ty; i < kb; i += LA_GT)
         for (uint c = tx; c <= i; c += LA_GT) {
             const float v = a[(ulong)i * lda + c];
             T[LA_TRI(i) + c] = v;
-            if (c == 0) col[0][i] = v;
+            if (c == 0) col[i] = v;
         }
-    if (t == 0) fail = -1;
+    if (t == 0) *fail = -1;
     barrier(CLK_LOCAL_MEM_FENCE);
     float lprev = 0.0f, rprev = 0.0f;
     for (uint k = 0; k < kb; k++) {
-        __local const float *ck = col[k & 1];
-        __local float *cn = col[(k + 1) & 1];
+        __local const float *ck = col + (k & 1) * LA_GNB;
+        __local float *cn = col + ((k + 1) & 1) * LA_GNB;
         const float d = ck[k];
-        if (t == 0 && fail < 0 && la_bad_pivot(d)) {
-            fail = (int)k;
-            fval = d;
+        if (t == 0 && *fail < 0 && la_bad_pivot(d)) {
+            *fail = (int)k;
+            *fval = d;
         }
         if (k > 0)
             for (uint i = k - 1 + t; i < kb; i += LA_GT * LA_GT)
@@ -904,7 +910,20 @@ __kernel void wbcl_chol_blk_g(__global const float *A, const ulong off_a, const 
     const uint wid = kb + zcols;
     for (uint i = ty; i < kb; i += LA_GT)
         for (uint c = tx; c < wid; c += LA_GT) l[(ulong)i * ldl + c] = c <= i ? T[LA_TRI(i) + c] : 0.0f;
-    if (t == 0 && fail >= 0) la_record(info, b, pivot_base + (uint)fail, fval);
+    if (t == 0 && *fail >= 0) la_record(info, b, pivot_base + (uint)*fail, *fval);
+}
+
+__kernel void wbcl_chol_blk_g(__global const float *A, const ulong off_a, const ulong stride_a, const uint lda,
+                              __global float *L, const ulong off_l, const ulong stride_l, const uint ldl,
+                              const uint kb, const uint zcols, __global int *info, const uint pivot_base,
+                              __local float *T)
+{
+    __local float col[2 * LA_GNB]; /* column k (raw) contiguous, two slots */
+    __local int fail;
+    __local float fval;
+    const uint b = get_group_id(0);
+    la_blk_factor(A + off_a + (ulong)b * stride_a, lda, L + off_l + (ulong)b * stride_l, ldl, kb, zcols, info, b,
+                  pivot_base, T, col, &fail, &fval);
 }
 
 /* Panel X <- X L11^-T in place: X (rows x kb) at X + off_x, L11 (kb x kb
@@ -950,13 +969,16 @@ __kernel void wbcl_chol_trsm_g(__global const float *D, const ulong off_d, const
  * for c <= i < m, P (m x kb) and C (m x m) inside one buffer (L) at off_p and
  * off_c with row stride ld (the caller's regions do not overlap). One
  * work-group per 64 x 64 tile on or below the diagonal (tile g of the
- * triangle: row tile ti, column tile tj <= ti, g = ti (ti + 1) / 2 + tj), 16 x 16
- * work-items of 4 x 4 outputs (rows 4 ty.., columns 4 tx..), P in chunks of 16
+ * triangle: row tile ti, column tile tj <= ti, g = ti (ti + 1) / 2 + tj),
+ * except work-group 0, which takes tiles 0, 1, 2 (where m > 64: the next
+ * diagonal block of up to 128) and then factors that kb2 x kb2 block in place
+ * (la_blk_factor, pivots from pivot_base; T: kb2 (kb2 + 1) / 2 floats of local
+ * memory). Per tile 16 x 16 work-items of 4 x 4 outputs (rows 4 ty.., columns 4 tx..), P in chunks of 16
  * along p through local memory (stored transposed: a float4 of four rows per
  * read, one for A and one for B per 16 FMAs), the next chunk read from global
  * memory into registers during the FMAs of the current one; diagonal tiles
- * store c <= i only.
- * global: (16 ntiles, 16 batch), local: (16, 16). */
+ * store c <= i only. global: (16 (ntiles - 2), 16 batch) where m > 64, else
+ * (16, 16 batch); local: (16, 16). */
 #define LA_ST 64
 #define LA_SK 16
 /* C[i][c0 .. c0+3] -= v where on or below the diagonal (c <= i < m). */
@@ -973,28 +995,26 @@ static inline __attribute__((always_inline)) void la_syrk_store(__global float *
         if (c0 + 2 <= i) row[2] -= v.s2;
     }
 }
-__kernel void wbcl_chol_syrk_g(__global float *L, const ulong off_p, const ulong off_c, const ulong stride,
-                               const uint ld, const uint m, const uint kb)
+/* One 64 x 64 tile ti, tj of the update (see wbcl_chol_syrk_g). */
+static inline __attribute__((always_inline)) void la_syrk_tile(const __global float *p, __global float *cm,
+                                                               const uint ld, const uint m, const uint kb,
+                                                               const uint ti, const uint tj,
+                                                               __local float (*As)[LA_ST + 4],
+                                                               __local float (*Bs)[LA_ST + 4])
 {
-    __local float As[LA_SK][LA_ST + 4];
-    __local float Bs[LA_SK][LA_ST + 4];
-    const uint tx = get_local_id(0), ty = get_local_id(1), t = ty * LA_GT + tx, b = get_group_id(1);
-    const uint g = get_group_id(0);
-    uint ti = (uint)((sqrt(8.0f * (float)g + 1.0f) - 1.0f) * 0.5f);
-    while (ti > 0 && LA_TRI(ti) > g) ti--;
-    while (LA_TRI(ti + 1) <= g) ti++;
-    const uint i0 = ti * LA_ST, j0 = (g - LA_TRI(ti)) * LA_ST;
-    const __global float *p = L + off_p + (ulong)b * stride;
-    __global float *cm = L + off_c + (ulong)b * stride;
+    const uint tx = get_local_id(0), ty = get_local_id(1), t = ty * LA_GT + tx;
+    const uint i0 = ti * LA_ST, j0 = tj * LA_ST;
     float4 acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;
     const uint lr = t / LA_SK, lk = t % LA_SK; /* loads: rows lr + 16 q, column lk of the chunk */
     /* the next chunk is read into registers while the current one is multiplied */
     float pa[LA_ST / LA_GT], pb[LA_ST / LA_GT];
+    const __global float *ra = p + (ulong)(i0 + lr) * ld + lk, *rb = p + (ulong)(j0 + lr) * ld + lk;
+    const ulong step = (ulong)LA_GT * ld;
 #pragma unroll
     for (uint q = 0; q < LA_ST / LA_GT; q++) {
         const uint rr = lr + LA_GT * q;
-        pa[q] = i0 + rr < m && lk < kb ? p[(ulong)(i0 + rr) * ld + lk] : 0.0f;
-        pb[q] = j0 + rr < m && lk < kb ? p[(ulong)(j0 + rr) * ld + lk] : 0.0f;
+        pa[q] = i0 + rr < m && lk < kb ? ra[q * step] : 0.0f;
+        pb[q] = j0 + rr < m && lk < kb ? rb[q * step] : 0.0f;
     }
     for (uint k0 = 0; k0 < kb; k0 += LA_SK) {
 #pragma unroll
@@ -1005,11 +1025,13 @@ __kernel void wbcl_chol_syrk_g(__global float *L, const ulong off_p, const ulong
         barrier(CLK_LOCAL_MEM_FENCE);
         const uint kk = k0 + LA_SK + lk;
         if (k0 + LA_SK < kb) {
+            ra += LA_SK;
+            rb += LA_SK;
 #pragma unroll
             for (uint q = 0; q < LA_ST / LA_GT; q++) {
                 const uint rr = lr + LA_GT * q;
-                pa[q] = i0 + rr < m && kk < kb ? p[(ulong)(i0 + rr) * ld + kk] : 0.0f;
-                pb[q] = j0 + rr < m && kk < kb ? p[(ulong)(j0 + rr) * ld + kk] : 0.0f;
+                pa[q] = i0 + rr < m && kk < kb ? ra[q * step] : 0.0f;
+                pb[q] = j0 + rr < m && kk < kb ? rb[q * step] : 0.0f;
             }
         }
 #pragma unroll
@@ -1027,6 +1049,34 @@ __kernel void wbcl_chol_syrk_g(__global float *L, const ulong off_p, const ulong
     la_syrk_store(cm, ld, m, i0 + 4 * ty + 1, c0, acc1);
     la_syrk_store(cm, ld, m, i0 + 4 * ty + 2, c0, acc2);
     la_syrk_store(cm, ld, m, i0 + 4 * ty + 3, c0, acc3);
+}
+
+__kernel void wbcl_chol_syrk_g(__global float *L, const ulong off_p, const ulong off_c, const ulong stride,
+                               const uint ld, const uint m, const uint kb, const uint kb2, __global int *info,
+                               const uint pivot_base, __local float *T)
+{
+    __local float As[LA_SK][LA_ST + 4];
+    __local float Bs[LA_SK][LA_ST + 4];
+    __local float col[2 * LA_GNB];
+    __local int fail;
+    __local float fval;
+    const uint b = get_group_id(1), g = get_group_id(0);
+    const __global float *p = L + off_p + (ulong)b * stride;
+    __global float *cm = L + off_c + (ulong)b * stride;
+    /* work-group 0 takes the tiles of the next diagonal block (tiles 0, 1, 2:
+     * (0, 0), (1, 0), (1, 1)), the others one tile each */
+    const uint lead = m > LA_ST ? 3 : 1, first = g ? g + lead - 1 : 0, last = g ? first + 1 : lead;
+    for (uint tt = first; tt < last; tt++) {
+        uint ti = (uint)((sqrt(8.0f * (float)tt + 1.0f) - 1.0f) * 0.5f);
+        while (ti > 0 && LA_TRI(ti) > tt) ti--;
+        while (LA_TRI(ti + 1) <= tt) ti++;
+        la_syrk_tile(p, cm, ld, m, kb, ti, tt - LA_TRI(ti), As, Bs);
+    }
+    if (g == 0 && kb2 > 0) {
+        /* its own stores of the block are visible to the whole work-group after this barrier */
+        barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+        la_blk_factor(cm, ld, cm, ld, kb2, 0, info, b, pivot_base, T, col, &fail, &fval);
+    }
 }
 
 /* L = tril(A) (L may be A): the strict upper triangle zeroed once before the

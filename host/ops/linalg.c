@@ -22,11 +22,15 @@
  *  - n <= 128 (LA_GNB), any batch: one launch, one work-group of 16 x 16 per
  *    matrix, the lower triangle packed in local memory, right-looking with
  *    one barrier per column (wbcl_chol_blk_g).
- *  - larger n: right-looking blocked, nb = 128: L = tril(A) once, then per
- *    block column the diagonal block (wbcl_chol_blk_g, one work-group per
- *    matrix), the panel below it (wbcl_chol_trsm_g, 16 rows per work-group)
- *    and the whole trailing lower triangle in one launch (wbcl_chol_syrk_g,
- *    64 x 64 tiles): n / 128 rounds of three launches, batched over matrices.
+ *  - larger n: right-looking blocked, nb = 128: L = tril(A) once, the first
+ *    diagonal block (wbcl_chol_blk_g, one work-group per matrix), then per
+ *    block column the panel below it (wbcl_chol_trsm_g, 16 rows per
+ *    work-group) and the whole trailing lower triangle in one launch
+ *    (wbcl_chol_syrk_g, 64 x 64 tiles), whose first work-group also factors
+ *    the next diagonal block once it has updated it, while the other
+ *    work-groups update the rest (look-ahead of one block: the one serial
+ *    step of a round hides behind the round's largest launch):
+ *    n / 128 rounds of two launches, batched over matrices.
  *    The update is our own kernel, not the context's GEMM: it touches the lower
  *    triangle only (half the flops of a GEMM on the trailing square) and
  *    works in place in L, where wbcl_gemm_strided forbids C sharing A's buffer.
@@ -503,15 +507,20 @@ static wbcl_status chol_packed(la_run *r, cl_mem A, cl_mem L)
 }
 
 /* GPU: block size of the factorization: GPU_NB, or the largest multiple of 16
- * below it whose wbcl_chol_trsm_g (the larger of the two local-memory users:
- * the packed triangle plus 16 rows) fits in the device's local memory, less
- * 1 KB for what the compiler adds (NVIDIA: 48 KB, 41 KB used at 128; the 32 KB
- * OpenCL 1.2 promises: 96). */
+ * below it whose local memory fits in the device's, less 1 KB for what the
+ * compiler adds: wbcl_chol_syrk_g (the packed triangle of the next diagonal
+ * block, two column slots, two 16 x 68 tiles; the larger user) and
+ * wbcl_chol_trsm_g (the packed triangle plus 16 rows). NVIDIA: 48 KB, 42.8 KB
+ * used at 128; the 32 KB OpenCL 1.2 promises: 96. */
 static size_t gpu_nb(const wbcl_context *ctx)
 {
     const uint64_t have = ctx->info.local_mem_size;
     size_t nb = GPU_NB;
-    while (nb > 16 && (nb * (nb + 1) / 2 + GPU_T * (nb + 1)) * sizeof(float) + 1024 > have) nb -= 16;
+    for (; nb > 16; nb -= 16) {
+        const size_t tri = nb * (nb + 1) / 2, trsm = tri + GPU_T * (nb + 1),
+                     syrk = tri + 2 * GPU_NB + 2 * 16 * (GPU_ST + 4) + 2; /* + its column slots and tiles */
+        if ((trsm > syrk ? trsm : syrk) * sizeof(float) + 1024 <= have) break;
+    }
     return nb;
 }
 
@@ -557,12 +566,14 @@ static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
         size_t g[3] = {ceil_div(n, 64) * 64, n, r->batch}, l[3] = {64, 1, 1};
         if ((st = la_launch(r, 4, ktril, 3, g, l))) return st;
     }
+    /* the first diagonal block; each update launch factors the next one */
+    if ((st = blk_g(r, kblk, L, 0, L, 0, n < nb ? n : nb, 0, 0))) return st;
     for (size_t j = 0; j < n && !st; j += nb) {
         const size_t kb = n - j < nb ? n - j : nb, m = n - j - kb;
-        st = blk_g(r, kblk, L, j * n + j, L, j * n + j, kb, 0, j);
-        if (st || !m) break;
+        if (!m) break;
+        const size_t kb2 = m < nb ? m : nb;
         const cl_ulong off_d = j * n + j, off_x = (j + kb) * n + j, off_c = (j + kb) * n + j + kb;
-        const cl_uint kb_ = (cl_uint)kb, m_ = (cl_uint)m;
+        const cl_uint kb_ = (cl_uint)kb, m_ = (cl_uint)m, kb2_ = (cl_uint)kb2, pb = (cl_uint)(j + kb);
         WBCL_ARG(r->ctx, ktrsm, 0, L);
         WBCL_ARG(r->ctx, ktrsm, 1, off_d);
         WBCL_ARG(r->ctx, ktrsm, 2, snn);
@@ -580,7 +591,10 @@ static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
             size_t g[2] = {GPU_T * ceil_div(m, GPU_T), GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
             if ((st = la_launch(r, 1, ktrsm, 2, g, l))) return st;
         }
-        const size_t nt = ceil_div(m, GPU_ST);
+        /* 64 x 64 tiles of the lower triangle; work-group 0 takes the three
+         * that make up the next diagonal block (one where m <= 64) and then
+         * factors it while the others update the rest */
+        const size_t nt = ceil_div(m, GPU_ST), groups = nt * (nt + 1) / 2 - (m > GPU_ST ? 2 : 0);
         WBCL_ARG(r->ctx, ksyrk, 0, L);
         WBCL_ARG(r->ctx, ksyrk, 1, off_x);
         WBCL_ARG(r->ctx, ksyrk, 2, off_c);
@@ -588,8 +602,12 @@ static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
         WBCL_ARG(r->ctx, ksyrk, 4, n_);
         WBCL_ARG(r->ctx, ksyrk, 5, m_);
         WBCL_ARG(r->ctx, ksyrk, 6, kb_);
+        WBCL_ARG(r->ctx, ksyrk, 7, kb2_);
+        WBCL_ARG(r->ctx, ksyrk, 8, r->info);
+        WBCL_ARG(r->ctx, ksyrk, 9, pb);
+        if ((st = wbcl__set_arg(r->ctx, ksyrk, 10, kb2 * (kb2 + 1) / 2 * sizeof(float), NULL))) return st;
         {
-            size_t g[2] = {GPU_T * (nt * (nt + 1) / 2), GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
+            size_t g[2] = {GPU_T * groups, GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
             st = la_launch(r, 2, ksyrk, 2, g, l);
         }
     }
