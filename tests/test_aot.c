@@ -112,9 +112,10 @@ static wbcl_context *variant_context(int gpu)
 /* Both kernel variants against the reference. The GPU-shaped kernel (cl/aot.cl wbcl_aot_attend_g: 64
  * queries per work-group, keys in tiles of 32, p up to the column capacity 16 / 32 / 64 / 128) meets
  * N = 1, primes, N = 97 (two query blocks, a last key tile of one key), p = 1, p not a multiple of 8
- * or of 16, and with p = 100 the capacity 128 (the other geometry: 32 queries, tiles of 16). Each
- * capacity is a program of its own (about 3 CPU-s of PoCL compile): the GPU variant skips p = 17
- * (capacity 32, the same geometry as 16 with 2 columns per work-item instead of 1). */
+ * or of 16. Each capacity is a program of its own (3-4 CPU-s of PoCL compile, more than this suite
+ * has to spare): the GPU variant runs the shapes of capacity 16 only; the others (p = 17, 64, 100, 128:
+ * 2 and 4 columns per work-item, and the 32-query geometry of capacity 128) are checked against
+ * double precision by perf/bench_aot_energy (8 rows per head, both variants). */
 START_TEST(aot_heads_match_reference)
 {
     static const shape4 shapes[] = {{1, 1, 1, 1}, {2, 3, 7, 5}, {1, 12, 13, 8}, {2, 2, 61, 17}, {1, 1, 97, 9},
@@ -124,7 +125,7 @@ START_TEST(aot_heads_match_reference)
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
             for (int th = 0; th < 2; th++) {
                 const shape4 *s = &shapes[si];
-                if (gpu && s->p == 17) continue;
+                if (gpu && s->p > 16) continue;
                 size_t n = s->B * s->K * s->N * s->p;
                 tu_rng r;
                 tu_rng_seed(&r, 10 + si);

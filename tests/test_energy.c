@@ -90,9 +90,9 @@ static wbcl_context *variant_context(int gpu)
 /* Both kernel variants against the reference. The GPU-shaped kernel (cl/energy.cl wbcl_energy_attend_g:
  * 64 tokens per work-group, the others in tiles of 32, columns up to the capacity 16 / 32 / 64 / 128)
  * meets N = 1, primes, N = 97 (two blocks, a last tile of one token), p = 1, p != pv (both ways), p
- * not a multiple of 8 or 16. Each capacity is a program of its own (about 3 CPU-s of PoCL compile):
- * the GPU variant runs the shapes of capacity 16 only, one program for this suite (test_aot runs
- * the GPU-shaped AoT kernel, the same tiling, at capacity 128 too). */
+ * not a multiple of 8 or 16. Each capacity is a program of its own (3-4 CPU-s of PoCL compile): the
+ * GPU variant runs the shapes of capacity 16 only, one program for this suite; the other capacities
+ * are checked against double precision by perf/bench_aot_energy (8 rows per head, both variants). */
 START_TEST(energy_heads_match_reference)
 {
     static const shape5 shapes[] = {{1, 1, 1, 1, 1}, {2, 3, 7, 5, 5}, {1, 12, 13, 8, 3}, {2, 2, 61, 17, 17}, {1, 1, 97, 9, 11}};
