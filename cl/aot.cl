@@ -104,7 +104,7 @@ __kernel void wbcl_aot_snr_rows(__global const float *Z, __global const float *U
 #define AG_TN (AG_BK / 16) /* keys per work-item (S)        */
 #define AG_TC (AG_PC / 16) /* columns per work-item (O)     */
 #define AG_SQ (AG_BQ + 4)  /* row stride of Qt and Pt (multiple of 4: aligned vector reads) */
-#define AG_SK (AG_BK + 4)  /* row stride of Kt */
+#define AG_SK (AG_BK + 2)  /* row stride of Kt: even (aligned pairs), transposed stores 2-way conflicts */
 
 __kernel __attribute__((reqd_work_group_size(AG_WG, 1, 1))) void wbcl_aot_attend_g(
     __global const float *restrict w, const ulong off, const ulong sb, const ulong sh, const ulong sn,

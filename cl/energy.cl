@@ -140,7 +140,7 @@ __kernel void wbcl_energy_sym(__global const float *Wf, const uint d, const floa
 #define EG_TN (EG_BK / 16)
 #define EG_TC (EG_PC / 16)
 #define EG_SQ (EG_BQ + 4)
-#define EG_SK (EG_BK + 4)
+#define EG_SK (EG_BK + 2) /* even: aligned pairs; the transposed stores 2-way bank conflicts, not 8 */
 
 /* Yt[c*SQ + r] = row (r0 + r) of a (., p) view for c < p, r0 + r < N; 0 elsewhere */
 inline void wbcl_energy_tile_t(__local float *Yt, const uint S, const uint R, __global const float *yb,
