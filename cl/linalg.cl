@@ -1010,14 +1010,12 @@ static inline __attribute__((always_inline)) void la_syrk_tile(const __global fl
     float pa[LA_ST / LA_GT], pb[LA_ST / LA_GT];
     const __global float *ra = p + (ulong)(i0 + lr) * ld + lk, *rb = p + (ulong)(j0 + lr) * ld + lk;
     const ulong step = (ulong)LA_GT * ld;
-#pragma unroll
     for (uint q = 0; q < LA_ST / LA_GT; q++) {
         const uint rr = lr + LA_GT * q;
         pa[q] = i0 + rr < m && lk < kb ? ra[q * step] : 0.0f;
         pb[q] = j0 + rr < m && lk < kb ? rb[q * step] : 0.0f;
     }
     for (uint k0 = 0; k0 < kb; k0 += LA_SK) {
-#pragma unroll
         for (uint q = 0; q < LA_ST / LA_GT; q++) {
             As[lk][lr + LA_GT * q] = pa[q];
             Bs[lk][lr + LA_GT * q] = pb[q];
@@ -1027,7 +1025,6 @@ static inline __attribute__((always_inline)) void la_syrk_tile(const __global fl
         if (k0 + LA_SK < kb) {
             ra += LA_SK;
             rb += LA_SK;
-#pragma unroll
             for (uint q = 0; q < LA_ST / LA_GT; q++) {
                 const uint rr = lr + LA_GT * q;
                 pa[q] = i0 + rr < m && kk < kb ? ra[q * step] : 0.0f;
