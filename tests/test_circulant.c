@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fft.h" /* the FFT wrapper is tested directly (fft_paths) */
 #include "testutil.h"
 #include "wbcl/circulant.h"
 #include "wbcl/io.h"
@@ -1365,6 +1366,85 @@ START_TEST(fft_two_contexts)
 }
 END_TEST
 
+/* The FFT wrapper itself (host/core/fft.h), both of its paths: the direct DFT of cl/dft.cl for H W <= 64
+ * and clFFT above, forward and inverse, 1-D and 2-D, odd and even W, W = 1, the boundary 64 / 72, against
+ * a double-precision DFT written from the definition (unitary scale (H W)^-1/2 both ways). The clFFT
+ * shapes and batches are those the layer tests already plan (T = 100 with 400 rows, 28 x 28 with 74), so
+ * their programs are shared. Inputs uniform in [-1, 1). Tolerance 4e-6 on the largest error relative to
+ * the largest reference value: a direct DFT's float sums of H W <= 64 terms err by ~ sqrt(H W) eps
+ * (5e-7 here), an FFT's by ~ log2(H W) eps (1e-6); a wrong twiddle, bin or scale errs by O(1). The
+ * inverse is fed the exact (double) spectrum rounded to float and must give back the signal. */
+START_TEST(fft_paths)
+{
+    static const size_t cases[][3] = {{1, 7, 3}, {3, 5, 2}, {4, 1, 5}, {1, 1, 2}, {8, 8, 2}, {2, 6, 3},
+                                      {8, 9, 2}, {1, 100, 400}, {28, 28, 74}};
+    wbcl_context *ctx = tu_context();
+    tu_rng rng;
+    tu_rng_seed(&rng, 2611);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const size_t H = cases[c][0], W = cases[c][1], B = cases[c][2], Wh = W / 2 + 1, N = H * W;
+        float *x = tu_random_f32(&rng, B * N, -1.0, 1.0);
+        double *Xd = malloc(B * H * Wh * 2 * sizeof *Xd);
+        float *Xf = malloc(B * H * Wh * 2 * sizeof *Xf), *got = malloc(B * N * sizeof *got);
+        ck_assert(Xd && Xf && got);
+        const double s = 1.0 / sqrt((double)N);
+        for (size_t b = 0; b < B; b++)
+            for (size_t h = 0; h < H; h++)
+                for (size_t k = 0; k < Wh; k++) {
+                    double re = 0, im = 0;
+                    for (size_t y = 0; y < H; y++)
+                        for (size_t u = 0; u < W; u++) {
+                            const double a = -2.0 * M_PI * ((double)(h * y % H) / H + (double)(k * u % W) / W);
+                            re += x[(b * H + y) * W + u] * cos(a);
+                            im += x[(b * H + y) * W + u] * sin(a);
+                        }
+                    Xd[((b * H + h) * Wh + k) * 2] = re * s;
+                    Xd[((b * H + h) * Wh + k) * 2 + 1] = im * s;
+                }
+        for (size_t i = 0; i < B * H * Wh * 2; i++) Xf[i] = (float)Xd[i];
+        const size_t sx[3] = {B, H, W}, sX[3] = {B, H, Wh * 2};
+        wbcl_tensor *tx = NULL, *tX = NULL, *ty = NULL;
+        ck_assert_int_eq(wbcl_tensor_create(ctx, 3, sx, WBCL_F32, x, &tx), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_tensor_create(ctx, 3, sX, WBCL_F32, NULL, &tX), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_tensor_create(ctx, 3, sx, WBCL_F32, NULL, &ty), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl__fft_forward(ctx, B, H, W, tx->mem, tX->mem), WBCL_SUCCESS);
+        float *Xg = download(ctx, tX);
+        double err = 0, ref = 0;
+        for (size_t i = 0; i < B * H * Wh * 2; i++) {
+            err = fmax(err, fabs(Xg[i] - Xd[i]));
+            ref = fmax(ref, fabs(Xd[i]));
+        }
+        ck_assert_msg(err <= 4e-6 * ref, "forward H %zu W %zu batch %zu: max error %.3g (max %.3g)", H, W, B, err, ref);
+        ck_assert_int_eq(wbcl_tensor_write(ctx, tX, Xf, B * H * Wh * 2), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl__fft_inverse(ctx, B, H, W, tX->mem, ty->mem), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_tensor_read(ctx, ty, got, B * N), WBCL_SUCCESS);
+        err = ref = 0;
+        for (size_t i = 0; i < B * N; i++) {
+            err = fmax(err, fabs((double)got[i] - x[i]));
+            ref = fmax(ref, fabs((double)x[i]));
+        }
+        ck_assert_msg(err <= 4e-6 * ref, "inverse H %zu W %zu batch %zu: max error %.3g (max %.3g)", H, W, B, err, ref);
+        tu_guarded_free(Xg);
+        free(x);
+        free(Xd);
+        free(Xf);
+        free(got);
+        wbcl_tensor_destroy(tx);
+        wbcl_tensor_destroy(tX);
+        wbcl_tensor_destroy(ty);
+    }
+    /* A length clFFT cannot do is refused on both paths, naming it. */
+    wbcl_tensor *t = NULL;
+    const size_t s1[1] = {68 * 2};
+    ck_assert_int_eq(wbcl_tensor_create(ctx, 1, s1, WBCL_F32, NULL, &t), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl__fft_forward(ctx, 1, 1, 17, t->mem, t->mem), WBCL_ERROR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(wbcl_context_last_error(ctx), "17"));
+    ck_assert_int_eq(wbcl__fft_forward(ctx, 1, 1, 68, t->mem, t->mem), WBCL_ERROR_UNSUPPORTED); /* clFFT's */
+    wbcl_tensor_destroy(t);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 /* The class norms ||C_{j,p} v|| in the regime where a sample lies in its class's strong directions: every
  * class's samples are cyclic shifts of one template (per bin the class spectra are collinear, S_{j,p} of
  * rank 1) plus 1e-4 noise, the two templates differ by 3%, eps2 = 1e-3 (alpha = C / (n_j eps2) = 1000), so
@@ -1494,6 +1574,7 @@ static Suite *circulant_suite(void)
     tcase_add_test(tc, cli_redunet1d);
     tcase_add_test(tc, cli_redunet2d);
     tcase_add_test(tc, fft_two_contexts);
+    tcase_add_test(tc, fft_paths);
     suite_add_tcase(s, tc);
     /* DEVICE_TCASES */
     return s;

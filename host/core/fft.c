@@ -1,10 +1,12 @@
-/* clFFT wrapper: unitary batched real FFTs, plans cached per context (see fft.h). */
+/* FFT wrapper: unitary batched real FFTs, a direct DFT for short signals and clFFT plans cached per context above (see fft.h). */
 #include <clFFT.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "fft.h"
+#include "launch.h"
 
 typedef struct fft_plan {
     size_t H, W, batch;
@@ -135,9 +137,34 @@ static wbcl_status get_plan(wbcl_context *ctx, size_t batch, size_t H, size_t W,
     return WBCL_SUCCESS;
 }
 
+/* The direct DFT of cl/dft.cl: one program for every short shape, batch and direction. */
+static wbcl_status run_direct(wbcl_context *ctx, size_t batch, size_t H, size_t W, int inverse, cl_mem in,
+                              cl_mem out)
+{
+    const size_t items = batch * H * (inverse ? W : W / 2 + 1);
+    if (batch > UINT32_MAX || items / batch != H * (inverse ? W : W / 2 + 1))
+        return wbcl__fail(ctx, WBCL_ERROR_UNSUPPORTED, "FFT: batch %zu too large", batch);
+    wbcl_kern *k;
+    wbcl_status st = wbcl__kernel(ctx, "dft", NULL, inverse ? "wbcl_dft_c2r" : "wbcl_dft_r2c", &k);
+    if (st) return st;
+    cl_uint b = (cl_uint)batch, h = (cl_uint)H, w = (cl_uint)W;
+    float scale = (float)(1.0 / sqrt((double)(H * W)));
+    if ((st = wbcl__set_arg(ctx, k, 0, sizeof in, &in)) || (st = wbcl__set_arg(ctx, k, 1, sizeof out, &out)))
+        return st;
+    WBCL_ARG(ctx, k, 2, b);
+    WBCL_ARG(ctx, k, 3, h);
+    WBCL_ARG(ctx, k, 4, w);
+    WBCL_ARG(ctx, k, 5, scale);
+    return wbcl__launch_items(ctx, k, items);
+}
+
 static wbcl_status run(wbcl_context *ctx, size_t batch, size_t H, size_t W, int inverse, cl_mem in, cl_mem out)
 {
-    clfftPlanHandle h;
+    if (H * W <= WBCL_DFT_DIRECT_MAX) {
+        wbcl_status st = wbcl__fft_check(ctx, "FFT", H, W);
+        return st ? st : run_direct(ctx, batch, H, W, inverse, in, out);
+    }
+    clfftPlanHandle h = 0;
     wbcl_status st = get_plan(ctx, batch, H, W, inverse, &h);
     if (st) return st;
     cl_event ev = NULL;

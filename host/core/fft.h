@@ -5,7 +5,11 @@
  *     forward: real (batch, H, W) -> complex (batch, H, W/2+1) interleaved (re, im) floats
  *     inverse: complex (batch, H, W/2+1) -> real (batch, H, W) (the Hermitian
  *              half spectrum; the input buffer may be overwritten by clFFT).
- * Plans are baked once per (H, W, batch, direction) and cached in the context
+ * Signals of at most WBCL_DFT_DIRECT_MAX values (H W) take a direct DFT (cl/dft.cl): one
+ * program serves every such shape, batch and direction, where clFFT builds a program for each
+ * (H, W, batch, direction) it meets; its sums are as short as the signal (error ~ H W eps, as
+ * an FFT's). Longer signals take clFFT.
+ * clFFT plans are baked once per (H, W, batch, direction) and cached in the context
  * (destroyed with it). clFFT's process-wide clfftSetup/clfftTeardown are
  * reference-counted under a mutex, so contexts may come and go in any order
  * and from several threads. Lengths with a prime factor above 13 are refused
@@ -14,6 +18,9 @@
 #define WBCL_FFT_H
 
 #include "internal.h"
+
+/* Signals up to this many values (H W) take the direct DFT of cl/dft.cl. */
+#define WBCL_DFT_DIRECT_MAX 64
 
 /* 0 if every prime factor of n is <= 13 (n >= 1), else the offending prime. */
 size_t wbcl__fft_bad_factor(size_t n);
