@@ -24,6 +24,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "wbcl/ops.h"
@@ -426,20 +427,26 @@ typedef struct cols_level {
 static int cols_segmented(const wbcl_context *ctx, size_t C) { return is_cpu(ctx) && C >= CPU_SEG_MIN_COLS; }
 
 /* GPU variant, second generation (wbcl_reduce_cols_g_*): CX lanes over float4 columns (single
- * columns when C % 4 != 0), RY = 256 / CX lanes over rows, at most 64 rows per lane per level; the
- * first level also cuts the rows into enough blocks for about 8 work-groups per compute unit. */
+ * columns when C % 4 != 0), RY = 256 / CX lanes over rows, at most 64 rows per lane per level.
+ * The first level (CX <= 64) cuts the rows into enough blocks for about WBCL_OPS_COLS_WG_PER_CU
+ * (environment, default 4) work-groups per compute unit; the later levels read few partial rows,
+ * latency-bound, so they take CX <= 16 (more row lanes, shorter chains per lane, more groups).
+ * Not yet measured on a GPU: the default is reasoned (perf/RESULTS.md, issue 16). */
 static cols_level cols_geometry_g(const wbcl_context *ctx, size_t rows, size_t C, int first)
 {
     cols_level L;
     memset(&L, 0, sizeof L);
-    size_t ncol = C % 4 == 0 ? C / 4 : C, cw = pow2_ceil(ncol);
-    L.tx = cw < 64 ? cw : 64;
+    size_t ncol = C % 4 == 0 ? C / 4 : C, cw = pow2_ceil(ncol), cmax = first ? 64 : 16;
+    L.tx = cw < cmax ? cw : cmax;
     L.ty = GWG / L.tx;
     L.nparts = ceil_div(ncol, L.tx);
     L.seglen = L.tx;
     size_t nb = ceil_div(rows, L.ty * 64);
     if (first) {
-        size_t cu = ctx->info.compute_units ? ctx->info.compute_units : 1, want = ceil_div(8 * cu, L.nparts);
+        const char *env = getenv("WBCL_OPS_COLS_WG_PER_CU");
+        long per = env ? strtol(env, NULL, 10) : 4;
+        size_t cu = ctx->info.compute_units ? ctx->info.compute_units : 1;
+        size_t want = ceil_div((per >= 1 && per <= 64 ? (size_t)per : 4) * cu, L.nparts);
         if (want > nb) nb = want;
     }
     L.rpb = wbcl__round_up(ceil_div(rows, nb), L.ty);
