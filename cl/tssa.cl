@@ -15,8 +15,8 @@
  * Causal prefix sums are blocked scans: block sums (the same row kernel), an
  * exclusive scan of the block sums per column (wbcl_tssa_scan), then local
  * scans inside each block that start from the block's carry.
- * Non-causal TSSA in GPU-variant contexts uses the GPU-shaped kernels at the end of this file;
- * the causal kernels run unchanged on GPUs (correct, not tuned there). */
+ * TSSA in GPU-variant contexts uses the GPU-shaped kernels at the end of this file: the non-causal
+ * g_* kernels, and the causal gc_* kernels in a program of their own (-DWBCL_TSSA_CAUSAL=1). */
 
 /* The host builds this family with -DWBCL_TSSA_P=p (the head dimension): the loops over a head's
  * channels then have a compile-time trip count and unroll (measured ~1.5x faster on PoCL/CPU
@@ -50,6 +50,14 @@
 #define WBCL_TSSA_EPS_NORM 1e-12f  /* F.normalize eps (non-causal), max(S, eps) (causal) */
 #define WBCL_TSSA_EPS_PI 1e-8f     /* Pi.sum + 1e-8                                      */
 
+/* -DWBCL_TSSA_CAUSAL=1 (with the GPU set below): a program holding only the GPU-shaped causal
+ * kernels, so that the non-causal programs do not compile them (PoCL: several CPU-seconds per
+ * program). */
+#ifndef WBCL_TSSA_CAUSAL
+#define WBCL_TSSA_CAUSAL 0
+#endif
+
+#if !WBCL_TSSA_CAUSAL
 /* acc[c] += x[c]^2 for c < p */
 inline void wbcl_tssa_acc_sq(__global float *acc, __global const float *x, const uint p)
 {
@@ -453,6 +461,8 @@ __kernel void wbcl_tssa_causal_seq(__global const float *w, const ulong off, con
  * row: part[(2g + s)*KP + j], partP[(2g + s)*K + h]. The g_*_finish kernels sum, for batch entry b,
  * the partials of the work-groups b*N/L .. ((b+1)*N - 1)/L. Passes over w: g_colsq (sum of w^2),
  * g_member (Pi, sum of Pi w^2, sum of Pi), g_output (y): three reads, one write. */
+#endif /* !WBCL_TSSA_CAUSAL */
+
 #if WBCL_VARIANT_GPU && defined(WBCL_TSSA_GLX) && defined(WBCL_TSSA_P) && WBCL_TSSA_PRIVATE_LOGITS
 #define G_WG 256
 #define G_LX WBCL_TSSA_GLX
@@ -461,6 +471,9 @@ __kernel void wbcl_tssa_causal_seq(__global const float *w, const ulong off, con
 #define G_KP (WBCL_TSSA_K * WBCL_TSSA_P)
 #define G_JPT ((G_KP + G_LX - 1) / G_LX)
 #define G_PP (WBCL_TSSA_P + 1) /* padded head row in local memory: no bank conflicts across heads */
+#define GC_FC 16 /* columns per work-group of the finish and scan kernels */
+
+#if !WBCL_TSSA_CAUSAL
 
 /* segment s of work-group g: batch entry *b, tokens [*n0, *n1); 0 if empty */
 inline int wbcl_tssa_g_segment(const uint g, const uint s, const uint B, const uint N, const uint L, uint *b,
@@ -719,4 +732,422 @@ __kernel void wbcl_tssa_g_output(__global const float *w, const ulong off, const
     y[yi] = w[xi] * mp * ah[0];
 #endif
 }
+
+#else /* WBCL_TSSA_CAUSAL */
+
+/* ==== GPU-shaped causal TSSA (variant GPU; the -D set above, no ALIGNED, plus -DWBCL_TSSA_CAUSAL=1) ====
+ * Prefill, a blocked prefix scan over tokens (host/ops/tssa.c causal_blocked_gpu): the N tokens of
+ * batch entry b are cut into nblk blocks of L tokens (L a multiple of TT; about 4 work-groups per
+ * compute unit over the B * nblk blocks), one work-group of 256 (TT token rows x LX lanes, lane lx
+ * owning the channels j = lx + LX*i as above) per block g = b*nblk + blk:
+ *   gc_blocksq  block sums of w^2                         -> part1[g*KP + j]
+ *   gc_scan     exclusive scan of the block sums, per (b, column), from the state's sums if any
+ *   gc_member   S = carry + local scan (tile by tile; inside a tile of TT tokens through local
+ *               memory), logits, Pi (softmax over heads), block sums of Pi w^2 and of Pi
+ *                                                          -> part2[g*(KP+K) + j], [.. + KP + h]
+ *   gc_scan     the same scan over the KP + K columns of part2 (Q and P together)
+ *   gc_output   Q, P = carry + local scan, y = -w Pi / (1 + Q / (P + 1e-8))
+ * w is read three times (blocksq, member, output), y written once, Pi (B*K*N) written once and
+ * read once. Every prefix sum is carry (a sum of block sums, itself summed as 16 slices) + a
+ * per-column running sum over the tiles of one block + at most TT rows: O(L/TT + nblk/16 + 32)
+ * roundings instead of O(N) for a serial sum.
+ * Decode and short inputs: gc_step, one work-group per batch entry walks the N tokens in order
+ * with the state's Kahan-compensated sums in registers (one launch for all heads and batches). */
+#define GC_ROW (G_KP + G_K) /* a row of part2: the KP sums of Pi w^2, then the K sums of Pi */
+#define GC_LI(t, j) (((t) * G_K + (j) / WBCL_TSSA_P) * G_PP + (j) % WBCL_TSSA_P) /* padded tile index */
+
+/* block sums of w^2: part1[(b*nblk + blk)*KP + j] */
+__kernel __attribute__((reqd_work_group_size(G_WG, 1, 1))) void
+wbcl_tssa_gc_blocksq(__global const float *w, const ulong off, const ulong sb, const ulong sh, const ulong sn,
+                     const uint B, const uint N, const uint L, const uint nblk, __global float *part1)
+{
+    __local float red[G_TT * G_KP];
+    const uint lid = get_local_id(0), lx = lid % G_LX, t = lid / G_LX, g = get_group_id(0);
+    const uint b = g / nblk, n0 = (g % nblk) * L, n1 = b < B ? min(N, n0 + L) : n0; /* no early return */
+    const uint ush = (uint)sh; /* the host checks (K - 1) sh + p < 2^32 */
+    float acc[G_JPT];
+#pragma unroll
+    for (uint i = 0; i < G_JPT; i++) acc[i] = 0.0f;
+    for (uint n = n0 + t; n < n1; n += G_TT) {
+        __global const float *row = w + off + b * sb + n * sn;
+#pragma unroll
+        for (uint i = 0; i < G_JPT; i++) {
+            const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+            if (j < G_KP) {
+                const float v = row[h * ush + c];
+                acc[i] = fma(v, v, acc[i]);
+            }
+        }
+    }
+#pragma unroll
+    for (uint i = 0; i < G_JPT; i++) {
+        const uint j = lx + G_LX * i;
+        if (j < G_KP) red[t * G_KP + j] = acc[i];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint j = lid; j < G_KP && b < B; j += G_WG) {
+        float s = 0.0f;
+        for (uint r = 0; r < G_TT; r++) s += red[r * G_KP + j];
+        part1[(size_t)g * G_KP + j] = s;
+    }
+}
+
+/* Exclusive scan over the nblk blocks of each (b, column) of part (B, nblk, cols), in place:
+ * part[b, blk, j] <- the carry before block blk. Work-groups of 16 columns x 16 slices of the
+ * blocks (group = b * ceil(cols / 16) + column block): each slice sums its run of blocks, the 16
+ * slice sums are combined in local memory, then each slice writes its carries. With a state
+ * (has_state = 1) the carry starts at st - cst (Kahan sum and compensation; columns j < split in
+ * st1/cst1 (B, split), the others in st2/cst2 (B, cols - split)) and the total is written back
+ * (compensation 0), as wbcl_tssa_scan does. */
+__kernel __attribute__((reqd_work_group_size(G_WG, 1, 1))) void
+wbcl_tssa_gc_scan(__global float *part, const uint B, const uint nblk, const uint cols, const uint split,
+                  const int has_state, __global float *st1, __global float *cst1, __global float *st2,
+                  __global float *cst2)
+{
+    __local float red[G_WG];
+    const uint lid = get_local_id(0), cl = lid % GC_FC, r = lid / GC_FC, grp = get_group_id(0);
+    const uint ncb = (cols + GC_FC - 1) / GC_FC, b = grp / ncb, j = (grp % ncb) * GC_FC + cl;
+    /* no early return before the barrier (PoCL 3.1 then lost the loop's sums of every work-group but
+     * the first): a work-group past the batch or a column past cols gets an empty run of blocks */
+    const int live = b < B && j < cols;
+    const uint cb = (nblk + G_WG / GC_FC - 1) / (G_WG / GC_FC), k0 = min(nblk, r * cb),
+               k1 = live ? min(nblk, k0 + cb) : k0;
+    __global float *col = part + (size_t)b * nblk * cols + j;
+    float s = 0.0f;
+    for (uint k = k0; k < k1; k++) s += col[(size_t)k * cols];
+    red[lid] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (live) {
+        const size_t si = j < split ? (size_t)b * split + j : (size_t)b * (cols - split) + (j - split);
+        __global float *st = j < split ? st1 : st2, *cst = j < split ? cst1 : cst2;
+        float run = has_state ? st[si] - cst[si] : 0.0f;
+        for (uint q = 0; q < r; q++) run += red[q * GC_FC + cl];
+        for (uint k = k0; k < k1; k++) {
+            const float v = col[(size_t)k * cols];
+            col[(size_t)k * cols] = run;
+            run += v;
+        }
+        if (has_state && r == G_WG / GC_FC - 1) {
+            st[si] = run;
+            cst[si] = 0.0f;
+        }
+    }
+}
+
+/* Pi[(b*K + h)*N + n] for the block's tokens and the block sums of Pi w^2 and Pi (part2).
+ * carryS (part1 after gc_scan): S before the block. Per tile of TT tokens, four barriers:
+ *   1. w^2 of the tile into lq;  2. S (carry + rows <= t of the tile), w^2 / max(S, eps) into lr;
+ *   3. lanes lx < K of row t: logit of head lx;  4. softmax over heads (lanes lx < K), Pi into lp;
+ *   then every work-item adds Pi_h w^2 (w^2 kept in registers) to its accumulators.
+ * The next tile's w is loaded before the barriers of this one. */
+__kernel __attribute__((reqd_work_group_size(G_WG, 1, 1))) void
+wbcl_tssa_gc_member(__global const float *w, const ulong off, const ulong sb, const ulong sh, const ulong sn,
+                    const uint B, const uint N, const uint L, const uint nblk, const uint t0,
+                    __global const float *carryS, __global const float *temp, __global const float *bias,
+                    const uint tmax, __global float *Pi, __global float *part2)
+{
+    __local float lq[G_TT * G_K * G_PP]; /* w^2 of the tile; at the end the rows' sums of Pi w^2 */
+    __local float lr[G_TT * G_K * G_PP]; /* w^2 / max(S, eps) */
+    __local float ll[G_TT * G_K];        /* logits */
+    __local float lp[G_TT * G_K];        /* Pi; at the end the rows' sums of Pi */
+    const uint lid = get_local_id(0), lx = lid % G_LX, t = lid / G_LX, g = get_group_id(0);
+    const int live = g < B * nblk; /* no early return before a barrier: a dead work-group runs no tile */
+    const uint b = live ? g / nblk : 0, n0 = (g % nblk) * L, n1 = live ? min(N, n0 + L) : n0;
+    const uint ush = (uint)sh; /* the host checks (K - 1) sh + p < 2^32 */
+    const float th = lx < G_K ? temp[lx] : 0.0f;
+    float cS[G_JPT], acc[G_JPT], q[G_JPT], vn[G_JPT];
+    float accP = 0.0f;
+#pragma unroll
+    for (uint i = 0; i < G_JPT; i++) {
+        const uint j = lx + G_LX * i;
+        cS[i] = live && j < G_KP ? carryS[(size_t)g * G_KP + j] : 0.0f;
+        acc[i] = 0.0f;
+    }
+    {
+        const uint n = n0 + t;
+        __global const float *row = w + off + b * sb + (size_t)(n < n1 ? n : n0) * sn;
+#pragma unroll
+        for (uint i = 0; i < G_JPT; i++) {
+            const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+            vn[i] = (n < n1 && j < G_KP) ? row[h * ush + c] : 0.0f;
+        }
+    }
+    for (uint nt = n0; nt < n1; nt += G_TT) {
+        const uint n = nt + t;
+        const int valid = n < n1;
+#pragma unroll
+        for (uint i = 0; i < G_JPT; i++) {
+            const uint j = lx + G_LX * i;
+            q[i] = vn[i] * vn[i];
+            if (j < G_KP) lq[GC_LI(t, j)] = q[i];
+        }
+        if (nt + G_TT < n1) {
+            const uint nn = nt + G_TT + t;
+            __global const float *row = w + off + b * sb + (size_t)(nn < n1 ? nn : n0) * sn;
+#pragma unroll
+            for (uint i = 0; i < G_JPT; i++) {
+                const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+                vn[i] = (nn < n1 && j < G_KP) ? row[h * ush + c] : 0.0f;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* 1 */
+#pragma unroll
+        for (uint i = 0; i < G_JPT; i++) {
+            const uint j = lx + G_LX * i;
+            if (j < G_KP) {
+                /* the running sum over the tile's rows, the same order in every work-item of the column */
+                float run = cS[i], S = 0.0f;
+                for (uint r = 0; r < G_TT; r++) {
+                    run += lq[GC_LI(r, j)];
+                    if (r == t) S = run;
+                }
+                cS[i] = run;
+                lr[GC_LI(t, j)] = q[i] / fmax(S, WBCL_TSSA_EPS_NORM);
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* 2 */
+        if (lx < G_K) {
+            __local const float *rr = lr + (t * G_K + lx) * G_PP;
+            float s0 = 0.0f, s1 = 0.0f;
+            uint c = 0;
+            for (; c + 2 <= WBCL_TSSA_P; c += 2) {
+                s0 += rr[c];
+                s1 += rr[c + 1];
+            }
+            if (c < WBCL_TSSA_P) s0 += rr[c];
+            const float bh = valid ? bias[(size_t)lx * tmax + t0 + n] : 0.0f;
+            ll[t * G_K + lx] = th * ((s0 + s1) + (float)WBCL_TSSA_P * bh);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* 3 */
+        if (lx < G_K) {
+            __local const float *l = ll + t * G_K;
+            float m = l[0];
+            for (uint h = 1; h < G_K; h++) m = fmax(m, l[h]);
+            float z = 0.0f;
+            for (uint h = 0; h < G_K; h++) z += exp(l[h] - m);
+            const float pi = valid ? exp(l[lx] - m) / z : 0.0f;
+            lp[t * G_K + lx] = pi;
+            accP += pi;
+            if (valid) Pi[((size_t)b * G_K + lx) * N + n] = pi;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* 4 */
+#pragma unroll
+        for (uint i = 0; i < G_JPT; i++) {
+            const uint j = lx + G_LX * i;
+            if (j < G_KP) acc[i] = fma(lp[t * G_K + j / WBCL_TSSA_P], q[i], acc[i]);
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE); /* lq, lp are free */
+#pragma unroll
+    for (uint i = 0; i < G_JPT; i++) {
+        const uint j = lx + G_LX * i;
+        if (j < G_KP) lq[t * G_KP + j] = acc[i];
+    }
+    if (lx < G_K) lp[t * G_K + lx] = accP;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __global float *out = part2 + (size_t)g * GC_ROW;
+    if (!live) return; /* after the last barrier */
+    for (uint j = lid; j < G_KP; j += G_WG) {
+        float s = 0.0f;
+        for (uint r = 0; r < G_TT; r++) s += lq[r * G_KP + j];
+        out[j] = s;
+    }
+    if (lid < G_K) {
+        float s = 0.0f;
+        for (uint r = 0; r < G_TT; r++) s += lp[r * G_K + lid];
+        out[G_KP + lid] = s;
+    }
+}
+
+/* y = -w Pi / (1 + Q / (P + 1e-8)) for the block's tokens; carryQP (part2 after gc_scan): Q and P
+ * before the block. Per tile: w^2 (lq) and Pi (lpi, lanes lx < K) into one of two local buffers
+ * (alternating: one barrier per tile), then each work-item runs the tile's rows <= t. */
+__kernel __attribute__((reqd_work_group_size(G_WG, 1, 1))) void
+wbcl_tssa_gc_output(__global const float *w, const ulong off, const ulong sb, const ulong sh, const ulong sn,
+                    __global float *y, const ulong yoff, const ulong ysb, const ulong ysh, const ulong ysn,
+                    const uint B, const uint N, const uint L, const uint nblk, __global const float *Pi,
+                    __global const float *carryQP)
+{
+    __local float lq[2][G_TT * G_K * G_PP];
+    __local float lpi[2][G_TT * G_K];
+    const uint lid = get_local_id(0), lx = lid % G_LX, t = lid / G_LX, g = get_group_id(0);
+    const int live = g < B * nblk; /* no early return before a barrier: a dead work-group runs no tile */
+    const uint b = live ? g / nblk : 0, n0 = (g % nblk) * L, n1 = live ? min(N, n0 + L) : n0;
+    const uint ush = (uint)sh, uysh = (uint)ysh; /* the host checks (K - 1) sh + p < 2^32 for both */
+    float cQ[G_JPT], cP[G_JPT], v[G_JPT], vn[G_JPT];
+    __global const float *cr = carryQP + (size_t)g * GC_ROW;
+#pragma unroll
+    for (uint i = 0; i < G_JPT; i++) {
+        const uint j = lx + G_LX * i;
+        cQ[i] = live && j < G_KP ? cr[j] : 0.0f;
+        cP[i] = live && j < G_KP ? cr[G_KP + j / WBCL_TSSA_P] : 0.0f;
+    }
+    {
+        const uint n = n0 + t;
+        __global const float *row = w + off + b * sb + (size_t)(n < n1 ? n : n0) * sn;
+#pragma unroll
+        for (uint i = 0; i < G_JPT; i++) {
+            const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+            vn[i] = (n < n1 && j < G_KP) ? row[h * ush + c] : 0.0f;
+        }
+    }
+    uint buf = 0;
+    for (uint nt = n0; nt < n1; nt += G_TT, buf ^= 1u) {
+        const uint n = nt + t;
+        const int valid = n < n1;
+#pragma unroll
+        for (uint i = 0; i < G_JPT; i++) {
+            const uint j = lx + G_LX * i;
+            v[i] = vn[i];
+            if (j < G_KP) lq[buf][GC_LI(t, j)] = v[i] * v[i];
+        }
+        if (lx < G_K) lpi[buf][t * G_K + lx] = valid ? Pi[((size_t)b * G_K + lx) * N + n] : 0.0f;
+        if (nt + G_TT < n1) {
+            const uint nn = nt + G_TT + t;
+            __global const float *row = w + off + b * sb + (size_t)(nn < n1 ? nn : n0) * sn;
+#pragma unroll
+            for (uint i = 0; i < G_JPT; i++) {
+                const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+                vn[i] = (nn < n1 && j < G_KP) ? row[h * ush + c] : 0.0f;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        __global float *yr = y + yoff + b * ysb + (size_t)n * ysn;
+#pragma unroll
+        for (uint i = 0; i < G_JPT; i++) {
+            const uint j = lx + G_LX * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+            if (j < G_KP) {
+                float rQ = cQ[i], rP = cP[i], Q = 0.0f, P = 0.0f, ph = 0.0f;
+                for (uint r = 0; r < G_TT; r++) {
+                    const float pr = lpi[buf][r * G_K + h];
+                    rQ = fma(pr, lq[buf][GC_LI(r, j)], rQ);
+                    rP += pr;
+                    if (r == t) {
+                        Q = rQ;
+                        P = rP;
+                        ph = pr;
+                    }
+                }
+                cQ[i] = rQ;
+                cP[i] = rP;
+                const float iden = 1.0f / (P + WBCL_TSSA_EPS_PI);
+                if (valid) yr[h * uysh + c] = -v[i] * ph / fma(Q, iden, 1.0f);
+            }
+        }
+    }
+}
+
+/* Decode and short inputs: one work-group of 256 per batch entry b walks the N tokens t0 ..
+ * t0 + N - 1 in order, work-item lid owning the channels j = lid + 256*i (i < GC_SJ). The state's
+ * sums S, Q (B, KP) and P (B, K) with their Kahan compensations (true sum = s - c) stay in
+ * registers for the call (has_state = 0: from zero, nothing written back). Per token, three
+ * barriers: ratios w^2 / max(S, eps) into local memory; lanes h < K: logit of head h; lanes h < K:
+ * softmax, Pi, P; then every work-item updates Q and writes y. The same arithmetic as
+ * wbcl_tssa_causal_seq. */
+#define GC_SJ ((G_KP + G_WG - 1) / G_WG)
+__kernel __attribute__((reqd_work_group_size(G_WG, 1, 1))) void
+wbcl_tssa_gc_step(__global const float *w, const ulong off, const ulong sb, const ulong sh, const ulong sn,
+                  __global float *y, const ulong yoff, const ulong ysb, const ulong ysh, const ulong ysn,
+                  const uint B, const uint N, const uint t0, __global const float *temp,
+                  __global const float *bias, const uint tmax, __global float *Pi, const int has_state,
+                  __global float *S, __global float *cS, __global float *Q, __global float *cQ,
+                  __global float *P, __global float *cP)
+{
+    __local float lr[G_K * G_PP]; /* w^2 / max(S, eps) */
+    __local float ll[G_K];        /* logits */
+    __local float lp[G_K], lP[G_K]; /* Pi, P of the token */
+    const uint lid = get_local_id(0), g = get_group_id(0);
+    const int live = g < B; /* no early return before a barrier: a dead work-group runs no token */
+    const uint b = live ? g : 0, nN = live ? N : 0;
+    const uint ush = (uint)sh, uysh = (uint)ysh; /* the host checks (K - 1) sh + p < 2^32 for both */
+    float rS[GC_SJ], rcS[GC_SJ], rQ[GC_SJ], rcQ[GC_SJ];
+    float rP = 0.0f, rcP = 0.0f;
+    const size_t sj = (size_t)b * G_KP, sk = (size_t)b * G_K;
+#pragma unroll
+    for (uint i = 0; i < GC_SJ; i++) {
+        const uint j = lid + G_WG * i;
+        const int in = live && has_state && j < G_KP;
+        rS[i] = in ? S[sj + j] : 0.0f;
+        rcS[i] = in ? cS[sj + j] : 0.0f;
+        rQ[i] = in ? Q[sj + j] : 0.0f;
+        rcQ[i] = in ? cQ[sj + j] : 0.0f;
+    }
+    if (live && has_state && lid < G_K) {
+        rP = P[sk + lid];
+        rcP = cP[sk + lid];
+    }
+    const float th = lid < G_K ? temp[lid] : 0.0f;
+    for (uint n = 0; n < nN; n++) {
+        __global const float *row = w + off + b * sb + (size_t)n * sn;
+        float v[GC_SJ];
+#pragma unroll
+        for (uint i = 0; i < GC_SJ; i++) {
+            const uint j = lid + G_WG * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+            v[i] = j < G_KP ? row[h * ush + c] : 0.0f;
+            if (j < G_KP) {
+                const float v2 = v[i] * v[i];
+                /* Kahan: S += v2 */
+                const float yk = v2 - rcS[i], tk = rS[i] + yk;
+                rcS[i] = (tk - rS[i]) - yk;
+                rS[i] = tk;
+                lr[h * G_PP + c] = v2 / fmax(tk, WBCL_TSSA_EPS_NORM);
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < G_K) {
+            __local const float *rr = lr + lid * G_PP;
+            float s0 = 0.0f, s1 = 0.0f;
+            uint c = 0;
+            for (; c + 2 <= WBCL_TSSA_P; c += 2) {
+                s0 += rr[c];
+                s1 += rr[c + 1];
+            }
+            if (c < WBCL_TSSA_P) s0 += rr[c];
+            ll[lid] = th * ((s0 + s1) + (float)WBCL_TSSA_P * bias[(size_t)lid * tmax + t0 + n]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < G_K) {
+            float m = ll[0];
+            for (uint h = 1; h < G_K; h++) m = fmax(m, ll[h]);
+            float z = 0.0f;
+            for (uint h = 0; h < G_K; h++) z += exp(ll[h] - m);
+            const float pi = exp(ll[lid] - m) / z;
+            const float yk = pi - rcP, tk = rP + yk;
+            rcP = (tk - rP) - yk;
+            rP = tk;
+            lp[lid] = pi;
+            lP[lid] = tk;
+            Pi[((size_t)b * G_K + lid) * N + n] = pi;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        __global float *yr = y + yoff + b * ysb + (size_t)n * ysn;
+#pragma unroll
+        for (uint i = 0; i < GC_SJ; i++) {
+            const uint j = lid + G_WG * i, h = j / WBCL_TSSA_P, c = j - h * WBCL_TSSA_P;
+            if (j < G_KP) {
+                const float ph = lp[h], iden = 1.0f / (lP[h] + WBCL_TSSA_EPS_PI);
+                const float yk = ph * v[i] * v[i] - rcQ[i], tk = rQ[i] + yk;
+                rcQ[i] = (tk - rQ[i]) - yk;
+                rQ[i] = tk;
+                yr[h * uysh + c] = -v[i] * ph / fma(tk, iden, 1.0f);
+            }
+        }
+    }
+    if (!has_state || !live) return;
+#pragma unroll
+    for (uint i = 0; i < GC_SJ; i++) {
+        const uint j = lid + G_WG * i;
+        if (j < G_KP) {
+            S[sj + j] = rS[i];
+            cS[sj + j] = rcS[i];
+            Q[sj + j] = rQ[i];
+            cQ[sj + j] = rcQ[i];
+        }
+    }
+    if (lid < G_K) {
+        P[sk + lid] = rP;
+        cP[sk + lid] = rcP;
+    }
+}
+#endif /* WBCL_TSSA_CAUSAL */
 #endif /* GPU-shaped TSSA */

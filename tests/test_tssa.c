@@ -855,7 +855,7 @@ START_TEST(tssa_bad_input)
 END_TEST
 
 /* The GPU variant: non-causal TSSA has its own GPU-shaped kernels there (work-group reductions over
- * token chunks, cl/tssa.cl); causal TSSA runs the same kernels as on the CPU. Shapes: N = 1 and
+ * token chunks, cl/tssa.cl); causal TSSA has its own too (causal_gpu_variant below). Shapes: N = 1 and
  * p = 1; p = 17 with N = 257 (unaligned, several heads per lane row); K = 12, p = 64 (aligned:
  * float4 output, N = 31 not a multiple of the token tile); p = 4 with N = 4096 (many chunks). The
  * K = 12 case again in batch groups of one entry (WBCL_TSSA_GROUP_BYTES: the Pi offsets). */
@@ -872,11 +872,137 @@ START_TEST(tssa_gpu_variant)
     run_tssa_case(ctx, &shapes[5], 0, 920);
     run_tssa_case(ctx, &shapes[5], 1, 921);
     unsetenv("WBCL_TSSA_GROUP_BYTES");
-    run_causal_case(ctx, &shapes[3], 1, 901);
     wbcl_context_destroy(ctx);
 }
 END_TEST
 
+
+/* The GPU variant's causal TSSA (cl/tssa.cl "GPU-shaped causal"): the blocked prefill (gc_blocksq,
+ * gc_scan, gc_member, gc_output) for N > 24, the one-launch step (gc_step) for N <= 24 and decode,
+ * against the double reference. These kernels are a program of their own per (K, p) (about 5
+ * CPU-s of PoCL compile each): three of them, (1, 1), (4, 17), (12, 64), covering the three lane
+ * layouts (TT = 8 rows of 32 lanes with 1 and 3 channels per lane, TT = 2 rows of 128 lanes with 6):
+ * N = 1 (step), K = 1 and p = 1, prime N = 257 with p = 17 (not a multiple of 8, several heads per
+ * lane row), N = 13 (several tokens in one step), N = 31 with K = 12, p = 64 (not a multiple of the
+ * tile), N = 2048 (long sums); then blocks of one tile (WBCL_TSSA_CAUSAL_L = 1: up to 256 blocks,
+ * several per slice of the block scan). Tolerances as
+ * above: every prefix sum is a block carry (<= nblk/16 + 16 additions) plus a running sum over the
+ * tiles of one block plus <= 8 rows, well inside the (rb + nblk + 2) u bound the header uses. */
+static const shape4 gpu_causal_shapes[] = {
+    {1, 1, 1, 1}, {2, 1, 50, 1}, {2, 4, 257, 17}, {2, 4, 13, 17}, {3, 12, 31, 64}, {1, 4, 2048, 17},
+};
+
+/* Decode with the state, in chunks (sched; 0 ends it, the rest in single tokens), equals the batch
+ * form (no state) row by row, and both equal the reference; the state's S and P after the whole
+ * sequence are the plain sums. Chunks > 24 tokens take the blocked kernels from the state, chunks
+ * <= 24 the step kernel. */
+static void gpu_decode_case(wbcl_context *ctx, size_t B, size_t K, size_t p, size_t N, const size_t *sched,
+                            uint64_t seed)
+{
+    const size_t D = K * p, tmax = N + 5;
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    float *x = tu_random_f32(&r, B * N * D, -1.0, 1.0), *temp = tu_random_f32(&r, K, 0.5, 2.0),
+          *bias = random_bias(&r, K, tmax);
+    double *w64 = malloc(B * N * D * sizeof *w64), *y64 = malloc(B * N * D * sizeof *y64),
+           *yt = malloc(B * N * D * sizeof *yt), *t64 = tu_to_f64(temp, K), *b64 = tu_to_f64(bias, K * tmax),
+           *yb = malloc(B * N * D * sizeof *yb);
+    to_heads(B, K, N, p, x, w64);
+    wbcl_ref_tssa_causal(B, K, N, p, w64, t64, b64, tmax, y64, NULL);
+    from_heads(B, K, N, p, y64, yt);
+    size_t sk[1] = {K}, sb[3] = {K, tmax, 1}, sh[3] = {B, N, D};
+    wbcl_tensor *tt = mk(ctx, 1, sk, temp), *tb = mk(ctx, 3, sb, bias), *tx = mk(ctx, 3, sh, x),
+                *ty = mk(ctx, 3, sh, NULL);
+    OK(ctx, wbcl_tssa_causal_tokens(ctx, tx, K, tt, tb, NULL, ty, NULL));
+    float *y = rd(ctx, ty);
+    char what[128];
+    snprintf(what, sizeof what, "GPU causal batch (B %zu K %zu N %zu p %zu) vs reference", B, K, N, p);
+    close_to(y, yt, B * N * D, what);
+    for (size_t i = 0; i < B * N * D; i++) yb[i] = y[i];
+    wbcl_tssa_state *state = NULL;
+    OK(ctx, wbcl_tssa_state_create(ctx, B, K, p, &state));
+    float *got = malloc(B * N * D * sizeof *got);
+    size_t t = 0, si = 0;
+    while (t < N) {
+        size_t M = sched[si] ? sched[si++] : 1;
+        if (M > N - t) M = N - t;
+        size_t sm[3] = {B, M, D};
+        float *xm = malloc(B * M * D * sizeof *xm);
+        for (size_t b = 0; b < B; b++) memcpy(xm + b * M * D, x + (b * N + t) * D, M * D * sizeof *x);
+        wbcl_tensor *txm = mk(ctx, 3, sm, xm), *tym = mk(ctx, 3, sm, NULL);
+        wbcl_status st = wbcl_tssa_causal_tokens(ctx, txm, K, tt, tb, state, tym, NULL);
+        ck_assert_msg(st == WBCL_SUCCESS, "GPU decode at t %zu: %s", t, wbcl_context_last_error(ctx));
+        ck_assert_uint_eq(wbcl_tssa_state_position(state), t + M);
+        float *ym = rd(ctx, tym);
+        for (size_t b = 0; b < B; b++) memcpy(got + (b * N + t) * D, ym + b * M * D, M * D * sizeof *got);
+        wbcl_tensor_destroy(txm);
+        wbcl_tensor_destroy(tym);
+        free(xm);
+        tu_guarded_free(ym);
+        t += M;
+    }
+    snprintf(what, sizeof what, "GPU decode (B %zu K %zu N %zu p %zu) vs GPU batch", B, K, N, p);
+    close_to(got, yb, B * N * D, what);
+    snprintf(what, sizeof what, "GPU decode (B %zu K %zu N %zu p %zu) vs reference", B, K, N, p);
+    close_to(got, yt, B * N * D, what);
+    float *S = malloc(B * K * p * sizeof *S), *P = malloc(B * K * sizeof *P);
+    OK(ctx, wbcl_tssa_state_read(ctx, state, S, NULL, P));
+    for (size_t b = 0; b < B; b++) {
+        double psum = 0.0;
+        for (size_t h = 0; h < K; h++) {
+            psum += P[b * K + h];
+            for (size_t c = 0; c < p; c++) {
+                double s = 0.0;
+                for (size_t i = 0; i < N; i++) s += w64[((b * K + h) * N + i) * p + c] * w64[((b * K + h) * N + i) * p + c];
+                ck_assert_msg(fabs(S[(b * K + h) * p + c] - s) <= 1e-5 * s, "GPU state S %g vs %g", S[(b * K + h) * p + c], s);
+            }
+        }
+        ck_assert_msg(fabs(psum - (double)N) <= 1e-4 * N, "GPU state: sum_h P = %g, want N = %zu", psum, N);
+    }
+    free(S);
+    free(P);
+    free(got);
+    wbcl_tssa_state_destroy(state);
+    wbcl_tensor_destroy(tt);
+    wbcl_tensor_destroy(tb);
+    wbcl_tensor_destroy(tx);
+    wbcl_tensor_destroy(ty);
+    tu_guarded_free(y);
+    free(x);
+    free(temp);
+    free(bias);
+    free(w64);
+    free(y64);
+    free(yt);
+    free(t64);
+    free(b64);
+    free(yb);
+}
+
+START_TEST(causal_gpu_variant)
+{
+    wbcl_context *ctx = tu_context();
+    OK(ctx, wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU));
+    const size_t ns = sizeof gpu_causal_shapes / sizeof gpu_causal_shapes[0];
+    for (size_t i = 0; i < ns; i++) {
+        run_causal_case(ctx, &gpu_causal_shapes[i], 0, 930 + i);
+        run_causal_case(ctx, &gpu_causal_shapes[i], 1, 940 + i);
+    }
+    setenv("WBCL_TSSA_CAUSAL_L", "1", 1);
+    run_causal_case(ctx, &gpu_causal_shapes[2], 1, 950);
+    run_causal_case(ctx, &gpu_causal_shapes[4], 0, 951);
+    run_causal_case(ctx, &gpu_causal_shapes[5], 1, 952);
+    /* decode: blocked chunk from zero, single tokens, a short chunk (step), a blocked chunk from the
+     * state, then single tokens to the end (with one-tile blocks, then the default blocks) */
+    static const size_t sched_a[] = {100, 1, 1, 1, 13, 87, 0};
+    static const size_t sched_b[] = {1, 30, 5, 0};
+    gpu_decode_case(ctx, 2, 4, 17, 257, sched_a, 960);
+    unsetenv("WBCL_TSSA_CAUSAL_L");
+    gpu_decode_case(ctx, 2, 4, 17, 257, sched_a, 961);
+    gpu_decode_case(ctx, 3, 12, 64, 45, sched_b, 962);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
 
 /* ---- wbcl-run modules (attn.tssa, attn.tssa_causal, attn.xca, attn.energy) ---------------------- */
 
@@ -1075,6 +1201,11 @@ int main(void)
 #ifdef WBCL_TOOLS_DIR
     tcase_add_test(tc, cli_modules);
 #endif
+    suite_add_tcase(s, tc);
+    /* a case of its own: CK_RUN_CASE=gpu_causal runs it alone */
+    tc = tcase_create("gpu_causal");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, causal_gpu_variant);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

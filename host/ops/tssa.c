@@ -9,7 +9,8 @@
  * Causal, blocked (N > WBCL_TSSA_SEQ_MAX): rowsq -> scan S -> causal_member ->
  *   scan Q, scan P -> causal_output; with a state the scans start from the state's sums and
  *   write the totals back. Causal, short inputs and decode: causal_seq, one work-item per
- *   batch entry walking the tokens with Kahan-compensated state sums.
+ *   batch entry walking the tokens with Kahan-compensated state sums. GPU-variant contexts: the
+ *   GPU-shaped causal kernels (causal_blocked_gpu, five launches; causal_step_gpu, one launch).
  * w is read three times and y written once: the op is bandwidth-bound (perf/bench_tssa.c). */
 #include "attn_stats.h"
 #include "buffers.h"
@@ -500,6 +501,162 @@ done:
     return st;
 }
 
+/* ---- GPU-shaped causal TSSA (cl/tssa.cl, "GPU-shaped causal") ---------------------------------
+ * GPU-variant contexts (wbcl__tssa_glx != 0): prefill as a blocked scan in five launches
+ * (gc_blocksq -> gc_scan S -> gc_member -> gc_scan Q,P -> gc_output), blocks of L tokens of one
+ * batch entry, about 4 work-groups per compute unit; decode and inputs of <= WBCL_TSSA_SEQ_MAX tokens
+ * in one launch of gc_step (a work-group per batch entry). Work buffers in scratch slots 2, 3, 5
+ * (as tssa_run_gpu; TSSA calls no other op). WBCL_TSSA_CAUSAL_L (environment) sets L (rounded up
+ * to whole tiles of 256 / LX tokens): the tests use it for many small blocks. */
+#define GC_STEP_MAX_KP 2048 /* gc_step: at most 8 channels per work-item of 256 */
+
+/* The causal GPU kernels live in their own program (-DWBCL_TSSA_CAUSAL=1, cl/tssa.cl), so that the
+ * non-causal programs do not compile them; they read w element by element, so -DWBCL_TSSA_ALIGNED
+ * is left out (one program per (p, K)). lx != 0 is wbcl__tssa_glx's choice. */
+static wbcl_status gc_kernel(wbcl_context *ctx, size_t p, size_t K, size_t lx, const char *name, wbcl_kern **out)
+{
+    char opt[160];
+    snprintf(opt, sizeof opt, "-DWBCL_TSSA_P=%zu -DWBCL_TSSA_K=%zu -DWBCL_TSSA_GLX=%zu -DWBCL_TSSA_CAUSAL=1", p, K, lx);
+    return wbcl__kernel(ctx, "tssa", opt, name, out);
+}
+
+/* lanes per token row for the GPU-shaped causal kernels, 0 where they do not apply */
+static size_t gc_lanes(wbcl_context *ctx, const wbcl__hview *w, const wbcl__hview *y, const wbcl__hdims *dm)
+{
+    size_t lx = wbcl__tssa_glx(ctx, dm->p, dm->K);
+    if (!lx) return 0;
+    const size_t K = dm->K, p = dm->p, lim = 0xffffffffu;
+    if ((K - 1) * w->sh + p > lim || (K - 1) * y->sh + p > lim) return 0; /* 32-bit head offsets */
+    /* local memory of gc_member / gc_output (the larger: two tiles of (p + 1)-padded rows) */
+    const size_t tt = 256 / lx, bytes = 4 * 2 * (tt * K * (p + 1) + tt * K);
+    return bytes <= ctx->info.local_mem_size ? lx : 0;
+}
+
+static wbcl_status causal_step_gpu(wbcl_context *ctx, const wbcl__hview *w, const wbcl__hview *y,
+                                   const wbcl__hdims *dm, size_t lx, cl_mem temp, cl_mem bias, size_t tmax, size_t t0,
+                                   wbcl_tssa_state *state, cl_mem Pi_user)
+{
+    const size_t B = dm->B, K = dm->K, N = dm->N, p = dm->p;
+    cl_mem Pi = Pi_user;
+    wbcl_kern *k;
+    wbcl_status st;
+    if ((!Pi_user && (st = wbcl__scratch(ctx, 5, B * K * N * sizeof(float), &Pi))) ||
+        (st = gc_kernel(ctx, p, K, lx, "wbcl_tssa_gc_step", &k)))
+        return st;
+    cl_uint uB = (cl_uint)B, uN = (cl_uint)N, ut0 = (cl_uint)t0, utm = (cl_uint)tmax;
+    cl_int has = state != NULL;
+    /* without a state the sums start from zero and are not written: any buffer stands in */
+    cl_mem sv[6] = {Pi, Pi, Pi, Pi, Pi, Pi};
+    if (state) {
+        sv[0] = state->S;
+        sv[1] = state->cS;
+        sv[2] = state->Q;
+        sv[3] = state->cQ;
+        sv[4] = state->P;
+        sv[5] = state->cP;
+    }
+    if ((st = wbcl__set_view(ctx, k, 0, w)) || (st = wbcl__set_view(ctx, k, 5, y))) return st;
+    WBCL_ARG(ctx, k, 10, uB);
+    WBCL_ARG(ctx, k, 11, uN);
+    WBCL_ARG(ctx, k, 12, ut0);
+    WBCL_ARG(ctx, k, 13, temp);
+    WBCL_ARG(ctx, k, 14, bias);
+    WBCL_ARG(ctx, k, 15, utm);
+    WBCL_ARG(ctx, k, 16, Pi);
+    WBCL_ARG(ctx, k, 17, has);
+    for (cl_uint i = 0; i < 6; i++) WBCL_ARG(ctx, k, 18 + i, sv[i]);
+    const size_t lg[1] = {256}, gg[1] = {B * 256};
+    return wbcl__launch(ctx, k, 1, gg, lg);
+}
+
+static wbcl_status gc_scan(wbcl_context *ctx, wbcl_kern *k, cl_mem part, size_t B, size_t nblk, size_t cols,
+                           size_t split, cl_mem s1, cl_mem c1, cl_mem s2, cl_mem c2)
+{
+    cl_uint uB = (cl_uint)B, unb = (cl_uint)nblk, uc = (cl_uint)cols, us = (cl_uint)split;
+    cl_int has = s1 != NULL;
+    if (!has) s1 = c1 = s2 = c2 = part; /* not read */
+    WBCL_ARG(ctx, k, 0, part);
+    WBCL_ARG(ctx, k, 1, uB);
+    WBCL_ARG(ctx, k, 2, unb);
+    WBCL_ARG(ctx, k, 3, uc);
+    WBCL_ARG(ctx, k, 4, us);
+    WBCL_ARG(ctx, k, 5, has);
+    WBCL_ARG(ctx, k, 6, s1);
+    WBCL_ARG(ctx, k, 7, c1);
+    WBCL_ARG(ctx, k, 8, s2);
+    WBCL_ARG(ctx, k, 9, c2);
+    const size_t lg[1] = {256}, gg[1] = {B * ((cols + 15) / 16) * 256};
+    return wbcl__launch(ctx, k, 1, gg, lg);
+}
+
+static wbcl_status causal_blocked_gpu(wbcl_context *ctx, const wbcl__hview *w, const wbcl__hview *y,
+                                      const wbcl__hdims *dm, size_t lx, cl_mem temp, cl_mem bias,
+                                      size_t tmax, size_t t0, wbcl_tssa_state *state, cl_mem Pi_user)
+{
+    const size_t B = dm->B, K = dm->K, N = dm->N, p = dm->p, KP = K * p, tt = 256 / lx;
+    const size_t cu = ctx->info.compute_units ? ctx->info.compute_units : 1;
+    /* L tokens per block: about 4 work-groups per compute unit over the B * nblk blocks, whole tiles */
+    const char *env = getenv("WBCL_TSSA_CAUSAL_L");
+    size_t L = env && atol(env) > 0 ? (size_t)atol(env) : (B * N + 4 * cu - 1) / (4 * cu);
+    if (L > N) L = N;
+    L = (L + tt - 1) / tt * tt;
+    const size_t nblk = (N + L - 1) / L;
+    cl_mem part1, part2, Pi = Pi_user;
+    wbcl_kern *kb, *ks, *km, *ko;
+    wbcl_status st;
+    /* every buffer and kernel before the first launch: a failure leaves the state as it was */
+    if ((st = wbcl__scratch(ctx, 2, B * nblk * KP * sizeof(float), &part1)) ||
+        (st = wbcl__scratch(ctx, 3, B * nblk * (KP + K) * sizeof(float), &part2)) ||
+        (!Pi_user && (st = wbcl__scratch(ctx, 5, B * K * N * sizeof(float), &Pi))) ||
+        (st = gc_kernel(ctx, p, K, lx, "wbcl_tssa_gc_blocksq", &kb)) ||
+        (st = gc_kernel(ctx, p, K, lx, "wbcl_tssa_gc_scan", &ks)) ||
+        (st = gc_kernel(ctx, p, K, lx, "wbcl_tssa_gc_member", &km)) ||
+        (st = gc_kernel(ctx, p, K, lx, "wbcl_tssa_gc_output", &ko)))
+        return st;
+    cl_uint uB = (cl_uint)B, uN = (cl_uint)N, uL = (cl_uint)L, unb = (cl_uint)nblk, ut0 = (cl_uint)t0,
+            utm = (cl_uint)tmax;
+    const size_t lg[1] = {256}, gg[1] = {B * nblk * 256};
+    /* 1. block sums of w^2, 2. their exclusive scan (from the state's S) */
+    if ((st = wbcl__set_view(ctx, kb, 0, w))) return st;
+    WBCL_ARG(ctx, kb, 5, uB);
+    WBCL_ARG(ctx, kb, 6, uN);
+    WBCL_ARG(ctx, kb, 7, uL);
+    WBCL_ARG(ctx, kb, 8, unb);
+    WBCL_ARG(ctx, kb, 9, part1);
+    if ((st = wbcl__launch(ctx, kb, 1, gg, lg))) return st;
+    if ((st = gc_scan(ctx, ks, part1, B, nblk, KP, KP, state ? state->S : NULL, state ? state->cS : NULL, NULL,
+                      NULL)))
+        return st;
+    /* 3. S, Pi, block sums of Pi w^2 and Pi, 4. their scan (from the state's Q and P) */
+    if ((st = wbcl__set_view(ctx, km, 0, w))) return st;
+    WBCL_ARG(ctx, km, 5, uB);
+    WBCL_ARG(ctx, km, 6, uN);
+    WBCL_ARG(ctx, km, 7, uL);
+    WBCL_ARG(ctx, km, 8, unb);
+    WBCL_ARG(ctx, km, 9, ut0);
+    WBCL_ARG(ctx, km, 10, part1);
+    WBCL_ARG(ctx, km, 11, temp);
+    WBCL_ARG(ctx, km, 12, bias);
+    WBCL_ARG(ctx, km, 13, utm);
+    WBCL_ARG(ctx, km, 14, Pi);
+    WBCL_ARG(ctx, km, 15, part2);
+    if ((st = wbcl__launch(ctx, km, 1, gg, lg))) return st;
+    if (state)
+        st = gc_scan(ctx, ks, part2, B, nblk, KP + K, KP, state->Q, state->cQ, state->P, state->cP);
+    else
+        st = gc_scan(ctx, ks, part2, B, nblk, KP + K, KP, NULL, NULL, NULL, NULL);
+    if (st) return st;
+    /* 5. y */
+    if ((st = wbcl__set_view(ctx, ko, 0, w)) || (st = wbcl__set_view(ctx, ko, 5, y))) return st;
+    WBCL_ARG(ctx, ko, 10, uB);
+    WBCL_ARG(ctx, ko, 11, uN);
+    WBCL_ARG(ctx, ko, 12, uL);
+    WBCL_ARG(ctx, ko, 13, unb);
+    WBCL_ARG(ctx, ko, 14, Pi);
+    WBCL_ARG(ctx, ko, 15, part2);
+    return wbcl__launch(ctx, ko, 1, gg, lg);
+}
+
 static wbcl_status causal_entry(wbcl_context *ctx, const char *op, const wbcl_tensor *w, size_t heads, int tokens,
                                 const wbcl_tensor *temp, const wbcl_tensor *bias, wbcl_tssa_state *state,
                                 wbcl_tensor *y, wbcl_tensor *Pi)
@@ -533,7 +690,12 @@ static wbcl_status causal_entry(wbcl_context *ctx, const char *op, const wbcl_te
     wbcl__hview vw = tokens ? wbcl__hview_tokens(w, dm.K, dm.p, 0, 1) : wbcl__hview_heads(w);
     wbcl__hview vy = tokens ? wbcl__hview_tokens(y, dm.K, dm.p, 0, 1) : wbcl__hview_heads(y);
     cl_mem pm = Pi ? Pi->mem : NULL;
-    if (dm.N <= WBCL_TSSA_SEQ_MAX)
+    const size_t lx = gc_lanes(ctx, &vw, &vy, &dm);
+    if (lx && dm.N <= WBCL_TSSA_SEQ_MAX && dm.K * dm.p <= GC_STEP_MAX_KP)
+        st = causal_step_gpu(ctx, &vw, &vy, &dm, lx, temp->mem, bias->mem, tmax, t0, state, pm);
+    else if (lx && dm.N > WBCL_TSSA_SEQ_MAX)
+        st = causal_blocked_gpu(ctx, &vw, &vy, &dm, lx, temp->mem, bias->mem, tmax, t0, state, pm);
+    else if (dm.N <= WBCL_TSSA_SEQ_MAX)
         st = causal_seq(ctx, &vw, &vy, &dm, temp->mem, bias->mem, tmax, t0, state, pm);
     else
         st = causal_blocked(ctx, &vw, &vy, &dm, temp->mem, bias->mem, tmax, t0, state, pm);
