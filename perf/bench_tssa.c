@@ -3,7 +3,7 @@
  *
  *   bench_tssa [--reps R] [--d D] [--heads K] [--n LIST] [--skip-softmax] [--skip-memory]
  *   bench_tssa --memory-child VARIANT N D K
- *   bench_tssa --heads-core "B,K,N,p;B,K,N,p" [--variants cpu,gpu] [--reps R]   (heads_core below)
+ *   bench_tssa --heads-core "B,K,N,p;B,K,N,p" [--variants cpu,gpu] [--reps R] [--causal]   (heads_core below)
  *
  * 1. Core: wbcl_tssa_tokens on a projected (1, n, d) tensor (the op after the projections),
  *    interleaved call by call with a STREAM triad a = b + s c on 2 threads over 3 x 64 MB (the
@@ -237,9 +237,59 @@ static long run_memory_child(const char *self, const char *variant, size_t n, si
  * the device time of one call summed over its kernels (profiling events, per kernel too), and a
  * copy probe in the same context (wbcl_tensor_copy w -> y, R back to back). GB/s counts one read
  * of w and one write of y (2 B K N p 4 bytes), for the op and the copy alike: "% copy" is the op's
- * rate over the copy's. WBCL_TSSA_GROUP_BYTES / WBCL_TSSA_GLX (host/ops) apply if set. */
-static int heads_core(const char *shapes, const char *variants, int reps)
+ * rate over the copy's. WBCL_TSSA_GROUP_BYTES / WBCL_TSSA_GLX (host/ops) apply if set.
+ * --causal: the same for causal TSSA (wbcl_tssa_causal_heads, no state: the prefill; denom_bias
+ * (K, N)), then the decode step: one token (B, K, 1, p) per call with a state, R calls queued back
+ * to back (one finish; the state reset before), "step ms" per call, and its kernel time. */
+static void core_call(wbcl_context *ctx, int causal, wbcl_tensor *w, wbcl_tensor *tt, wbcl_tensor *tb, wbcl_tensor *y)
 {
+    if (causal) check(wbcl_tssa_causal_heads(ctx, w, tt, tb, NULL, y, NULL), ctx, "causal tssa");
+    else check(wbcl_tssa_heads(ctx, w, tt, y, NULL), ctx, "tssa");
+}
+
+static void decode_steps(wbcl_context *ctx, size_t B, size_t K, size_t N, size_t p, wbcl_tensor *tt, wbcl_tensor *tb,
+                         int reps)
+{
+    size_t s1[4] = {B, K, 1, p};
+    float *h = rnd(B * K * p, -1, 1, 23);
+    wbcl_tensor *w1, *y1;
+    wbcl_tssa_state *st;
+    check(wbcl_tensor_create(ctx, 4, s1, WBCL_F32, h, &w1), ctx, "w1");
+    check(wbcl_tensor_create(ctx, 4, s1, WBCL_F32, NULL, &y1), ctx, "y1");
+    check(wbcl_tssa_state_create(ctx, B, K, p, &st), ctx, "state");
+    int R = (size_t)reps < N ? reps : (int)N;
+    for (int i = 0; i < 3 && (size_t)i < N; i++) check(wbcl_tssa_causal_heads(ctx, w1, tt, tb, st, y1, NULL), ctx, "step");
+    check(wbcl_tssa_state_reset(ctx, st), ctx, "reset");
+    check(wbcl_context_finish(ctx), ctx, "finish");
+    double t0 = now_s();
+    for (int r = 0; r < R; r++) check(wbcl_tssa_causal_heads(ctx, w1, tt, tb, st, y1, NULL), ctx, "step");
+    check(wbcl_context_finish(ctx), ctx, "finish");
+    double mq = (now_s() - t0) / R;
+    check(wbcl_tssa_state_reset(ctx, st), ctx, "reset");
+    check(wbcl_context_set_timing(ctx, 1), ctx, "timing");
+    double *tk = malloc(R * sizeof *tk);
+    for (int r = 0; r < R; r++) {
+        wbcl_context_reset_kernel_ns(ctx);
+        check(wbcl_tssa_causal_heads(ctx, w1, tt, tb, st, y1, NULL), ctx, "step");
+        tk[r] = wbcl_context_kernel_ns(ctx) * 1e-9;
+    }
+    check(wbcl_context_set_timing(ctx, 0), ctx, "timing");
+    printf("    decode step (B%zu K%zu p%zu, 1 token): %.4f ms per step queued, kernel %.4f ms\n", B, K, p, mq * 1e3,
+           median(tk, R) * 1e3);
+    const char *kn;
+    uint64_t kns, kl;
+    for (size_t i = 0; wbcl_context_kernel_profile(ctx, i, &kn, &kns, &kl); i++)
+        if (kl) printf("      %-26s %9.4f ms in the last step (%llu launches)\n", kn, kns * 1e-6, (unsigned long long)kl);
+    free(tk);
+    free(h);
+    wbcl_tssa_state_destroy(st);
+    wbcl_tensor_destroy(w1);
+    wbcl_tensor_destroy(y1);
+}
+
+static int heads_core(const char *shapes, const char *variants, int reps, int causal)
+{
+    if (causal) printf("causal TSSA (wbcl_tssa_causal_heads): prefill without a state, then the decode step\n");
     char buf[256];
     snprintf(buf, sizeof buf, "%s", shapes);
     printf("%-22s %-4s %9s %9s %9s %9s %10s %9s %7s\n", "shape", "var", "wall ms", "queue ms", "kern ms",
@@ -261,25 +311,26 @@ static int heads_core(const char *shapes, const char *variants, int reps)
             check(wbcl_context_create(NULL, &ctx, err, sizeof err), NULL, err);
             check(wbcl_variant_parse(v, &var), ctx, "variant");
             check(wbcl_context_set_variant(ctx, var), ctx, "set variant");
-            size_t n = B * K * N * p, s4[4] = {B, K, N, p}, sk[1] = {K};
-            float *h = rnd(n, -1, 1, 21), *t = rnd(K, 0.5, 1.5, 22);
-            wbcl_tensor *w, *y, *tt;
+            size_t n = B * K * N * p, s4[4] = {B, K, N, p}, sk[1] = {K}, sb[2] = {K, N};
+            float *h = rnd(n, -1, 1, 21), *t = rnd(K, 0.5, 1.5, 22), *bh = rnd(K * N, -0.1, 0.1, 24);
+            wbcl_tensor *w, *y, *tt, *tb;
             check(wbcl_tensor_create(ctx, 4, s4, WBCL_F32, h, &w), ctx, "w");
             check(wbcl_tensor_create(ctx, 4, s4, WBCL_F32, NULL, &y), ctx, "y");
             check(wbcl_tensor_create(ctx, 1, sk, WBCL_F32, t, &tt), ctx, "temp");
-            for (int i = 0; i < 3; i++) check(wbcl_tssa_heads(ctx, w, tt, y, NULL), ctx, "warm-up");
+            check(wbcl_tensor_create(ctx, 2, sb, WBCL_F32, bh, &tb), ctx, "denom_bias");
+            for (int i = 0; i < 3; i++) core_call(ctx, causal, w, tt, tb, y);
             check(wbcl_tensor_copy(ctx, w, y), ctx, "copy");
             check(wbcl_context_finish(ctx), ctx, "finish");
             double *tw = malloc(reps * sizeof *tw);
             for (int r = 0; r < reps; r++) {
                 double t0 = now_s();
-                check(wbcl_tssa_heads(ctx, w, tt, y, NULL), ctx, "tssa");
+                core_call(ctx, causal, w, tt, tb, y);
                 check(wbcl_context_finish(ctx), ctx, "finish");
                 tw[r] = now_s() - t0;
             }
             double mw = median(tw, reps);
             double t0 = now_s();
-            for (int r = 0; r < reps; r++) check(wbcl_tssa_heads(ctx, w, tt, y, NULL), ctx, "tssa");
+            for (int r = 0; r < reps; r++) core_call(ctx, causal, w, tt, tb, y);
             check(wbcl_context_finish(ctx), ctx, "finish");
             double mq = (now_s() - t0) / reps;
             t0 = now_s();
@@ -290,7 +341,7 @@ static int heads_core(const char *shapes, const char *variants, int reps)
             check(wbcl_context_set_timing(ctx, 1), ctx, "timing");
             for (int r = 0; r < reps; r++) {
                 wbcl_context_reset_kernel_ns(ctx);
-                check(wbcl_tssa_heads(ctx, w, tt, y, NULL), ctx, "tssa");
+                core_call(ctx, causal, w, tt, tb, y);
                 tw[r] = wbcl_context_kernel_ns(ctx) * 1e-9;
             }
             double mk = median(tw, reps);
@@ -305,6 +356,7 @@ static int heads_core(const char *shapes, const char *variants, int reps)
             for (size_t i = 0; wbcl_context_kernel_profile(ctx, i, &kn, &kns, &kl); i++)
                 if (kl) printf("    %-28s %9.4f ms in the last call (%llu launches)\n", kn, kns * 1e-6,
                                (unsigned long long)kl);
+            if (causal) decode_steps(ctx, B, K, N, p, tt, tb, reps);
             fflush(stdout);
             free(tw);
             free(h);
@@ -312,6 +364,8 @@ static int heads_core(const char *shapes, const char *variants, int reps)
             wbcl_tensor_destroy(w);
             wbcl_tensor_destroy(y);
             wbcl_tensor_destroy(tt);
+            wbcl_tensor_destroy(tb);
+            free(bh);
             wbcl_context_destroy(ctx);
         }
     }
@@ -333,9 +387,12 @@ int main(int argc, char **argv)
             const char *vars = "cpu,gpu";
             for (int j = i + 2; j + 1 < argc; j++)
                 if (!strcmp(argv[j], "--variants")) vars = argv[j + 1];
+            int causal = 0;
             for (int j = i + 2; j + 1 < argc; j++)
                 if (!strcmp(argv[j], "--reps")) reps = atoi(argv[j + 1]);
-            return heads_core(argv[i + 1], vars, reps < 1 ? 1 : reps);
+            for (int j = i + 2; j < argc; j++)
+                if (!strcmp(argv[j], "--causal")) causal = 1;
+            return heads_core(argv[i + 1], vars, reps < 1 ? 1 : reps, causal);
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--d") && i + 1 < argc) d = (size_t)atol(argv[++i]);
         else if (!strcmp(argv[i], "--heads") && i + 1 < argc) K = (size_t)atol(argv[++i]);
