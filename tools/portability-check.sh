@@ -72,6 +72,9 @@ specs() { # family variant -> one line per extra option set ("-" = none)
           if [ "$2" = gpu ]; then # the GPU-shaped non-causal kernels: lanes per token row as wbcl__tssa_glx picks them
             echo "-DWBCL_TSSA_P=64 -DWBCL_TSSA_K=8 -DWBCL_TSSA_ALIGNED=1 -DWBCL_TSSA_GLX=64"
             echo "-DWBCL_TSSA_P=17 -DWBCL_TSSA_K=3 -DWBCL_TSSA_GLX=32"; echo "-DWBCL_TSSA_P=128 -DWBCL_TSSA_K=12 -DWBCL_TSSA_GLX=256"
+            # the GPU-shaped causal kernels' own program (host/ops/tssa.c gc_kernel): K12 p64 (LX 128), K8 p64, K3 p17
+            echo "-DWBCL_TSSA_P=64 -DWBCL_TSSA_K=12 -DWBCL_TSSA_GLX=128 -DWBCL_TSSA_CAUSAL=1"
+            echo "-DWBCL_TSSA_P=64 -DWBCL_TSSA_K=8 -DWBCL_TSSA_GLX=64 -DWBCL_TSSA_CAUSAL=1"; echo "-DWBCL_TSSA_P=17 -DWBCL_TSSA_K=3 -DWBCL_TSSA_GLX=32 -DWBCL_TSSA_CAUSAL=1"
           fi ;;
     gemm) echo "-"; echo "-DWBCL_GEMM_SRC_HALF=1"; echo "-DWBCL_GEMM_C_HALF=1"
           echo "-DWBCL_GEMM_EPILOGUE=1 -DWBCL_GEMM_A_ROWS=0"; echo "-DWBCL_GEMM_EPILOGUE=2 -DWBCL_GEMM_A_ROWS=1"
@@ -81,6 +84,9 @@ specs() { # family variant -> one line per extra option set ("-" = none)
     circulant) echo "-"; for c in 3 16 64; do echo "-DCI_C=$c"; done
           if [ "$2" = cpu ]; then echo "-DCI_C=20 -DWBCL_SIMD=8"; fi ;; # AVX2: circ_update's 2-row tiles
     linalg) echo "-"; if [ "$2" = cpu ]; then echo "-DWBCL_SIMD=8"; fi ;; # AVX2: the update, panel and solve tiles
+    aot|energy) echo "-" # the GPU-shaped kernels' column capacity (host/ops/aot.c, energy.c col_capacity: 16, 32,
+          # 64, 128); 64 (p = 64, 64 queries per work-group) and 128 (the 32-query geometry) span the tilings
+          if [ "$2" = gpu ]; then for c in 64 128; do echo "-DWBCL_$(tr a-z A-Z <<< "$1")_PC=$c"; done; fi ;;
     *) echo "-" ;;
   esac
 }
