@@ -141,8 +141,10 @@ static wbcl_status get_plan(wbcl_context *ctx, size_t batch, size_t H, size_t W,
 static wbcl_status run_direct(wbcl_context *ctx, size_t batch, size_t H, size_t W, int inverse, cl_mem in,
                               cl_mem out)
 {
-    const size_t items = batch * H * (inverse ? W : W / 2 + 1);
-    if (batch > UINT32_MAX || items / batch != H * (inverse ? W : W / 2 + 1))
+    const size_t per = H * (inverse ? W : W / 2 + 1), items = batch * per;
+    if (H == 0 || W == 0) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "FFT: empty signal (H %zu, W %zu)", H, W);
+    if (batch == 0) return WBCL_SUCCESS;
+    if (batch > UINT32_MAX || items / batch != per)
         return wbcl__fail(ctx, WBCL_ERROR_UNSUPPORTED, "FFT: batch %zu too large", batch);
     wbcl_kern *k;
     wbcl_status st = wbcl__kernel(ctx, "dft", NULL, inverse ? "wbcl_dft_c2r" : "wbcl_dft_r2c", &k);
