@@ -60,7 +60,9 @@ typedef struct wbcl_kern {
 } wbcl_kern;
 
 /* Scratch slot owners: 0 = packed A panels, 1 = packed B panels (host/ops/gemm.c); 4-7 = host/ops/linalg.c;
- * 2-3 = host/ops/ista.c and host/ops/measures.c (which call the GEMM and linalg ops). */
+ * 2-3 = host/ops/ista.c and host/ops/measures.c (which call the GEMM and linalg ops); 4-5 = the packed K / V
+ * of host/ops/attention.c; 2-5 = host/ops/tssa.c, 2-3 = the GPU path of host/ops/xca.c. A slot is held only
+ * within one call: ops that share slots never call each other while holding them. */
 #define WBCL_SCRATCH_SLOTS 8
 
 struct wbcl_context {
