@@ -434,6 +434,44 @@ START_TEST(cholesky_1024)
 }
 END_TEST
 
+/* The blocked factorization of one variant at the given sizes (batched and single, generators alternating),
+ * then in place at n_in_place: the same L as out of place, bit for bit. Residual bound as in cholesky_sizes. */
+static void check_blocked(wbcl_variant variant, const char *tag, const size_t *sizes, size_t nsizes, uint64_t seed,
+                          size_t n_in_place)
+{
+    wbcl_context *ctx = tu_context();
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, variant), WBCL_SUCCESS);
+    for (size_t s = 0; s < nsizes; s++) {
+        const size_t n = sizes[s], batch = 2;
+        float *A = malloc(batch * n * n * sizeof *A);
+        gen_batch(&r, s % 2, n, batch, A);
+        char what[96];
+        snprintf(what, sizeof what, "%s blocked n=%zu batch=%zu", tag, n, batch);
+        check_cholesky(ctx, n, batch, 1, A, what);
+        snprintf(what, sizeof what, "%s blocked n=%zu single", tag, n);
+        check_cholesky(ctx, n, 1, 0, A + n * n, what);
+        free(A);
+    }
+    const size_t n = n_in_place;
+    float *A = malloc(n * n * sizeof *A), *L1 = malloc(n * n * sizeof *L1), *L2 = malloc(n * n * sizeof *L2);
+    gen_gram(&r, n, 1.0, A);
+    wbcl_tensor *tA = make(ctx, 0, n, n, A), *tL = make(ctx, 0, n, n, NULL);
+    ck_assert_int_eq(wbcl_cholesky(ctx, tA, tL), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_cholesky(ctx, tA, tA), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_tensor_read(ctx, tL, L1, n * n), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_tensor_read(ctx, tA, L2, n * n), WBCL_SUCCESS);
+    ck_assert_msg(memcmp(L1, L2, n * n * sizeof *L1) == 0, "%s: in-place L differs from out-of-place L", tag);
+    ck_assert(chol_residual(n, L2, A) <= RES_BOUND(n));
+    wbcl_tensor_destroy(tA);
+    wbcl_tensor_destroy(tL);
+    free(A);
+    free(L1);
+    free(L2);
+    wbcl_context_destroy(ctx);
+}
+
 /* The CPU-shaped blocked path (n > 192: blocks of nb = 128, left-looking with
  * L kept packed in 32-row panels): sizes around the block and panel
  * boundaries (2nb-1, 2nb, 2nb+1, a multiple of 32 that is not one of 128, 3nb+1,
@@ -442,40 +480,7 @@ END_TEST
 START_TEST(cholesky_block_boundaries)
 {
     static const size_t sizes[] = {255, 256, 257, 288, 385, 449};
-    wbcl_context *ctx = tu_context();
-    tu_rng r;
-    tu_rng_seed(&r, 21);
-    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_CPU), WBCL_SUCCESS);
-    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
-        const size_t n = sizes[s], batch = 2;
-        float *A = malloc(batch * n * n * sizeof *A);
-        gen_batch(&r, s % 2, n, batch, A);
-        char what[96];
-        snprintf(what, sizeof what, "cpu blocked n=%zu batch=%zu", n, batch);
-        check_cholesky(ctx, n, batch, 1, A, what);
-        snprintf(what, sizeof what, "cpu blocked n=%zu single", n);
-        check_cholesky(ctx, n, 1, 0, A + n * n, what);
-        free(A);
-    }
-    /* in place: the same L as out of place, bit for bit */
-    {
-        const size_t n = 385;
-        float *A = malloc(n * n * sizeof *A), *L1 = malloc(n * n * sizeof *L1), *L2 = malloc(n * n * sizeof *L2);
-        gen_gram(&r, n, 1.0, A);
-        wbcl_tensor *tA = make(ctx, 0, n, n, A), *tL = make(ctx, 0, n, n, NULL);
-        ck_assert_int_eq(wbcl_cholesky(ctx, tA, tL), WBCL_SUCCESS);
-        ck_assert_int_eq(wbcl_cholesky(ctx, tA, tA), WBCL_SUCCESS);
-        ck_assert_int_eq(wbcl_tensor_read(ctx, tL, L1, n * n), WBCL_SUCCESS);
-        ck_assert_int_eq(wbcl_tensor_read(ctx, tA, L2, n * n), WBCL_SUCCESS);
-        ck_assert_msg(memcmp(L1, L2, n * n * sizeof *L1) == 0, "in-place L differs from out-of-place L");
-        ck_assert(chol_residual(n, L2, A) <= RES_BOUND(n));
-        wbcl_tensor_destroy(tA);
-        wbcl_tensor_destroy(tL);
-        free(A);
-        free(L1);
-        free(L2);
-    }
-    wbcl_context_destroy(ctx);
+    check_blocked(WBCL_VARIANT_CPU, "cpu", sizes, sizeof sizes / sizeof *sizes, 21, 385);
 }
 END_TEST
 
@@ -491,39 +496,7 @@ END_TEST
 START_TEST(cholesky_gpu_blocks)
 {
     static const size_t sizes[] = {128, 129, 131, 256, 263};
-    wbcl_context *ctx = tu_context();
-    tu_rng r;
-    tu_rng_seed(&r, 23);
-    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
-    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
-        const size_t n = sizes[s], batch = 2;
-        float *A = malloc(batch * n * n * sizeof *A);
-        gen_batch(&r, s % 2, n, batch, A);
-        char what[96];
-        snprintf(what, sizeof what, "gpu blocked n=%zu batch=%zu", n, batch);
-        check_cholesky(ctx, n, batch, 1, A, what);
-        snprintf(what, sizeof what, "gpu blocked n=%zu single", n);
-        check_cholesky(ctx, n, 1, 0, A + n * n, what);
-        free(A);
-    }
-    {
-        const size_t n = 263;
-        float *A = malloc(n * n * sizeof *A), *L1 = malloc(n * n * sizeof *L1), *L2 = malloc(n * n * sizeof *L2);
-        gen_gram(&r, n, 1.0, A);
-        wbcl_tensor *tA = make(ctx, 0, n, n, A), *tL = make(ctx, 0, n, n, NULL);
-        ck_assert_int_eq(wbcl_cholesky(ctx, tA, tL), WBCL_SUCCESS);
-        ck_assert_int_eq(wbcl_cholesky(ctx, tA, tA), WBCL_SUCCESS);
-        ck_assert_int_eq(wbcl_tensor_read(ctx, tL, L1, n * n), WBCL_SUCCESS);
-        ck_assert_int_eq(wbcl_tensor_read(ctx, tA, L2, n * n), WBCL_SUCCESS);
-        ck_assert_msg(memcmp(L1, L2, n * n * sizeof *L1) == 0, "gpu: in-place L differs from out-of-place L");
-        ck_assert(chol_residual(n, L2, A) <= RES_BOUND(n));
-        wbcl_tensor_destroy(tA);
-        wbcl_tensor_destroy(tL);
-        free(A);
-        free(L1);
-        free(L2);
-    }
-    wbcl_context_destroy(ctx);
+    check_blocked(WBCL_VARIANT_GPU, "gpu", sizes, sizeof sizes / sizeof *sizes, 23, 263);
 }
 END_TEST
 
