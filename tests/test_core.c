@@ -296,8 +296,15 @@ START_TEST(disk_cache_and_prebuilt_binaries)
     setenv("WBCL_CACHE_DIR", cache, 1);
     size_t s[1] = {100};
     float y[100];
-    /* 1st process-like context: builds from source, saves on destroy */
+    /* 1st process-like context: builds from source; destroy saves it where the driver keeps no
+     * kernel cache of its own, i.e. not on PoCL unless POCL_KERNEL_CACHE=0 (context.h) */
     wbcl_context *ctx = tu_context();
+    const int pocl = strstr(wbcl_context_device(ctx)->platform_name, "Portable Computing Language") != NULL;
+    const char *kc_env = getenv("POCL_KERNEL_CACHE");
+    char kc_saved[64] = "";
+    const char *kc = kc_env ? strncpy(kc_saved, kc_env, sizeof kc_saved - 1) : NULL;
+    const int saves_at_exit = !pocl || (kc && !strcmp(kc, "0"));
+    ck_assert_int_eq(ctx->cache_save_at_exit, saves_at_exit);
     wbcl_tensor *t = NULL;
     ck_assert_int_eq(wbcl_tensor_create(ctx, 1, s, WBCL_F32, NULL, &t), WBCL_SUCCESS);
     ck_assert_int_eq(run_axpb(ctx, t, 1, 3), WBCL_SUCCESS);
@@ -305,8 +312,25 @@ START_TEST(disk_cache_and_prebuilt_binaries)
     ck_assert_int_eq(wbcl_context_export_binaries(ctx, bins), WBCL_SUCCESS);
     wbcl_tensor_destroy(t);
     wbcl_context_destroy(ctx);
-    ck_assert_int_eq(count_bins(cache, first, sizeof first), 1);
+    ck_assert_int_eq(count_bins(cache, first, sizeof first), saves_at_exit);
     ck_assert_int_eq(count_bins(bins, NULL, 0), 1);
+    if (!saves_at_exit) {
+        /* an explicit wbcl_context_save_cache writes on every device */
+        ctx = tu_context();
+        ck_assert_int_eq(wbcl_tensor_create(ctx, 1, s, WBCL_F32, NULL, &t), WBCL_SUCCESS);
+        ck_assert_int_eq(run_axpb(ctx, t, 1, 3), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_context_save_cache(ctx), WBCL_SUCCESS);
+        wbcl_tensor_destroy(t);
+        wbcl_context_destroy(ctx);
+        ck_assert_int_eq(count_bins(cache, first, sizeof first), 1);
+        /* with PoCL's kernel cache off, destroy writes wbcl's */
+        setenv("POCL_KERNEL_CACHE", "0", 1);
+        ctx = tu_context();
+        ck_assert_int_eq(ctx->cache_save_at_exit, 1);
+        wbcl_context_destroy(ctx);
+        if (kc) setenv("POCL_KERNEL_CACHE", kc, 1);
+        else unsetenv("POCL_KERNEL_CACHE");
+    }
     /* 2nd: loads from the cache and computes the same */
     ctx = tu_context();
     ck_assert_int_eq(wbcl_tensor_create(ctx, 1, s, WBCL_F32, NULL, &t), WBCL_SUCCESS);
@@ -325,7 +349,7 @@ START_TEST(disk_cache_and_prebuilt_binaries)
     ck_assert_int_eq(wbcl_tensor_read(ctx, t, y, 100), WBCL_SUCCESS);
     for (int i = 0; i < 100; i++) ck_assert(y[i] == 1.0f);
     wbcl_tensor_destroy(t);
-    wbcl_context_destroy(ctx); /* rewrites the entry */
+    wbcl_context_destroy(ctx); /* rewrites the entry where destroy saves */
     /* prebuilt binaries are consulted first, with the disk cache off */
     setenv("WBCL_CACHE_DIR", "off", 1);
     setenv("WBCL_BINARY_DIR", bins, 1);

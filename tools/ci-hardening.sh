@@ -41,7 +41,7 @@ run_asan() {
   # compile-from-source path of wbcl's own code still runs here in test_core's and test_deploy's
   # private cache directories, and under memcheck in valgrind-suites).
   local cache=()
-  [ -d build/cache/wbcl ] && cache=(-DWBCL_TEST_CACHE_DIR="$root/build/cache")
+  [ -d build/cache/pocl ] && cache=(-DWBCL_TEST_CACHE_DIR="$root/build/cache")
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWBCL_BUILD_PERF=OFF "${cache[@]}" \
         -DCMAKE_C_FLAGS="$san" \
         -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \

@@ -33,6 +33,19 @@ static char *default_cache_dir(void)
     return dup_str(buf);
 }
 
+/* Whether the driver keeps compiled kernels on disk itself, keyed like wbcl's cache (source and
+ * options), so that wbcl's own binaries add nothing but their cost. PoCL does (its kernel cache,
+ * POCL_CACHE_DIR, on unless POCL_KERNEL_CACHE=0), and there the cost is high: PoCL's
+ * CL_PROGRAM_BINARIES compiles every kernel of the program for a generic work-group size, used or
+ * not (perf/RESULTS.md, "Program cache": a cold `wbcl-run attn.softmax` took 25 s with wbcl's
+ * cache written at exit and 6 s without; the warm run 0.06 s against 0.29 s). */
+static int driver_caches_kernels(const wbcl_device_info *info)
+{
+    if (!strstr(info->platform_name, "Portable Computing Language")) return 0;
+    const char *kc = getenv("POCL_KERNEL_CACHE");
+    return !(kc && strcmp(kc, "0") == 0);
+}
+
 /* ---- kernel variants: names, $WBCL_VARIANT ---------------------------------------------------- */
 
 static const char *const variant_names[] = {"auto", "cpu", "gpu"}; /* indexed by wbcl_variant */
@@ -142,6 +155,7 @@ wbcl_status wbcl_context_create(const char *selector, wbcl_context **out, char *
     ctx->gemm_backend = ctx->info.type == WBCL_DEVICE_CPU ? WBCL_GEMM_PACKED : WBCL_GEMM_CLBLAST;
     wbcl__params_init(ctx);
     ctx->cache_dir = default_cache_dir();
+    ctx->cache_save_at_exit = !driver_caches_kernels(&ctx->info);
     const char *bd = getenv("WBCL_BINARY_DIR");
     if (bd && *bd) ctx->binary_dir = dup_str(bd);
     const char *kd = getenv("WBCL_KERNEL_DIR");
@@ -162,7 +176,7 @@ void wbcl_context_destroy(wbcl_context *ctx)
 {
     if (!ctx) return;
     if (ctx->queue) clFinish(ctx->queue);
-    if (ctx->cl) wbcl_context_save_cache(ctx); /* best effort: failures are not errors */
+    if (ctx->cl && ctx->cache_save_at_exit) wbcl_context_save_cache(ctx); /* best effort: failures are not errors */
     wbcl__programs_release(ctx);
     wbcl__fft_release(ctx);
     for (int i = 0; i < WBCL_SCRATCH_SLOTS; i++)

@@ -84,6 +84,8 @@ struct wbcl_context {
     wbcl_kern **kerns;
     size_t n_kerns, cap_kerns;
     char *cache_dir;                /* NULL: disk cache off */
+    int cache_save_at_exit;         /* destroy writes new binaries (0 where the driver keeps its own
+                                       kernel cache: see driver_caches_kernels in context.c) */
     char *binary_dir;               /* NULL: none           */
     char *kernel_dir;               /* NULL: embedded only  */
     cl_mem scratch[WBCL_SCRATCH_SLOTS];

@@ -26,14 +26,20 @@ typedef struct wbcl_context wbcl_context;
  *                     WBCL_ERROR_INVALID_ARGUMENT and a message naming the variable.
  *   WBCL_KERNEL_DIR   directory whose <family>.cl files replace the embedded kernels
  *   WBCL_CACHE_DIR    on-disk program cache (default $XDG_CACHE_HOME/wbcl or ~/.cache/wbcl;
- *                     "off" disables it)
+ *                     "off" disables it). Binaries found there are always used; the context
+ *                     writes new ones at destroy unless the driver keeps compiled kernels on
+ *                     disk itself: on PoCL (its kernel cache, POCL_CACHE_DIR, on unless
+ *                     POCL_KERNEL_CACHE=0) it does not, because PoCL's binary export compiles
+ *                     every kernel of a program, used or not (a cold start 4x slower), and PoCL
+ *                     already keeps what was compiled. wbcl_context_save_cache writes anyway.
  *   WBCL_BINARY_DIR   directory of prebuilt program binaries (wbcl-info --export-binaries),
  *                     consulted first, read-only; keyed by the embedded kernels, so they are
  *                     used even when WBCL_KERNEL_DIR is set (which then serves only programs
  *                     the directory lacks) */
 wbcl_status wbcl_context_create(const char *selector, wbcl_context **out, char *err, size_t errlen);
 
-/* Saves program binaries that were used but not yet cached, frees everything. NULL is a no-op. */
+/* Saves program binaries that were used but not yet cached (where the driver keeps no kernel
+ * cache of its own: see WBCL_CACHE_DIR above), frees everything. NULL is a no-op. */
 void wbcl_context_destroy(wbcl_context *ctx);
 
 /* Message of the last failed call on this context ("" if none). Valid until the next call. */
@@ -90,7 +96,8 @@ uint64_t wbcl_context_build_ns(const wbcl_context *ctx);
  * loads them without compiling. Creates dir if needed. */
 wbcl_status wbcl_context_export_binaries(wbcl_context *ctx, const char *dir);
 
-/* Saves used programs to the on-disk cache now (also done by destroy). */
+/* Saves used programs to the on-disk cache now, on every device (destroy does it only where
+ * the driver keeps no kernel cache of its own). Success when the cache is off. */
 wbcl_status wbcl_context_save_cache(wbcl_context *ctx);
 
 /* The kernel families built into the library ("aot", "attention", ..., "xca"), i = 0, 1, ...;
