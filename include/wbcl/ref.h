@@ -176,6 +176,28 @@ int wbcl_ref_circ_dense_layer(size_t m, size_t C, size_t H, size_t W, size_t K, 
                               double lambda, double *Z, int *yhat);
 /* end shift-invariant ReduNet */
 
+/* Causal language models (include/wbcl/lm.h; host/ref/ref_lm.c) -----------------------------------
+ * Straight from SPEC §6.4 / §1.5 / §2 in double: token + position embedding, the blocks, ln_f (not
+ * crate_lm), logits = x headᵀ. Optional vectors (LayerNorm and Linear biases) may be NULL. */
+typedef struct wbcl_ref_lm_block {
+    const double *ln1_g, *ln1_b, *ln2_g, *ln2_b; /* (d); gpt2/tost ln_1, ln_2; crate prenorm_1, prenorm_2   */
+    const double *Wa, *ba;       /* attn.c_attn: gpt2 (3d, d) + (3d); tost (d, d) + (d); crate (K p, d), ba NULL */
+    const double *Wo, *bo;       /* attn.c_proj: (d, d) or (d, K p), (d)                                         */
+    const double *temp, *bias;   /* tost: temp (K), denom_bias (K, block_size)                                   */
+    const double *Wfc, *bfc, *Wpr, *bpr; /* gpt2/tost MLP: c_fc (hidden, d) + (hidden), c_proj (d, hidden) + (d) */
+    const double *ista;          /* crate: (d, d), step 0.1, lambda 0.1, ReLU                                    */
+} wbcl_ref_lm_block;
+typedef struct wbcl_ref_lm {
+    int kind; /* 0 gpt2, 1 tost_lm, 2 crate_lm (wbcl_lm_kind) */
+    size_t V, block_size, d, depth, heads, dim_head, hidden;
+    const double *wte, *wpe, *lnf_g, *lnf_b; /* (V, d), (block_size, d), (d) (not crate)  */
+    const double *head;                      /* (V, d); NULL: wte (tied)                   */
+    const wbcl_ref_lm_block *blocks;         /* depth                                      */
+} wbcl_ref_lm;
+/* logits (B, T, V) of the sequences ids (B, T), every id in [0, V), T <= block_size. */
+void wbcl_ref_lm_forward(const wbcl_ref_lm *m, size_t B, size_t T, const long long *ids, double *logits);
+/* end causal language models */
+
 #ifdef __cplusplus
 }
 #endif
