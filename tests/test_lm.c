@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -605,6 +606,95 @@ START_TEST(sampling)
 }
 END_TEST
 
+/* ============================================================================ wbcl-run modules */
+static int run_tool(const char *args, const char *errfile)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s/wbcl-run %s >%s 2>&1", WBCL_TOOLS_DIR, args, errfile);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static char *slurp(const char *path)
+{
+    static char buf[8192];
+    buf[0] = 0;
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = 0;
+        fclose(f);
+    }
+    return buf;
+}
+
+START_TEST(run_modules)
+{
+    wbcl_context *ctx = tu_context();
+    rmodel rm;
+    rmodel_make(&rm, 1, 23, 12, 77); /* tost_lm: the cheapest to add (its programs are built above) */
+    const char *wp = rmodel_write(&rm, "cli.safetensors", NULL, NULL, NULL);
+    char w[512], ids[512], lg[512], gen[512], log[512], args[3072];
+    snprintf(w, sizeof w, "%s", wp);
+    snprintf(ids, sizeof ids, "%s", tmp_path("ids.npy"));
+    snprintf(lg, sizeof lg, "%s", tmp_path("logits.npy"));
+    snprintf(gen, sizeof gen, "%s", tmp_path("gen.npy"));
+    snprintf(log, sizeof log, "%s", tmp_path("log.txt"));
+    const long long v[8] = {3, 0, 22, 7, 9, 1, 5, 11};
+    wbcl_array a32;
+    char err[256];
+    size_t s2[2] = {2, 4};
+    ck_assert(wbcl_array_alloc(&a32, WBCL_ELEM_I32, 2, s2, err, sizeof err) == WBCL_SUCCESS);
+    for (int i = 0; i < 8; i++) ((int32_t *)a32.data)[i] = (int32_t)v[i];
+    ck_assert(wbcl_npy_write(ids, &a32, err, sizeof err) == WBCL_SUCCESS);
+    /* logits with --verify, equal to the library's forward */
+    snprintf(args, sizeof args, "tost_lm --weights %s --input %s --output %s --param heads=3 --verify", w, ids, lg);
+    ck_assert_msg(run_tool(args, log) == 0, "tost_lm failed: %s", slurp(log));
+    ck_assert_msg(strstr(slurp(log), "): ok"), "no verify line: %s", slurp(log));
+    wbcl_array got;
+    ck_assert_msg(wbcl_npy_read(lg, &got, err, sizeof err) == WBCL_SUCCESS, "%s", err);
+    ck_assert_int_eq(got.ndim, 3);
+    ck_assert_uint_eq(got.shape[2], 23);
+    wbcl_lm *m = NULL;
+    ck_assert(wbcl_lm_load_file(ctx, w, WBCL_LM_TOST, 3, &m) == WBCL_SUCCESS);
+    float *want = forward_host(ctx, m, &a32, 8 * 23);
+    ck_assert(max_abs(want, (const float *)got.data, 8 * 23) == 0.0);
+    wbcl_array_free(&got);
+    free(want);
+    /* greedy generation: prompt then 6 ids, the library's generate */
+    snprintf(args, sizeof args, "tost_lm.generate --weights %s --input %s --output %s --param heads=3 --param tokens=6 --param stream=1",
+             w, ids, gen);
+    ck_assert_msg(run_tool(args, log) == 0, "tost_lm.generate failed: %s", slurp(log));
+    ck_assert(wbcl_npy_read(gen, &got, err, sizeof err) == WBCL_SUCCESS);
+    ck_assert(got.elem == WBCL_ELEM_I64 && got.ndim == 2 && got.shape[0] == 2 && got.shape[1] == 10);
+    int64_t ref[20];
+    ck_assert(wbcl_lm_generate(ctx, m, &a32, 6, NULL, NULL, NULL, ref) == WBCL_SUCCESS);
+    ck_assert_mem_eq(ref, got.data, sizeof ref);
+    char line[64];
+    snprintf(line, sizeof line, "%lld %lld\n", (long long)ref[4], (long long)ref[14]); /* the first streamed step */
+    ck_assert_msg(strstr(slurp(log), line), "stream=1 did not print '%s': %s", line, slurp(log));
+    wbcl_array_free(&got);
+    /* errors: an id out of range, too many tokens, missing heads */
+    ((int32_t *)a32.data)[5] = 23;
+    ck_assert(wbcl_npy_write(ids, &a32, err, sizeof err) == WBCL_SUCCESS);
+    snprintf(args, sizeof args, "tost_lm --weights %s --input %s --param heads=3", w, ids);
+    ck_assert(run_tool(args, log) != 0);
+    ck_assert_msg(strstr(slurp(log), "token id 23 (sequence 1, position 1)"), "%s", slurp(log));
+    snprintf(args, sizeof args, "tost_lm.generate --weights %s --input %s --param heads=3 tokens=9", w, ids);
+    ((int32_t *)a32.data)[5] = 2;
+    ck_assert(wbcl_npy_write(ids, &a32, err, sizeof err) == WBCL_SUCCESS);
+    ck_assert(run_tool(args, log) != 0);
+    ck_assert_msg(strstr(slurp(log), "exceed the model's block_size 12"), "%s", slurp(log));
+    snprintf(args, sizeof args, "tost_lm --weights %s --input %s", w, ids);
+    ck_assert(run_tool(args, log) != 0);
+    ck_assert_msg(strstr(slurp(log), "--param heads=K"), "%s", slurp(log));
+    wbcl_array_free(&a32);
+    wbcl_lm_destroy(m);
+    rmodel_free(&rm);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *lm_suite(void)
 {
     Suite *s = suite_create("lm");
@@ -614,6 +704,7 @@ static Suite *lm_suite(void)
     tcase_add_test(tc, bad_inputs);
     tcase_add_loop_test(tc, random_vs_reference_and_decode, 0, 3);
     tcase_add_loop_test(tc, golden, 0, 3);
+    tcase_add_test(tc, run_modules);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -31,6 +31,12 @@
     X(redunet2d_apply) /* mod_circulant.c */                                                        \
     X(crate) /* mod_models.c */                                                                     \
     X(tost)  /* mod_models.c */                                                                     \
+    X(gpt2)              /* mod_lm.c */                                                             \
+    X(tost_lm)           /* mod_lm.c */                                                             \
+    X(crate_lm)          /* mod_lm.c */                                                             \
+    X(gpt2_generate)     /* mod_lm.c */                                                             \
+    X(tost_lm_generate)  /* mod_lm.c */                                                             \
+    X(crate_lm_generate) /* mod_lm.c */                                                             \
     /* mod_attention.c, mod_redunet.c, ...: add their lines here */
 
 #define WBCL_RUN_DECLARE(name) extern const wbcl_run_module wbcl_mod_##name;
