@@ -21,7 +21,56 @@ static void usage(FILE *f)
                "                         wbcl-bench sizes, which adds their shape-specialized programs)\n"
                "  The kernel variants shown are those a new context gets: by device type, or CPU- or\n"
                "  GPU-shaped on every device under $WBCL_VARIANT=cpu|gpu (wbcl-run, wbcl-bench: --variant);\n"
-               "  --export-binaries builds that family's programs.\n");
+               "  --export-binaries builds that family's programs.\n"
+               "  The kernel parameters the selected device's contexts use are listed per family, each\n"
+               "  with its source: default, shipped table, cache file, or the file $WBCL_TUNING names\n"
+               "  (wbcl-tune writes these tables: include/wbcl/tuning.h), and any rejected table or key.\n");
+}
+
+/* The kernel parameters a context on device `chosen` uses, per family, with their source
+ * (include/wbcl/tuning.h), and the notes about rejected tables or keys. */
+static void show_params(size_t chosen)
+{
+    char sel[32], err[1024] = "";
+    snprintf(sel, sizeof sel, "%zu", chosen);
+    wbcl_context *ctx = NULL;
+    if (wbcl_context_create(sel, &ctx, err, sizeof err)) {
+        printf("kernel parameters: no context on device %zu (%s)\n", chosen, err);
+        return;
+    }
+    const char *origin;
+    wbcl_param_source ts = wbcl_context_tuning_source(ctx, &origin);
+    printf("kernel parameters of device %zu (%s variant), table: %s%s%s%s\n", chosen,
+           wbcl_variant_name(wbcl_context_variant(ctx)), ts == WBCL_PARAM_DEFAULT ? "none (defaults)" : wbcl_param_source_name(ts),
+           *origin ? " " : "", origin, getenv("WBCL_TUNING") ? "  [$WBCL_TUNING set]" : "");
+    const char *family = "";
+    wbcl_param_info pi;
+    for (size_t i = 0; wbcl_context_param(ctx, i, &pi); i++) {
+        if (strcmp(family, pi.family) != 0) {
+            printf("  %s:\n", pi.family);
+            family = pi.family;
+        }
+        char val[64];
+        snprintf(val, sizeof val, "%ld", pi.value);
+        char p[32] = "";
+        if (pi.p) snprintf(p, sizeof p, " (p = %zu)", pi.p);
+        if (pi.source == WBCL_PARAM_DEFAULT)
+            printf("    %-22s %6s  default%s\n", pi.key, val, p);
+        else
+            printf("    %-22s %6s  %s%s%s (default %ld)%s\n", pi.key, val, wbcl_param_source_name(pi.source),
+                   *pi.origin ? ": " : "", pi.origin, pi.default_value, p);
+    }
+    const char *notes = wbcl_context_tuning_notes(ctx);
+    if (*notes) {
+        printf("  notes on the parameter tables:\n");
+        for (const char *s = notes; *s;) {
+            const char *e = strchr(s, '\n');
+            size_t l = e ? (size_t)(e - s) : strlen(s);
+            printf("    %.*s\n", (int)l, s);
+            s += l + (e ? 1 : 0);
+        }
+    }
+    wbcl_context_destroy(ctx);
 }
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -85,6 +134,7 @@ int main(int argc, char **argv)
                from, d->type == WBCL_DEVICE_CPU ? "wbcl packed register-tile kernel" : "CLBlast");
     }
     int rc = bad_variant;
+    if (!bad_variant && n) show_params(chosen);
     if (export_dir && !bad_variant) {
         char sel_idx[32];
         snprintf(sel_idx, sizeof sel_idx, "%zu", chosen);

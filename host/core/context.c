@@ -153,8 +153,9 @@ wbcl_status wbcl_context_create(const char *selector, wbcl_context **out, char *
     }
     ctx->variant = variant == WBCL_VARIANT_AUTO ? variant_by_type(&ctx->info) : variant;
     ctx->gemm_backend = ctx->info.type == WBCL_DEVICE_CPU ? WBCL_GEMM_PACKED : WBCL_GEMM_CLBLAST;
-    wbcl__params_init(ctx);
     ctx->cache_dir = default_cache_dir();
+    wbcl__tuning_load(ctx); /* the device's parameter table (wbcl/tuning.h): never fails */
+    wbcl__params_init(ctx);
     ctx->cache_save_at_exit = !driver_caches_kernels(&ctx->info);
     const char *bd = getenv("WBCL_BINARY_DIR");
     if (bd && *bd) ctx->binary_dir = dup_str(bd);
@@ -183,6 +184,7 @@ void wbcl_context_destroy(wbcl_context *ctx)
         if (ctx->scratch[i]) clReleaseMemObject(ctx->scratch[i]);
     if (ctx->queue) clReleaseCommandQueue(ctx->queue);
     if (ctx->cl) clReleaseContext(ctx->cl);
+    wbcl__tuning_release(ctx);
     free(ctx->cache_dir);
     free(ctx->binary_dir);
     free(ctx->kernel_dir);

@@ -36,7 +36,16 @@ typedef struct wbcl_params {
     int gemm_tile;    /* GPU-shaped kernels: square local-memory tile edge       */
     int reduce_rows;  /* CPU row-block reductions: rows streamed per work-item   */
     int reduce_wg;    /* GPU work-group reductions: work-group size              */
+    int gemm_a_block_kib; /* packed GEMM: KiB of packed A panels per block (L2)    */
 } wbcl_params;
+
+/* ---- tuned parameters (host/core/tuning.c; include/wbcl/tuning.h documents keys and files) ---- */
+#define WBCL_TUNED_MAX 64
+typedef struct wbcl__tuned {
+    char key[48];     /* "gemm.mr", "attention.p64.qb" */
+    long value;       /* validated against the kernels and the device */
+    int source;       /* wbcl_param_source */
+} wbcl__tuned;
 
 /* ---- program cache --------------------------------------------------------- */
 enum { WBCL_ORIGIN_SOURCE = 0, WBCL_ORIGIN_BINARY_DIR = 1, WBCL_ORIGIN_CACHE = 2 };
@@ -92,6 +101,12 @@ struct wbcl_context {
     size_t scratch_bytes[WBCL_SCRATCH_SLOTS];
     struct wbcl__fft_cache *fft;    /* clFFT plans (host/core/fft.c); NULL until the first FFT */
     int gemm_linear_mode;           /* wbcl__gemm_linear: 0 fused (default), 1 epilogue only, 2 unfused */
+    wbcl__tuned tuned[WBCL_TUNED_MAX]; /* table values and set parameters (override the defaults) */
+    size_t n_tuned;
+    int tuning_source;              /* wbcl_param_source of the table loaded (0: none) */
+    wbcl_variant tuning_variant;    /* the kernel variant the table is for */
+    char *tuning_origin;            /* its path or name (heap; NULL: none) */
+    char *tuning_notes;             /* rejected tables and keys, one per line (heap; NULL: none) */
 };
 
 struct wbcl_tensor {
@@ -135,8 +150,24 @@ wbcl_status wbcl__check_same_shape(wbcl_context *ctx, const wbcl_tensor *a, cons
 int wbcl__mul_ok(size_t a, size_t b, size_t *out);
 
 /* ---- programs and kernels --------------------------------------------------- */
-/* Device-class parameter table lookup (fills ctx->params). */
+/* Device-class parameter table lookup (fills ctx->params): the defaults, then the tuned values
+ * that apply (wbcl__tuned). */
 void wbcl__params_init(wbcl_context *ctx);
+/* Loads the context's parameter table ($WBCL_TUNING, cache file, shipped table: tuning.h) into
+ * ctx->tuned, with notes for what was rejected; never fails (out of memory: no table). Call
+ * after ctx->info, ctx->variant and ctx->cache_dir are set, before wbcl__params_init. */
+void wbcl__tuning_load(wbcl_context *ctx);
+void wbcl__tuning_release(wbcl_context *ctx);
+/* The tuned value of `key` ("gemm.mr", "attention.qb") that applies on this context: for
+ * attention keys and p > 0 the scoped "attention.pP.name" first. Returns 1 and sets *value
+ * (and *source if not NULL) when there is one, else 0. Table values apply only while the
+ * context runs the table's variant; set values always. */
+int wbcl__tuned_value(const wbcl_context *ctx, const char *key, size_t p, long *value, int *source);
+/* Fused attention's parameters for head dimension p (host/ops/attention.c): v[0..4] = qb, g, vw,
+ * bq, bk; with tuned = 0 the built-in rule only, else with the tuned values applied. */
+void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[5]);
+/* Shipped tables (host/core/tuning_tables.c): the i-th table's name and text, NULL past the end. */
+const char *wbcl__shipped_table(size_t i, const char **name);
 /* The -D prelude common to every program of this context (static storage in ctx). */
 /* Gets a cached kernel, building/loading its program on first use. `extra` are
  * additional build options (e.g. "-DTS=16"), may be NULL. */

@@ -20,9 +20,9 @@ void wbcl__params_init(wbcl_context *ctx)
      * on Zen 4, and 12 x 32 measured 1.03-1.07x faster than 8 x 32 at
      * n = 1024-2048 on this project's Xeon: perf/RESULTS.md), no local
      * memory, work-groups of >= 64 items. */
-    static const wbcl_params cpu = {64, 12, 32, 16, 64, 64};
-    static const wbcl_params gpu = {256, 8, 32, 16, 1, 256};
-    static const wbcl_params acc = {64, 8, 32, 8, 1, 64};
+    static const wbcl_params cpu = {64, 12, 32, 16, 64, 64, 1024};
+    static const wbcl_params gpu = {256, 8, 32, 16, 1, 256, 1024};
+    static const wbcl_params acc = {64, 8, 32, 8, 1, 64, 1024};
     wbcl_params p = ctx->variant == WBCL_VARIANT_CPU ? cpu
                   : ctx->info.type == WBCL_DEVICE_GPU ? gpu
                   : ctx->info.type == WBCL_DEVICE_CPU ? gpu : acc;
@@ -44,6 +44,16 @@ void wbcl__params_init(wbcl_context *ctx)
     if (p.wg_size < 1) p.wg_size = 1;
     if (p.reduce_wg < 1) p.reduce_wg = 1;
     if (p.gemm_tile < 1) p.gemm_tile = 1;
+    /* tuned values (include/wbcl/tuning.h), validated against the device when they were loaded or set */
+    static const struct { const char *key; size_t off; } tuned[] = {
+        {"core.wg", offsetof(wbcl_params, wg_size)},          {"reduce.rows", offsetof(wbcl_params, reduce_rows)},
+        {"reduce.wg", offsetof(wbcl_params, reduce_wg)},      {"gemm.mr", offsetof(wbcl_params, gemm_mr)},
+        {"gemm.nr", offsetof(wbcl_params, gemm_nr)},          {"gemm.a_block_kib", offsetof(wbcl_params, gemm_a_block_kib)},
+    };
+    for (size_t i = 0; i < sizeof tuned / sizeof tuned[0]; i++) {
+        long v;
+        if (wbcl__tuned_value(ctx, tuned[i].key, 0, &v, NULL)) *(int *)((char *)&p + tuned[i].off) = (int)v;
+    }
     ctx->params = p;
 }
 

@@ -42,27 +42,51 @@ typedef struct att_params {
     int bq, bk;     /* GPU */
 } att_params;
 
-static void choose_params(const wbcl_context *ctx, size_t p, att_params *a)
+void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[5])
 {
-    a->p = p;
-    a->vw = p <= 4 ? 4 : p <= 8 ? 8 : 16;
-    a->pp = (p + (size_t)a->vw - 1) / (size_t)a->vw * (size_t)a->vw;
+    const int vw = p <= 4 ? 4 : p <= 8 ? 8 : 16;
+    v[2] = vw;
+    if (tuned) {
+        long t;
+        if (wbcl__tuned_value(ctx, "attention.vw", p, &t, NULL)) v[2] = (int)t;
+    }
     /* output accumulators QB * PP/VW vectors, plus 2*QB score vectors: stay within the
      * 32 vector registers of AVX-512 for p <= 64 */
-    size_t nv = a->pp / (size_t)a->vw;
-    a->qb = nv <= 4 ? 4 : nv <= 8 ? 2 : 1;
+    const size_t pp = (p + (size_t)v[2] - 1) / (size_t)v[2] * (size_t)v[2], nv = pp / (size_t)v[2];
+    v[0] = nv <= 4 ? 4 : nv <= 8 ? 2 : 1;
     /* two register groups per work-item: each 32-key block of K and V is used twice from L1
      * (perf/RESULTS.md: G = 1, 2, 4 within noise at n = 4096, p = 48; 2 halves the K/V traffic) */
-    a->g = 2;
+    v[1] = 2;
     /* GPU: 64 queries per work-group (or the device's maximum), K and V tiles of BK keys
      * within half the local memory */
     size_t bq = 64;
     while (bq > 1 && bq > ctx->info.max_work_group_size) bq /= 2;
-    a->bq = (int)bq;
-    int bk = 32;
+    v[3] = (int)bq;
+    v[4] = 32;
+    if (tuned) {
+        static const char *const keys[5] = {"attention.qb", "attention.g", NULL, "attention.bq", "attention.bk"};
+        for (int i = 0; i < 5; i++) {
+            long t;
+            if (keys[i] && wbcl__tuned_value(ctx, keys[i], p, &t, NULL)) v[i] = (int)t;
+        }
+    }
+    /* BK: the K and V tiles (2 * BK * p floats) within half the local memory (a tuned BK too:
+     * an unscoped key is validated without knowing p) */
     uint64_t lm = ctx->info.local_mem_size ? ctx->info.local_mem_size : 16384;
-    while (bk > 1 && (uint64_t)bk * p * 2 * sizeof(float) > lm / 2) bk /= 2;
-    a->bk = bk;
+    while (v[4] > 1 && (uint64_t)v[4] * p * 2 * sizeof(float) > lm / 2) v[4] /= 2;
+}
+
+static void choose_params(const wbcl_context *ctx, size_t p, att_params *a)
+{
+    int v[5];
+    wbcl__attention_params(ctx, p, 1, v);
+    a->p = p;
+    a->vw = v[2];
+    a->pp = (p + (size_t)a->vw - 1) / (size_t)a->vw * (size_t)a->vw;
+    a->qb = v[0];
+    a->g = v[1];
+    a->bq = v[3];
+    a->bk = v[4];
 }
 
 static void options(const att_params *a, int half, char *buf, size_t len)

@@ -40,8 +40,8 @@
  * cl/gemm.cl); mcb is chosen so that a block's packed A panels take about
  * this many bytes: they then stay in a core's L2 cache while every column
  * panel of B streams past them (n = 2048 on Zen 4: mcb = 16, 1.0-1.15x faster
- * than whole columns; perf/RESULTS.md). */
-#define A_BLOCK_BYTES ((size_t)1 << 20)
+ * than whole columns; perf/RESULTS.md). The size is ctx->params.gemm_a_block_kib KiB:
+ * 1024 by default, a tuned value from the device's parameter table (wbcl/tuning.h). */
 /* Largest dimension the kernels index with 32-bit integers. */
 #define DIM_MAX ((size_t)INT_MAX)
 
@@ -188,7 +188,8 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
     if (pa > (UINT32_MAX - TILE_LOCAL) / pb)
         return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: m=%zu n=%zu give %zu x %zu register tiles, more than 2^32", op, m,
                           n, pa, pb);
-    size_t mcb_ = A_BLOCK_BYTES / (MR * k * sizeof(float));
+    size_t mcb_ = (size_t)(ctx->params.gemm_a_block_kib > 0 ? ctx->params.gemm_a_block_kib : 1024) * 1024 /
+                  (MR * k * sizeof(float));
     const cl_uint mcb = (cl_uint)(mcb_ < 1 ? 1 : mcb_ > pa ? pa : mcb_);
     size_t chunk = batch;
     if (a_batched && chunk > limit / ea) chunk = limit / ea;

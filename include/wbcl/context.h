@@ -35,7 +35,10 @@ typedef struct wbcl_context wbcl_context;
  *   WBCL_BINARY_DIR   directory of prebuilt program binaries (wbcl-info --export-binaries),
  *                     consulted first, read-only; keyed by the embedded kernels, so they are
  *                     used even when WBCL_KERNEL_DIR is set (which then serves only programs
- *                     the directory lacks) */
+ *                     the directory lacks)
+ *   WBCL_TUNING       the kernel parameter table ("off": none); unset: the device's file in the
+ *                     cache directory, else a table shipped for the device, else the defaults.
+ *                     A bad table or key is ignored with a note, never a failure: wbcl/tuning.h */
 wbcl_status wbcl_context_create(const char *selector, wbcl_context **out, char *err, size_t errlen);
 
 /* Saves program binaries that were used but not yet cached (where the driver keeps no kernel

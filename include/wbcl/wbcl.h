@@ -25,5 +25,6 @@
 #include "wbcl/redunet.h"
 #include "wbcl/models.h"
 #include "wbcl/circulant.h"
+#include "wbcl/tuning.h"
 
 #endif

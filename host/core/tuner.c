@@ -1,0 +1,544 @@
+/* The tuner (wbcl_tune_run, include/wbcl/tuning.h; the engine of tools/wbcl-tune.c): per family, a list of parameter candidates (the default
+ * first), each checked against the double reference on a small shape, then timed (median of
+ * reps wall-clock calls, each followed by a finish) on the shapes of the CRATE/ToST models; the
+ * best (geometric mean of its speed-ups over the default, measured interleaved with the default
+ * call by call; ahead by at least 2%, or by what the default gains against itself if that is
+ * more: the noise floor) is compared once more against the default and kept only if it is
+ * still ahead by half that margin; the winners are written to the device's parameter table. */
+#define _POSIX_C_SOURCE 200809L
+#include "wbcl/wbcl.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_KEYS 3
+#define MAX_CANDS 24
+#define MAX_SHAPES 4
+#define WIN_MARGIN 1.02 /* a candidate must beat the current best by 2%, or by the noise floor if larger */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void logf_(FILE *log, const char *fmt, ...)
+{
+    if (!log) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(log, fmt, ap);
+    va_end(ap);
+    fflush(log);
+}
+#define LOG(...) logf_(tlog, __VA_ARGS__)
+
+/* deterministic data in [-1, 1) */
+static void fill(float *x, size_t n, uint64_t seed)
+{
+    uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+    }
+}
+
+/* normwise relative error max|x - r| / max|r| */
+static double rel_err(const float *x, const double *r, size_t n)
+{
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double e = fabs((double)x[i] - r[i]);
+        if (!(e <= d)) d = e; /* NaN propagates as a huge error */
+        if (fabs(r[i]) > m) m = fabs(r[i]);
+    }
+    return m > 0 ? d / m : d;
+}
+
+static wbcl_status make(wbcl_context *ctx, int nd, const size_t *shape, uint64_t seed, wbcl_tensor **t)
+{
+    size_t n = 1;
+    for (int i = 0; i < nd; i++) n *= shape[i];
+    float *h = malloc(n * sizeof *h);
+    if (!h) return WBCL_ERROR_OUT_OF_MEMORY;
+    fill(h, n, seed);
+    wbcl_status st = wbcl_tensor_create(ctx, nd, shape, WBCL_F32, h, t);
+    free(h);
+    return st;
+}
+
+/* ---- the families ------------------------------------------------------------------- */
+typedef struct shape {
+    size_t a, b, c;  /* gemm: m, n, k; attention: B*K heads, N, p */
+    char label[64];
+    wbcl_tensor *t[4];
+} shape;
+
+typedef struct family {
+    const char *name;
+    const char *keys[MAX_KEYS];
+    int nkeys;
+    long cand[MAX_CANDS][MAX_KEYS];
+    int ncand;
+    shape shapes[MAX_SHAPES];
+    int nshapes;
+    double tol;
+    wbcl_status (*check)(wbcl_context *ctx, double *err);
+    wbcl_status (*run)(wbcl_context *ctx, shape *s);
+} family;
+
+/* GEMM: C (m, n) = A (m, k) op(B), NN and NT (the linear layers' X Wᵀ) on 53 x 70 x 67.
+ * Tolerance 1e-4 (normwise): float32 sums of 67 products of O(1) values are off by ~1e-6 of
+ * the largest entry; a wrong tile, index or padding gives O(1). */
+static wbcl_status gemm_check(wbcl_context *ctx, double *err)
+{
+    const size_t m = 53, n = 70, k = 67;
+    const size_t sa[2] = {m, k}, sbn[2] = {k, n}, sbt[2] = {n, k}, sc[2] = {m, n};
+    wbcl_tensor *A = NULL, *B = NULL, *Bt = NULL, *C = NULL;
+    float *h = malloc(sizeof(float) * (m * k + 2 * k * n + m * n));
+    double *ad = malloc(sizeof(double) * (m * k + 2 * k * n + m * n));
+    wbcl_status st = h && ad ? WBCL_SUCCESS : WBCL_ERROR_OUT_OF_MEMORY;
+    if (!st) st = make(ctx, 2, sa, 11, &A);
+    if (!st) st = make(ctx, 2, sbn, 12, &B);
+    if (!st) st = make(ctx, 2, sbt, 13, &Bt);
+    if (!st) st = wbcl_tensor_create(ctx, 2, sc, WBCL_F32, NULL, &C);
+    *err = 0;
+    for (int tb = 0; tb < 2 && !st; tb++) {
+        float *ha = h, *hb = h + m * k, *hc = hb + k * n;
+        double *da = ad, *db = ad + m * k, *dc = db + k * n;
+        fill(ha, m * k, 11);
+        fill(hb, k * n, tb ? 13 : 12);
+        for (size_t i = 0; i < m * k; i++) da[i] = ha[i];
+        for (size_t i = 0; i < k * n; i++) db[i] = hb[i];
+        st = wbcl_gemm(ctx, WBCL_NO_TRANS, tb ? WBCL_TRANS : WBCL_NO_TRANS, 1.0f, A, tb ? Bt : B, 0.0f, C);
+        if (!st) st = wbcl_tensor_read(ctx, C, hc, m * n);
+        if (st) break;
+        wbcl_ref_gemm(0, tb, m, n, k, 1.0, da, k, db, tb ? k : n, 0.0, dc, n);
+        const double e = rel_err(hc, dc, m * n);
+        if (!(e <= *err)) *err = e;
+    }
+    wbcl_tensor_destroy(A);
+    wbcl_tensor_destroy(B);
+    wbcl_tensor_destroy(Bt);
+    wbcl_tensor_destroy(C);
+    free(h);
+    free(ad);
+    return st;
+}
+
+static wbcl_status gemm_run(wbcl_context *ctx, shape *s)
+{
+    if (!s->t[0]) {
+        const size_t sa[2] = {s->a, s->c}, sb[2] = {s->b, s->c}, sc[2] = {s->a, s->b};
+        wbcl_status st = make(ctx, 2, sa, 21, &s->t[0]);
+        if (!st) st = make(ctx, 2, sb, 22, &s->t[1]);
+        if (!st) st = wbcl_tensor_create(ctx, 2, sc, WBCL_F32, NULL, &s->t[2]);
+        if (st) return st;
+    }
+    return wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_TRANS, 1.0f, s->t[0], s->t[1], 0.0f, s->t[2]);
+}
+
+/* Fused attention, p = 64 (the models' head dimension; the tuned keys are scoped to it):
+ * B 1, K 2 heads, N 45, softmax and causal, against wbcl_ref_attention_heads. Tolerance 1e-4
+ * (normwise): the online softmax in float32 with its 2^x polynomial (relative error ~2e-7)
+ * over 45 keys stays near 1e-6; a wrong block, mask or rescale gives O(1e-2) or more. */
+#define ATT_P 64
+static wbcl_status att_check(wbcl_context *ctx, double *err)
+{
+    const size_t B = 1, K = 2, N = 45, p = ATT_P, n = B * K * N * p;
+    const size_t sh[4] = {B, K, N, p};
+    wbcl_tensor *q = NULL, *k = NULL, *v = NULL, *o = NULL;
+    float *h = malloc(sizeof(float) * 4 * n);
+    double *d = malloc(sizeof(double) * 4 * n);
+    wbcl_status st = h && d ? WBCL_SUCCESS : WBCL_ERROR_OUT_OF_MEMORY;
+    if (!st) st = make(ctx, 4, sh, 31, &q);
+    if (!st) st = make(ctx, 4, sh, 32, &k);
+    if (!st) st = make(ctx, 4, sh, 33, &v);
+    if (!st) st = wbcl_tensor_create(ctx, 4, sh, WBCL_F32, NULL, &o);
+    *err = 0;
+    if (!st) {
+        for (int i = 0; i < 3; i++) {
+            fill(h + i * n, n, 31 + (uint64_t)i);
+            for (size_t j = 0; j < n; j++) d[i * n + j] = h[i * n + j];
+        }
+    }
+    for (int causal = 0; causal < 2 && !st; causal++) {
+        const double scale = 1.0 / sqrt((double)p);
+        st = wbcl_attention_softmax_heads(ctx, q, k, v, (float)scale, causal, o);
+        if (!st) st = wbcl_tensor_read(ctx, o, h + 3 * n, n);
+        if (st) break;
+        wbcl_ref_attention_heads(B, K, N, N, p, d, d + n, d + 2 * n, scale, causal, d + 3 * n);
+        const double e = rel_err(h + 3 * n, d + 3 * n, n);
+        if (!(e <= *err)) *err = e;
+    }
+    wbcl_tensor_destroy(q);
+    wbcl_tensor_destroy(k);
+    wbcl_tensor_destroy(v);
+    wbcl_tensor_destroy(o);
+    free(h);
+    free(d);
+    return st;
+}
+
+static wbcl_status att_run(wbcl_context *ctx, shape *s)
+{
+    if (!s->t[0]) {
+        const size_t sh[4] = {1, s->a, s->b, s->c};
+        wbcl_status st = WBCL_SUCCESS;
+        for (int i = 0; i < 3 && !st; i++) st = make(ctx, 4, sh, 41 + (uint64_t)i, &s->t[i]);
+        if (!st) st = wbcl_tensor_create(ctx, 4, sh, WBCL_F32, NULL, &s->t[3]);
+        if (st) return st;
+    }
+    return wbcl_attention_softmax_heads(ctx, s->t[0], s->t[1], s->t[2], 0.125f, 0, s->t[3]);
+}
+
+static void add_shape(family *f, size_t a, size_t b, size_t c, const char *label)
+{
+    shape *s = &f->shapes[f->nshapes++];
+    memset(s, 0, sizeof *s);
+    s->a = a, s->b = b, s->c = c;
+    snprintf(s->label, sizeof s->label, "%s", label);
+}
+
+static void add_cand(family *f, long a, long b, long c)
+{
+    const long v[3] = {a, b, c};
+    for (int i = 0; i < f->ncand; i++)
+        if (!memcmp(f->cand[i], v, sizeof(long) * (size_t)f->nkeys)) return; /* the default again */
+    if (f->ncand < MAX_CANDS) memcpy(f->cand[f->ncand++], v, sizeof v);
+}
+
+/* The default candidate (current values after a reset), then the sweep's list for this device. */
+static void setup_family(wbcl_context *ctx, family *f, int quick)
+{
+    long d[3] = {0, 0, 0};
+    for (int i = 0; i < f->nkeys; i++) wbcl_context_param_get(ctx, f->keys[i], &d[i], NULL);
+    f->ncand = 0;
+    add_cand(f, d[0], d[1], d[2]);
+    const wbcl_device_info *dev = wbcl_context_device(ctx);
+    const int gpu = wbcl_context_variant(ctx) == WBCL_VARIANT_GPU;
+    if (!strcmp(f->name, "gemm")) {
+        /* register tiles MR x NR: about 3/4 of the vector registers as accumulators */
+        if (dev->native_vector_width_float >= 16 || gpu) {
+            static const long t[][2] = {{12, 32}, {8, 32}, {14, 32}, {10, 32}, {6, 64}, {4, 64}, {16, 16}, {6, 32}};
+            for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], 0);
+        } else {
+            static const long t[][2] = {{6, 16}, {4, 16}, {8, 16}, {3, 32}, {4, 32}, {8, 8}, {12, 8}};
+            for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], 0);
+        }
+        if (quick) add_shape(f, 40, 48, 24, "40x24->48");
+        else {
+            add_shape(f, 1576, 1536, 384, "(8*197)x384->1536");
+            add_shape(f, 1576, 384, 1536, "(8*197)x1536->384");
+            add_shape(f, 1024, 1024, 1024, "1024^3");
+        }
+    } else if (gpu) {
+        static const long t[][2] = {{64, 32}, {32, 32}, {128, 32}, {64, 16}, {128, 16}, {256, 16}, {64, 64}, {32, 64}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], 0);
+    } else {
+        static const long t[][3] = {{4, 2, 16}, {4, 1, 16}, {4, 4, 16}, {2, 2, 16}, {2, 4, 16}, {3, 2, 16},
+                                    {5, 2, 16}, {6, 1, 16}, {2, 2, 8},  {4, 2, 8},  {1, 4, 16}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], t[i][2]);
+    }
+    if (!strcmp(f->name, "attention")) {
+        if (quick) add_shape(f, 2, 64, ATT_P, "BK 2 N 64 p 64");
+        else {
+            add_shape(f, 48, 197, ATT_P, "BK 48 N 197 p 64");
+            add_shape(f, 8, 1024, ATT_P, "BK 8 N 1024 p 64");
+            add_shape(f, 4, 4096, ATT_P, "BK 4 N 4096 p 64");
+        }
+    }
+}
+
+static void free_shapes(family *f)
+{
+    for (int i = 0; i < f->nshapes; i++)
+        for (int j = 0; j < 4; j++) {
+            wbcl_tensor_destroy(f->shapes[i].t[j]);
+            f->shapes[i].t[j] = NULL;
+        }
+}
+
+static void cand_str(const family *f, const long *v, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; i < f->nkeys && n < len; i++) {
+        const char *k = strrchr(f->keys[i], '.');
+        n += (size_t)snprintf(buf + n, len - n, "%s%s=%ld", i ? " " : "", k ? k + 1 : f->keys[i], v[i]);
+    }
+}
+
+/* Sets a candidate's keys; on a validation failure restores `back` and returns the status. */
+static wbcl_status set_cand(wbcl_context *ctx, const family *f, const long *v, const long *back)
+{
+    for (int i = 0; i < f->nkeys; i++) {
+        wbcl_status st = wbcl_context_set_param(ctx, f->keys[i], v[i]);
+        if (st) {
+            for (int j = 0; j < i; j++) wbcl_context_set_param(ctx, f->keys[j], back[j]);
+            return st;
+        }
+    }
+    return WBCL_SUCCESS;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof *x, cmp_d);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* One timed call (seconds), or < 0 on failure. */
+static double time_call(wbcl_context *ctx, const family *f, shape *s, wbcl_status *st)
+{
+    const double t0 = now_s();
+    *st = f->run(ctx, s);
+    if (!*st) *st = wbcl_context_finish(ctx);
+    return *st ? -1.0 : now_s() - t0;
+}
+
+/* Candidate `v` against the default `d`, interleaved call by call so that both see the same
+ * load: per shape a warm-up call of each (builds, first-launch compiles), then reps pairs.
+ * Medians in seconds into med_v, med_d. Leaves the default set. */
+static wbcl_status time_paired(wbcl_context *ctx, family *f, const long *v, const long *d, int reps, double *med_v,
+                               double *med_d)
+{
+    double tv[64], td[64];
+    wbcl_status st = WBCL_SUCCESS;
+    for (int s = 0; s < f->nshapes && !st; s++) {
+        shape *sh = &f->shapes[s];
+        if ((st = set_cand(ctx, f, v, d)) || time_call(ctx, f, sh, &st) < 0) break;
+        if ((st = set_cand(ctx, f, d, d)) || time_call(ctx, f, sh, &st) < 0) break;
+        for (int k = 0; k < reps && !st; k++) {
+            if ((st = set_cand(ctx, f, v, d)) || (tv[k] = time_call(ctx, f, sh, &st)) < 0) break;
+            if ((st = set_cand(ctx, f, d, d)) || (td[k] = time_call(ctx, f, sh, &st)) < 0) break;
+        }
+        if (!st) {
+            med_v[s] = median(tv, reps);
+            med_d[s] = median(td, reps);
+        }
+    }
+    set_cand(ctx, f, d, d);
+    return st;
+}
+
+/* Geometric mean over the shapes of default time / candidate time (> 1: the candidate is faster). */
+static double score_of(const family *f, const double *tv, const double *td)
+{
+    double lg = 0;
+    for (int s = 0; s < f->nshapes; s++) lg += log(td[s] / tv[s]);
+    return exp(lg / f->nshapes);
+}
+
+/* ---- the sweep of one family ---------------------------------------------------------- */
+typedef struct result {
+    long best[MAX_KEYS];
+    double def_ms[MAX_SHAPES], best_ms[MAX_SHAPES];
+    int tried, rejected, wrong, untried, kept_default;
+} result;
+
+static wbcl_status sweep(wbcl_context *ctx, family *f, double deadline, int reps, FILE *out, result *r)
+{
+    FILE *tlog = out;
+    memset(r, 0, sizeof *r);
+    double tv[MAX_SHAPES], td[MAX_SHAPES], best_score = 1.0, margin = WIN_MARGIN;
+    char cs[96];
+    const long *dflt = f->cand[0];
+    memcpy(r->best, dflt, sizeof r->best);
+    for (int c = 0; c < f->ncand; c++) {
+        if (c > 0 && now_s() > deadline) {
+            r->untried = f->ncand - c;
+            LOG("  budget reached: %d candidate(s) left untried\n", r->untried);
+            break;
+        }
+        cand_str(f, f->cand[c], cs, sizeof cs);
+        wbcl_status st = set_cand(ctx, f, f->cand[c], dflt);
+        if (st) {
+            LOG("  [%2d/%d] %-24s rejected by validation: %s\n", c + 1, f->ncand, cs, wbcl_context_last_error(ctx));
+            r->rejected++;
+            continue;
+        }
+        double err = 0;
+        st = f->check(ctx, &err);
+        if (st || !(err <= f->tol)) {
+            if (st) LOG("  [%2d/%d] %-24s failed: %s\n", c + 1, f->ncand, cs, wbcl_context_last_error(ctx));
+            else LOG("  [%2d/%d] %-24s WRONG RESULTS: error %.3g against the reference (bound %.1g): rejected\n",
+                     c + 1, f->ncand, cs, err, f->tol);
+            if (c == 0) return st ? st : WBCL_ERROR_NUMERIC; /* the defaults themselves: stop */
+            r->wrong++;
+            set_cand(ctx, f, dflt, dflt);
+            continue;
+        }
+        if (c == 0) { /* the default against itself: the noise floor of the pairing */
+            st = time_paired(ctx, f, dflt, dflt, reps, tv, td);
+            if (st) return st;
+            r->tried++;
+            LOG("  [%2d/%d] %-24s (default) check %.1e,", c + 1, f->ncand, cs, err);
+            for (int s = 0; s < f->nshapes; s++) LOG(" %.3f ms", 1e3 * td[s]);
+            /* the noise floor: a win must exceed what the default gains against itself */
+            const double self = score_of(f, tv, td), noise = self > 1.0 ? self : 1.0 / self;
+            if (noise > margin) margin = noise;
+            LOG("  (against itself x%.3f: a winner must beat x%.3f)\n", self, margin);
+            continue;
+        }
+        st = time_paired(ctx, f, f->cand[c], dflt, reps, tv, td);
+        if (st) {
+            LOG("  [%2d/%d] %-24s failed while timing: %s\n", c + 1, f->ncand, cs, wbcl_context_last_error(ctx));
+            r->rejected++;
+            continue;
+        }
+        r->tried++;
+        const double score = score_of(f, tv, td);
+        LOG("  [%2d/%d] %-24s check %.1e,", c + 1, f->ncand, cs, err);
+        for (int s = 0; s < f->nshapes; s++) LOG(" %.3f ms (default %.3f)", 1e3 * tv[s], 1e3 * td[s]);
+        LOG("  x%.3f%s\n", score, score > best_score * margin ? "  best so far" : "");
+        if (score > best_score * margin) {
+            best_score = score;
+            memcpy(r->best, f->cand[c], sizeof r->best);
+        }
+    }
+    /* the winner against the default once more, interleaved: it must hold its lead */
+    wbcl_status st = time_paired(ctx, f, r->best, dflt, reps, tv, td);
+    if (st) return st;
+    if (memcmp(r->best, dflt, sizeof r->best) && !(score_of(f, tv, td) > sqrt(margin))) {
+        cand_str(f, r->best, cs, sizeof cs);
+        LOG("  %s did not hold its lead when measured again (x%.3f): the default is kept\n", cs, score_of(f, tv, td));
+        memcpy(r->best, dflt, sizeof r->best);
+        r->kept_default = 1;
+        if ((st = time_paired(ctx, f, dflt, dflt, reps, tv, td))) return st;
+    }
+    for (int s = 0; s < f->nshapes; s++) {
+        r->def_ms[s] = 1e3 * td[s];
+        r->best_ms[s] = 1e3 * tv[s];
+    }
+    return WBCL_SUCCESS;
+}
+
+/* ---- the run ----------------------------------------------------------------------------- */
+wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, size_t path_len)
+{
+    if (path_out && path_len) path_out[0] = 0;
+    const int all = !o->family || !strcmp(o->family, "all");
+    if (!all && strcmp(o->family, "gemm") && strcmp(o->family, "attention")) {
+        LOG("wbcl-tune: unknown family '%s' (gemm, attention or all)\n", o->family);
+        return WBCL_ERROR_INVALID_ARGUMENT;
+    }
+    int reps = o->reps > 0 ? o->reps : o->quick ? 1 : 5;
+    if (reps > 64) reps = 64;
+    char err[1024] = "";
+    wbcl_context *ctx = NULL;
+    wbcl_status st = wbcl_context_create(o->device, &ctx, err, sizeof err);
+    if (st) {
+        LOG("wbcl-tune: %s\n", err);
+        return st;
+    }
+    const wbcl_device_info *dev = wbcl_context_device(ctx);
+    char path[4096];
+    if (o->out) snprintf(path, sizeof path, "%s", o->out);
+    else if ((st = wbcl_tuning_path(ctx, path, sizeof path))) {
+        LOG("wbcl-tune: %s; give --out FILE\n", wbcl_context_last_error(ctx));
+        wbcl_context_destroy(ctx);
+        return st;
+    }
+    /* the sweep measures against the built-in defaults, whatever table this context loaded */
+    wbcl_context_reset_params(ctx);
+    if (wbcl_context_gemm_backend(ctx) != WBCL_GEMM_PACKED && (all || !strcmp(o->family, "gemm"))) {
+        LOG("note: GEMM runs on CLBlast on this device by default; tuning wbcl's packed kernel (the one the\n"
+            "      table's gemm.* keys control, selected with wbcl_context_set_gemm_backend)\n");
+        wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_PACKED);
+    }
+    LOG("wbcl-tune: device '%s' (%s, driver %s), %s variant, budget %.0f s, %d timed call(s) per shape\n"
+        "  (wall-clock medians; on a machine shared with other work the figures move with its load)\n",
+        dev->name, dev->vendor, dev->driver_version, wbcl_variant_name(wbcl_context_variant(ctx)), o->budget_s, reps);
+
+    family fams[2];
+    memset(fams, 0, sizeof fams);
+    int nf = 0;
+    if (all || !strcmp(o->family, "gemm")) {
+        family *f = &fams[nf++];
+        f->name = "gemm";
+        f->keys[0] = "gemm.mr", f->keys[1] = "gemm.nr";
+        f->nkeys = 2;
+        f->tol = 1e-4;
+        f->check = gemm_check;
+        f->run = gemm_run;
+    }
+    if (all || !strcmp(o->family, "attention")) {
+        family *f = &fams[nf++];
+        f->name = "attention";
+        if (wbcl_context_variant(ctx) == WBCL_VARIANT_GPU) {
+            f->keys[0] = "attention.p64.bq", f->keys[1] = "attention.p64.bk";
+            f->nkeys = 2;
+        } else {
+            f->keys[0] = "attention.p64.qb", f->keys[1] = "attention.p64.g", f->keys[2] = "attention.p64.vw";
+            f->nkeys = 3;
+        }
+        f->tol = 1e-4;
+        f->check = att_check;
+        f->run = att_run;
+    }
+    const double t0 = now_s();
+    result res[2];
+    char summary[4096] = "";
+    size_t sn = 0;
+    int failed = 0;
+    for (int i = 0; i < nf && !failed; i++) {
+        family *f = &fams[i];
+        setup_family(ctx, f, o->quick);
+        /* the budget left is shared evenly by the families still to sweep */
+        const double deadline = now_s() + (o->budget_s - (now_s() - t0)) / (nf - i);
+        LOG("%s: %d candidate(s) over %d shape(s); checks against the double reference first\n", f->name, f->ncand,
+            f->nshapes);
+        st = sweep(ctx, f, deadline, reps, tlog, &res[i]);
+        if (st) {
+            LOG("wbcl-tune: %s: the defaults fail (%s): nothing written\n", f->name,
+                st == WBCL_ERROR_NUMERIC ? "wrong results" : wbcl_context_last_error(ctx));
+            failed = 1;
+        }
+        free_shapes(f);
+    }
+    if (!failed) {
+        /* the table: every family's winner (the default when nothing beat it) */
+        wbcl_context_reset_params(ctx);
+        LOG("\nresult (winner against default, medians of %d interleaved call pairs, same process):\n", reps);
+        for (int i = 0; i < nf; i++) {
+            family *f = &fams[i];
+            result *r = &res[i];
+            char cs[96], ds[96];
+            cand_str(f, r->best, cs, sizeof cs);
+            cand_str(f, f->cand[0], ds, sizeof ds);
+            set_cand(ctx, f, r->best, f->cand[0]);
+            LOG("  %s: %s (default %s); %d timed, %d wrong, %d rejected, %d untried\n", f->name, cs, ds, r->tried,
+                r->wrong, r->rejected, r->untried);
+            sn += (size_t)snprintf(summary + sn, sizeof summary - sn, "%s: %s (default %s)\n", f->name, cs, ds);
+            for (int s = 0; s < f->nshapes && sn < sizeof summary; s++) {
+                LOG("    %-22s default %9.3f ms  tuned %9.3f ms  ratio %.3f\n", f->shapes[s].label, r->def_ms[s],
+                    r->best_ms[s], r->def_ms[s] / r->best_ms[s]);
+                sn += (size_t)snprintf(summary + sn, sizeof summary - sn, "  %s: default %.3f ms, tuned %.3f ms, x%.3f\n",
+                                       f->shapes[s].label, r->def_ms[s], r->best_ms[s], r->def_ms[s] / r->best_ms[s]);
+            }
+        }
+        char comment[4608];
+        snprintf(comment, sizeof comment, "written by wbcl-tune (budget %.0f s, %d call(s) per shape%s)\n%s", o->budget_s,
+                 reps, o->quick ? ", quick test shapes" : "", summary);
+        st = wbcl_context_save_params(ctx, path, comment);
+        if (st) LOG("wbcl-tune: %s\n", wbcl_context_last_error(ctx));
+        else {
+            LOG("wrote %s (%.1f s)\n", path, now_s() - t0);
+            if (path_out && path_len) snprintf(path_out, path_len, "%s", path);
+        }
+    }
+    wbcl_context_destroy(ctx);
+    return st;
+}

@@ -1,0 +1,164 @@
+/* wbcl — tuned kernel parameters: a per-device parameter table that a context loads at
+ * creation, and the calls wbcl-tune (tools/wbcl-tune.c) uses to sweep and save it.
+ *
+ * Every op's kernels are compiled with parameters (register tile of the packed GEMM, queries
+ * per register group of the fused attention, work-group sizes, ...). Their defaults come from
+ * the device class (host/core/program.c, host/ops/attention.c). A parameter table replaces
+ * some of them for one device.
+ *
+ * Where a new context takes its table from (the first one that is accepted):
+ *   1. $WBCL_TUNING=path: that file ("off": no table at all, the defaults everywhere);
+ *   2. the file for this device in the cache directory ($WBCL_CACHE_DIR, see context.h):
+ *      <cache>/tuning/<device name>-<8 hex digits>.txt, the digits a hash of device name,
+ *      vendor and driver version (wbcl_tuning_path gives the exact name); wbcl-tune writes it;
+ *   3. a table compiled into the library for the devices measured by the project
+ *      (host/core/tuning_tables.c, one text table per device in the format below), chosen
+ *      when device name, vendor and driver version are equal to its header's;
+ *   4. none: the defaults.
+ * A table that is rejected as a whole (unreadable, corrupt, written for another device,
+ * vendor, driver or kernel variant) leaves a note (wbcl_context_tuning_notes) and the next
+ * source is tried. Inside an accepted table, a key that is unknown, malformed, duplicated,
+ * or whose value violates a kernel constraint or a device limit (work-group size, local
+ * memory, allowed vector widths, ranges) is dropped with a note: that parameter keeps its
+ * default. Loading never fails a context.
+ *
+ * The file format (text, UTF-8/ASCII, one item a line; '#' starts a comment line, blank
+ * lines are ignored; spaces around '=' are optional):
+ *
+ *     # anything
+ *     format = wbcl-tuning-1          (first item, required)
+ *     device = pthread-skylake-avx512 (required: CL_DEVICE_NAME, exactly)
+ *     vendor = GenuineIntel           (required: CL_DEVICE_VENDOR, exactly)
+ *     driver = 3.1                    (required: CL_DRIVER_VERSION, exactly)
+ *     variant = cpu                   (required: the kernel variant the values are for)
+ *     wbcl = 0.1.0                    (the library that wrote it; another version: a note,
+ *                                      the values are validated as always)
+ *     gemm.mr = 12                    (parameters: integer values, keys below)
+ *     attention.p64.qb = 4
+ *
+ * Keys ("family.name"; attention keys may be scoped to one head dimension p as
+ * "attention.pP.name", which wins over the unscoped key for that p):
+ *   core.wg            work-group size of the 1-D elementwise kernels (-DWBCL_WG): 1..device max
+ *   reduce.rows        CPU row-block reductions: rows streamed per work-item (-DWBCL_REDUCE_ROWS), 2..4096
+ *   reduce.wg          GPU work-group reductions (-DWBCL_REDUCE_WG): a power of two <= device max,
+ *                      4*wg bytes <= local memory
+ *   gemm.mr, gemm.nr   packed GEMM register tile, rows x columns of C per work-item
+ *                      (-DWBCL_GEMM_MR 1..16, -DWBCL_GEMM_NR 4, 8, 16, 32 or 64)
+ *   gemm.a_block_kib   packed GEMM: KiB of packed A panels visited per block (L2 blocking), 16..65536
+ *   attention.qb       CPU fused attention: queries per register group (-DWBCL_ATT_QB), 1..8
+ *   attention.g        CPU fused attention: register groups per work-item (-DWBCL_ATT_G), 1..4
+ *   attention.vw       fused attention accumulator vector width (-DWBCL_ATT_VW): 4, 8 or 16
+ *   attention.bq       GPU fused attention: queries per work-group (-DWBCL_ATT_BQ), a power of two
+ *                      <= device max
+ *   attention.bk       GPU fused attention: keys per local-memory tile (-DWBCL_ATT_BK), 1..256,
+ *                      2*bk*p floats within the local memory (scoped key: checked at load;
+ *                      unscoped: halved at use until it fits that p)
+ * Values in a table apply only while the context runs the table's kernel variant
+ * (wbcl_context_set_variant to the other one: the defaults of that variant).
+ *
+ * WBCL_TUNING and the cache directory are read once, by wbcl_context_create. */
+#ifndef WBCL_TUNING_H
+#define WBCL_TUNING_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include "wbcl/status.h"
+#include "wbcl/context.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where a parameter's value in use came from. */
+typedef enum wbcl_param_source {
+    WBCL_PARAM_DEFAULT = 0, /* the built-in rule for the device class            */
+    WBCL_PARAM_SHIPPED = 1, /* a table compiled into the library (3. above)       */
+    WBCL_PARAM_CACHE = 2,   /* the device's file in the cache directory (2.)      */
+    WBCL_PARAM_ENV = 3,     /* the file named by $WBCL_TUNING (1.)                */
+    WBCL_PARAM_SET = 4      /* wbcl_context_set_param on this context             */
+} wbcl_param_source;
+
+/* "default", "shipped table", "cache file", "WBCL_TUNING", "set"; NULL outside the enum. */
+const char *wbcl_param_source_name(wbcl_param_source s);
+
+typedef struct wbcl_param_info {
+    const char *key;          /* "gemm.mr", "attention.p64.qb", ...                      */
+    const char *family;       /* "core", "reduce", "gemm", "attention"                   */
+    long value;               /* in use on this context (attention: for head dim p below) */
+    long default_value;       /* what the built-in rule gives                             */
+    size_t p;                 /* attention keys: the head dimension value refers to       */
+    wbcl_param_source source;
+    const char *origin;       /* file path or table name; "" for default and set          */
+    const char *doc;          /* one line: what the parameter is                          */
+} wbcl_param_info;
+
+/* The i-th parameter of this context (i = 0, 1, ...): every key of the list above
+ * (attention's unscoped keys shown for p = 64, the head dimension of the CRATE/ToST models),
+ * then each head-dimension-scoped attention entry of the table. Returns 1, or 0 past the last.
+ * Strings stay valid until the context changes its parameters or is destroyed. */
+int wbcl_context_param(const wbcl_context *ctx, size_t i, wbcl_param_info *out);
+
+/* The value in use for `key` ("gemm.mr", "attention.qb", "attention.p64.qb"; an attention
+ * key without scope is resolved for p = 64) and where it came from (either output may be
+ * NULL). WBCL_ERROR_INVALID_ARGUMENT for an unknown key. */
+wbcl_status wbcl_context_param_get(const wbcl_context *ctx, const char *key, long *value, wbcl_param_source *source);
+
+/* Sets one parameter on this context (source WBCL_PARAM_SET), after the same validation a
+ * table's values get: an unknown key or a value that violates a kernel constraint or the
+ * device's limits fails with WBCL_ERROR_INVALID_ARGUMENT (or WBCL_ERROR_DEVICE_LIMIT) and a
+ * message naming key, value and rule; the parameter is then unchanged. Kernels built from
+ * then on use it (programs built before stay cached under their own options). */
+wbcl_status wbcl_context_set_param(wbcl_context *ctx, const char *key, long value);
+
+/* Forgets every table value and set parameter: the defaults everywhere (the notes stay). */
+wbcl_status wbcl_context_reset_params(wbcl_context *ctx);
+
+/* Notes about tables or keys rejected when this context loaded its parameters, one per line;
+ * "" when there were none. */
+const char *wbcl_context_tuning_notes(const wbcl_context *ctx);
+
+/* The source of the table in use (WBCL_PARAM_DEFAULT: none) and its path or name ("" if none). */
+wbcl_param_source wbcl_context_tuning_source(const wbcl_context *ctx, const char **origin);
+
+/* The path of this device's file in the context's cache directory (see 2. above), into buf.
+ * WBCL_ERROR_UNSUPPORTED when the cache is off (WBCL_CACHE_DIR=off, no HOME). */
+wbcl_status wbcl_tuning_path(const wbcl_context *ctx, char *buf, size_t len);
+
+/* Writes the context's parameters that do not come from the defaults (table values in use,
+ * and every wbcl_context_set_param) as a table for this device and variant, to `path`
+ * (directories created, the file replaced atomically). `comment` (may be NULL) is written as
+ * '#' lines at the top. */
+wbcl_status wbcl_context_save_params(wbcl_context *ctx, const char *path, const char *comment);
+
+/* ---- the tuner (host/core/tuner.c; the command-line tool is wbcl-tune) ---- */
+typedef struct wbcl_tune_opts {
+    const char *device;  /* selector (wbcl_device_select); NULL: $WBCL_DEVICE, else the default */
+    const char *family;  /* "gemm", "attention", or NULL / "all"                                */
+    double budget_s;     /* wall-clock budget of the sweep: no candidate starts past it (the
+                          * defaults are always measured; the final winner-against-default
+                          * comparison, about 2 x reps calls per shape, runs after it)        */
+    const char *out;     /* table to write; NULL: wbcl_tuning_path of the device               */
+    int quick;           /* tiny shapes (tests): timings meaningless, the plumbing exercised   */
+    int reps;            /* timed call pairs per shape and candidate (median); 0: 5 (quick: 1) */
+} wbcl_tune_opts;
+
+/* Sweeps the tunable parameters of the device's kernels, family by family, starting from the
+ * built-in defaults (whatever table the device has): GEMM (gemm.mr x gemm.nr register tiles)
+ * and fused attention for head dimension 64 (attention.p64.qb, .g, .vw on the CPU variant;
+ * .bq, .bk on the GPU variant). Each candidate is first run on a small shape and compared with
+ * the double-precision reference (include/wbcl/ref.h; a wrong one is rejected and reported),
+ * then timed against the default, interleaved call by call (medians of `reps` pairs), on the
+ * CRATE/ToST shapes: GEMMs (8*197) x 384 -> 1536, (8*197) x 1536 -> 384 and 1024^3; attention
+ * with B*K heads and N = 48 x 197, 8 x 1024, 4 x 4096. A winner must beat the default by 2%
+ * (or by the default's own spread against itself, if larger: the noise floor) on the geometric
+ * mean over the shapes, and keep at least half that lead in a second measurement; otherwise the
+ * default is kept. The winners of every family swept are written as the device's table
+ * (wbcl_context_save_params). Progress and the summary (winner against default per shape) go
+ * to `log` (may be NULL); the table's path to path_out (may be NULL). Fails, writing nothing,
+ * if no context opens, the defaults themselves fail their check, or the file is not writable. */
+wbcl_status wbcl_tune_run(const wbcl_tune_opts *opts, FILE *log, char *path_out, size_t path_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

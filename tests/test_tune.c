@@ -1,0 +1,341 @@
+/* Tuned kernel parameters (include/wbcl/tuning.h) and wbcl-tune's engine (host/core/tuner.c): a
+ * tuning run writes a table that a new context loads and whose kernels give the reference
+ * results; corrupt, stale and out-of-limit tables are reported and ignored, never a failure.
+ * Cost: the GEMM and attention programs of the defaults plus one non-default specialization
+ * of each (a few PoCL compilations); everything else is parsing. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "wbcl/wbcl.h"
+
+static char tmpdir[256];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/wbcl-tune-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void write_text(const char *path, const char *text, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(text, 1, len, f), len);
+    fclose(f);
+}
+
+/* A context with no table at all: the defaults. */
+static wbcl_context *plain_context(void)
+{
+    setenv("WBCL_TUNING", "off", 1);
+    wbcl_context *ctx = tu_context();
+    unsetenv("WBCL_TUNING");
+    return ctx;
+}
+
+/* A context loading `path` through $WBCL_TUNING. */
+static wbcl_context *context_with(const char *path)
+{
+    setenv("WBCL_TUNING", path, 1);
+    wbcl_context *ctx = tu_context();
+    unsetenv("WBCL_TUNING");
+    return ctx;
+}
+
+/* The header of a valid table for ctx's device and variant, with one header line replaced
+ * (key `swap`, NULL for none) by `swap_value`. */
+static void header(const wbcl_context *ctx, char *buf, size_t len, const char *swap, const char *swap_value)
+{
+    const wbcl_device_info *d = wbcl_context_device(ctx);
+    const char *keys[4] = {"device", "vendor", "driver", "variant"};
+    const char *vals[4] = {d->name, d->vendor, d->driver_version, wbcl_variant_name(wbcl_context_variant(ctx))};
+    size_t n = (size_t)snprintf(buf, len, "# test table\nformat = wbcl-tuning-1\n");
+    for (int i = 0; i < 4; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s = %s\n", keys[i], swap && !strcmp(swap, keys[i]) ? swap_value : vals[i]);
+}
+
+/* The key = value lines of a table file, for comparing with what a context uses. */
+typedef struct kv { char key[48]; long value; } kv;
+static size_t read_params(const char *path, kv *out, size_t max)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    size_t n = 0;
+    while (fgets(line, sizeof line, f) && n < max) {
+        char key[48];
+        long v;
+        if (line[0] != '#' && sscanf(line, "%47[a-z0-9_.] = %ld", key, &v) == 2 && strchr(key, '.')) {
+            snprintf(out[n].key, sizeof out[n].key, "%s", key);
+            out[n++].value = v;
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+/* GEMM (N, T) and fused attention (softmax and causal, p = 64) on ctx against the double
+ * reference. Tolerances: GEMM k = 67 terms of O(1) products, float32 rounding ~ k * 6e-8 of
+ * the O(8) entries: atol = rtol = 1e-4 leaves margin and still catches any wrong index (O(1));
+ * attention outputs are convex combinations of values in [-1, 1], online softmax in float32
+ * with a 2^x polynomial of relative error ~2e-7: atol 1e-5, rtol 1e-4. */
+static void check_kernels(wbcl_context *ctx)
+{
+    tu_rng r;
+    tu_rng_seed(&r, 77);
+    {
+        const size_t m = 53, n = 70, k = 67, sa[2] = {m, k}, sb[2] = {n, k}, sc[2] = {m, n};
+        float *a = tu_random_f32(&r, m * k, -1, 1), *b = tu_random_f32(&r, n * k, -1, 1), *c = malloc(m * n * 4);
+        double *ad = tu_to_f64(a, m * k), *bd = tu_to_f64(b, n * k), *cd = malloc(m * n * 8);
+        wbcl_tensor *A, *B, *C;
+        ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sa, WBCL_F32, a, &A), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sb, WBCL_F32, b, &B), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sc, WBCL_F32, NULL, &C), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_TRANS, 1.0f, A, B, 0.0f, C), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_tensor_read(ctx, C, c, m * n), WBCL_SUCCESS);
+        wbcl_ref_gemm(0, 1, m, n, k, 1.0, ad, k, bd, k, 0.0, cd, n);
+        tu_assert_close(c, cd, m * n, 1e-4, 1e-4, "GEMM with the table's parameters");
+        wbcl_tensor_destroy(A);
+        wbcl_tensor_destroy(B);
+        wbcl_tensor_destroy(C);
+        free(a), free(b), free(c), free(ad), free(bd), free(cd);
+    }
+    {
+        const size_t B = 1, K = 2, N = 45, p = 64, n = B * K * N * p, sh[4] = {B, K, N, p};
+        float *h[3], *o = malloc(n * 4);
+        double *d[3], *od = malloc(n * 8);
+        wbcl_tensor *t[4];
+        for (int i = 0; i < 3; i++) {
+            h[i] = tu_random_f32(&r, n, -1, 1);
+            d[i] = tu_to_f64(h[i], n);
+            ck_assert_int_eq(wbcl_tensor_create(ctx, 4, sh, WBCL_F32, h[i], &t[i]), WBCL_SUCCESS);
+        }
+        ck_assert_int_eq(wbcl_tensor_create(ctx, 4, sh, WBCL_F32, NULL, &t[3]), WBCL_SUCCESS);
+        for (int causal = 0; causal < 2; causal++) {
+            ck_assert_int_eq(wbcl_attention_softmax_heads(ctx, t[0], t[1], t[2], 0.125f, causal, t[3]), WBCL_SUCCESS);
+            ck_assert_int_eq(wbcl_tensor_read(ctx, t[3], o, n), WBCL_SUCCESS);
+            wbcl_ref_attention_heads(B, K, N, N, p, d[0], d[1], d[2], 0.125, causal, od);
+            tu_assert_close(o, od, n, 1e-5, 1e-4, causal ? "causal attention with the table's parameters"
+                                                          : "attention with the table's parameters");
+        }
+        for (int i = 0; i < 4; i++) wbcl_tensor_destroy(t[i]);
+        for (int i = 0; i < 3; i++) free(h[i]), free(d[i]);
+        free(o), free(od);
+    }
+}
+
+/* A tuning run with no budget (the defaults measured, nothing else tried) on the tiny shapes
+ * writes the device's file in the cache directory; a new context (no $WBCL_TUNING) loads it:
+ * every parameter of the file is in use, from the cache file, and the kernels are right. */
+START_TEST(tuning_run_writes_a_table_a_context_loads)
+{
+    make_tmpdir();
+    setenv("WBCL_CACHE_DIR", tmpdir, 1);
+    unsetenv("WBCL_TUNING");
+    wbcl_tune_opts o;
+    memset(&o, 0, sizeof o);
+    o.budget_s = 0;
+    o.quick = 1;
+    char path[4096];
+    ck_assert_int_eq(wbcl_tune_run(&o, NULL, path, sizeof path), WBCL_SUCCESS);
+    ck_assert_msg(strncmp(path, tmpdir, strlen(tmpdir)) == 0, "table written to '%s', not the cache dir", path);
+    kv p[16];
+    const size_t np = read_params(path, p, 16);
+    ck_assert_uint_ge(np, 4); /* gemm.mr, gemm.nr and the attention keys */
+
+    wbcl_context *ctx = tu_context();
+    char want[4096];
+    ck_assert_int_eq(wbcl_tuning_path(ctx, want, sizeof want), WBCL_SUCCESS);
+    ck_assert_str_eq(want, path);
+    const char *origin;
+    ck_assert_int_eq(wbcl_context_tuning_source(ctx, &origin), WBCL_PARAM_CACHE);
+    ck_assert_str_eq(origin, path);
+    ck_assert_str_eq(wbcl_context_tuning_notes(ctx), "");
+    for (size_t i = 0; i < np; i++) {
+        long v = -1;
+        wbcl_param_source s = WBCL_PARAM_DEFAULT;
+        ck_assert_int_eq(wbcl_context_param_get(ctx, p[i].key, &v, &s), WBCL_SUCCESS);
+        ck_assert_msg(v == p[i].value && s == WBCL_PARAM_CACHE, "%s: in use %ld from %s, file %ld", p[i].key, v,
+                      wbcl_param_source_name(s), p[i].value);
+    }
+    check_kernels(ctx);
+    wbcl_context_destroy(ctx);
+    unlink(path);
+}
+END_TEST
+
+/* A table of non-default values (as a tuning run that found winners writes it), named by
+ * $WBCL_TUNING: its values are in use, listed with their source, and the kernels built with
+ * them agree with the reference. */
+START_TEST(non_default_table_is_used_and_correct)
+{
+    make_tmpdir();
+    wbcl_context *ctx = plain_context();
+    long mr, qb;
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "gemm.mr", &mr, NULL), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "attention.p64.qb", &qb, NULL), WBCL_SUCCESS);
+    const long mr2 = mr == 8 ? 6 : 8, qb2 = qb == 2 ? 3 : 2;
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "gemm.mr", mr2), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.p64.qb", qb2), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.p64.g", 1), WBCL_SUCCESS);
+    char path[512];
+    snprintf(path, sizeof path, "%s/sub/table.txt", tmpdir);
+    ck_assert_int_eq(wbcl_context_save_params(ctx, path, "test table\nsecond line"), WBCL_SUCCESS);
+    wbcl_context_destroy(ctx);
+
+    ctx = context_with(path);
+    ck_assert_int_eq(wbcl_context_tuning_source(ctx, NULL), WBCL_PARAM_ENV);
+    ck_assert_str_eq(wbcl_context_tuning_notes(ctx), "");
+    long v;
+    wbcl_param_source s;
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "gemm.mr", &v, &s), WBCL_SUCCESS);
+    ck_assert_int_eq(v, mr2);
+    ck_assert_int_eq(s, WBCL_PARAM_ENV);
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "attention.p64.qb", &v, &s), WBCL_SUCCESS);
+    ck_assert_int_eq(v, qb2);
+    ck_assert_int_eq(s, WBCL_PARAM_ENV);
+    /* scoped to p = 64: other head dimensions keep their default */
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "attention.p32.g", &v, &s), WBCL_SUCCESS);
+    ck_assert_int_eq(s, WBCL_PARAM_DEFAULT);
+    /* the listing shows the scoped entry with its origin */
+    int listed = 0;
+    wbcl_param_info pi;
+    for (size_t i = 0; wbcl_context_param(ctx, i, &pi); i++)
+        if (!strcmp(pi.key, "attention.p64.qb")) {
+            listed = 1;
+            ck_assert_int_eq(pi.value, qb2);
+            ck_assert_int_eq(pi.source, WBCL_PARAM_ENV);
+            ck_assert_str_eq(pi.origin, path);
+        }
+    ck_assert_msg(listed, "attention.p64.qb not listed by wbcl_context_param");
+    check_kernels(ctx);
+    /* the other kernel variant: the table (for this variant) no longer applies */
+    const wbcl_variant other = wbcl_context_variant(ctx) == WBCL_VARIANT_CPU ? WBCL_VARIANT_GPU : WBCL_VARIANT_CPU;
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, other), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "gemm.mr", &v, &s), WBCL_SUCCESS);
+    ck_assert_int_eq(s, WBCL_PARAM_DEFAULT);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
+/* Corrupt and stale tables are rejected as a whole with a note naming the file and the
+ * reason; the context opens and uses another source (never $WBCL_TUNING's). */
+START_TEST(corrupt_and_stale_tables_are_reported_and_ignored)
+{
+    make_tmpdir();
+    wbcl_context *base = plain_context();
+    char hdr[2048], text[4096], path[512];
+    struct { const char *name, *swap, *value, *body, *why; } cases[] = {
+        {"garbage", NULL, NULL, NULL, "not 'key = value'"},
+        {"binary", NULL, NULL, NULL, "NUL byte"},
+        {"empty", NULL, NULL, NULL, "empty"},
+        {"no-format", NULL, NULL, NULL, "format"},
+        {"stale-driver", "driver", "0.0-stale", "gemm.mr = 8\n", "driver"},
+        {"other-device", "device", "Some Other GPU", "gemm.mr = 8\n", "device"},
+        {"other-vendor", "vendor", "Nobody Inc.", "gemm.mr = 8\n", "vendor"},
+        {"other-variant", "variant", NULL, "gemm.mr = 8\n", "variant"},
+        {"missing", NULL, NULL, NULL, "cannot read"},
+    };
+    const char *other_variant = wbcl_context_variant(base) == WBCL_VARIANT_CPU ? "gpu" : "cpu";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s.txt", tmpdir, cases[i].name);
+        size_t len;
+        if (!strcmp(cases[i].name, "garbage")) len = (size_t)snprintf(text, sizeof text, "format = wbcl-tuning-1\n\x7f\x45LF junk\n");
+        else if (!strcmp(cases[i].name, "binary")) {
+            memcpy(text, "format = wbcl-tuning-1\n\0\0\x01\x02", 27);
+            len = 27;
+        } else if (!strcmp(cases[i].name, "empty")) len = 0;
+        else if (!strcmp(cases[i].name, "no-format")) len = (size_t)snprintf(text, sizeof text, "gemm.mr = 8\n");
+        else if (!strcmp(cases[i].name, "missing")) len = (size_t)-1;
+        else {
+            header(base, hdr, sizeof hdr, cases[i].swap, cases[i].value ? cases[i].value : other_variant);
+            len = (size_t)snprintf(text, sizeof text, "%s%s", hdr, cases[i].body);
+        }
+        if (len != (size_t)-1) write_text(path, text, len);
+        wbcl_context *ctx = context_with(path);
+        ck_assert_int_ne(wbcl_context_tuning_source(ctx, NULL), WBCL_PARAM_ENV);
+        const char *notes = wbcl_context_tuning_notes(ctx);
+        ck_assert_msg(strstr(notes, path) && strstr(notes, cases[i].why), "%s: notes '%s' lack the path or '%s'",
+                      cases[i].name, notes, cases[i].why);
+        wbcl_param_source s;
+        ck_assert_int_eq(wbcl_context_param_get(ctx, "gemm.mr", NULL, &s), WBCL_SUCCESS);
+        ck_assert_int_ne(s, WBCL_PARAM_ENV);
+        wbcl_context_destroy(ctx);
+    }
+    wbcl_context_destroy(base);
+}
+END_TEST
+
+/* Inside an accepted table, each malformed, unknown, duplicated or out-of-limit key is dropped
+ * with a note naming it (its default stays), and the valid keys are used. The same values
+ * given to wbcl_context_set_param fail with a message and change nothing. */
+START_TEST(out_of_limit_values_are_reported_and_ignored)
+{
+    make_tmpdir();
+    wbcl_context *base = plain_context();
+    const wbcl_device_info *d = wbcl_context_device(base);
+    long mr0;
+    ck_assert_int_eq(wbcl_context_param_get(base, "gemm.mr", &mr0, NULL), WBCL_SUCCESS);
+    const long mr = mr0 == 8 ? 6 : 8;
+    char hdr[2048], text[8192], path[512];
+    header(base, hdr, sizeof hdr, NULL, NULL);
+    /* local memory: 2 * 256 keys * p 4096 floats = 8 MiB of K/V tiles, beyond any device's half */
+    snprintf(text, sizeof text,
+             "%sgemm.mr = %ld\ngemm.mr = 3\ngemm.nr = 24\ncore.wg = %zu\nreduce.wg = 48\nattention.p64.vw = 5\n"
+             "attention.p4096.bk = 256\nattention.p0.qb = 2\nattention.g = 9\ngemm.a_block_kib = 12x\n"
+             "no.such.key = 1\n",
+             hdr, mr, d->max_work_group_size + 1);
+    snprintf(path, sizeof path, "%s/limits.txt", tmpdir);
+    write_text(path, text, strlen(text));
+    wbcl_context *ctx = context_with(path);
+    ck_assert_int_eq(wbcl_context_tuning_source(ctx, NULL), WBCL_PARAM_ENV);
+    long v;
+    wbcl_param_source s;
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "gemm.mr", &v, &s), WBCL_SUCCESS);
+    ck_assert_int_eq(v, mr); /* the first of the duplicated keys */
+    ck_assert_int_eq(s, WBCL_PARAM_ENV);
+    const char *notes = wbcl_context_tuning_notes(ctx);
+    const char *keys[] = {"'gemm.mr' given twice", "'gemm.nr' = 24", "'core.wg'", "'reduce.wg' = 48",
+                          "'attention.p64.vw' = 5", "'attention.p4096.bk' = 256", "'attention.p0.qb'",
+                          "'attention.g' = 9", "'gemm.a_block_kib' = '12x'", "'no.such.key'", "local memory",
+                          "maximum work-group size", "power of two"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        ck_assert_msg(strstr(notes, keys[i]) != NULL, "notes lack \"%s\":\n%s", keys[i], notes);
+    const char *dropped[] = {"gemm.nr", "core.wg", "reduce.wg", "attention.p64.vw", "attention.g", "gemm.a_block_kib"};
+    for (size_t i = 0; i < sizeof dropped / sizeof dropped[0]; i++) {
+        ck_assert_int_eq(wbcl_context_param_get(ctx, dropped[i], NULL, &s), WBCL_SUCCESS);
+        ck_assert_msg(s == WBCL_PARAM_DEFAULT, "%s: source %s", dropped[i], wbcl_param_source_name(s));
+    }
+    wbcl_context_destroy(ctx);
+
+    /* the API refuses the same values */
+    tu_assert_status(base, wbcl_context_set_param(base, "gemm.nr", 24), WBCL_ERROR_INVALID_ARGUMENT, "gemm.nr");
+    tu_assert_status(base, wbcl_context_set_param(base, "core.wg", (long)d->max_work_group_size + 1),
+                     WBCL_ERROR_DEVICE_LIMIT, "maximum work-group size");
+    tu_assert_status(base, wbcl_context_set_param(base, "attention.p4096.bk", 256), WBCL_ERROR_DEVICE_LIMIT,
+                     "local memory");
+    tu_assert_status(base, wbcl_context_set_param(base, "gemm.bogus", 1), WBCL_ERROR_INVALID_ARGUMENT, "gemm.bogus");
+    ck_assert_int_eq(wbcl_context_param_get(base, "gemm.nr", NULL, &s), WBCL_SUCCESS);
+    ck_assert_int_eq(s, WBCL_PARAM_DEFAULT);
+    wbcl_context_destroy(base);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tune");
+    TCase *tc = tcase_create("tune");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, tuning_run_writes_a_table_a_context_loads);
+    tcase_add_test(tc, non_default_table_is_used_and_correct);
+    tcase_add_test(tc, corrupt_and_stale_tables_are_reported_and_ignored);
+    tcase_add_test(tc, out_of_limit_values_are_reported_and_ignored);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
