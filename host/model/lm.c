@@ -5,6 +5,7 @@
  * cache), the causal TSSA layer with its recurrent state, the ISTA layer. The token embedding is
  * a row gather done with buffer copies (one per token), the positions one copy per call. */
 #include "model_internal.h"
+#include "launch.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -307,10 +308,45 @@ static wbcl_status embed(wbcl_context *ctx, wbcl_lm *m, const int64_t *ids, size
     return wbcl_add(ctx, m->X, m->P, m->X);
 }
 
-/* y = act(x W^T + b) over rows; GELU without a bias as a separate pass */
+/* rows up to this go through wbcl_lm_gemv (cl/lm.cl) instead of the packed GEMM */
+#define LM_GEMV_ROWS 8
+
+static wbcl_status gemv(wbcl_context *ctx, const wbcl_tensor *x, size_t rows, size_t k, const wbcl_tensor *W, size_t n,
+                        const wbcl_tensor *b, wbcl_tensor *y)
+{
+    wbcl_status r = wbcl__check_tensor(ctx, x, "wbcl_lm", "x");
+    if (!r) r = wbcl__check_tensor(ctx, W, "wbcl_lm", "W");
+    if (!r) r = wbcl__check_tensor(ctx, y, "wbcl_lm", "y");
+    if (r) return r;
+    if (x->numel < rows * k || W->numel != n * k || y->numel < rows * n || (b && b->numel != n) || x->mem == y->mem ||
+        n > UINT32_MAX || k > UINT32_MAX || rows > UINT32_MAX)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "wbcl_lm: projection of %zu rows (%zu -> %zu) does not fit its tensors",
+                          rows, k, n);
+    wbcl_kern *kn;
+    if ((r = wbcl__kernel(ctx, "lm", NULL, "wbcl_lm_gemv", &kn))) return r;
+    cl_int hb = b != NULL;
+    cl_uint ur = (cl_uint)rows, un = (cl_uint)n, uk = (cl_uint)k;
+    cl_mem bm = b ? b->mem : W->mem;
+    WBCL_ARG(ctx, kn, 0, x->mem);
+    WBCL_ARG(ctx, kn, 1, W->mem);
+    WBCL_ARG(ctx, kn, 2, bm);
+    WBCL_ARG(ctx, kn, 3, hb);
+    WBCL_ARG(ctx, kn, 4, y->mem);
+    WBCL_ARG(ctx, kn, 5, ur);
+    WBCL_ARG(ctx, kn, 6, un);
+    WBCL_ARG(ctx, kn, 7, uk);
+    return wbcl__launch_items(ctx, kn, n);
+}
+
+/* y = act(x W^T + b) over rows; GELU without a bias as a separate pass. A decode step's few
+ * rows take the GEMV (one pass over W), longer inputs the packed GEMM. */
 static wbcl_status lin(wbcl_context *ctx, const wbcl_tensor *x, size_t rows, size_t k, const wbcl_tensor *W, size_t n,
                        const wbcl_tensor *b, int gelu, wbcl_tensor *y)
 {
+    if (rows <= LM_GEMV_ROWS) {
+        wbcl_status r = gemv(ctx, x, rows, k, W, n, b, y);
+        return r || !gelu ? r : wbcl_gelu(ctx, y, y);
+    }
     if (gelu && !b) {
         wbcl_status r = wbcl__model_linear(ctx, x, rows, k, W, n, NULL, 0, y);
         return r ? r : wbcl_gelu(ctx, y, y);
@@ -469,7 +505,7 @@ wbcl_status wbcl_lm_forward(wbcl_context *ctx, wbcl_lm *m, const wbcl_array *ids
     free(v);
     wbcl_tensor *fin = NULL;
     if (!r) r = run_blocks(ctx, m, B, T, 0, NULL, &fin);
-    if (!r) r = wbcl__model_linear(ctx, fin, B * T, m->info.dim, m->head, m->info.vocab, NULL, 0, logits);
+    if (!r) r = lin(ctx, fin, B * T, m->info.dim, m->head, m->info.vocab, NULL, 0, logits);
     return r;
 }
 
@@ -606,7 +642,7 @@ static wbcl_status advance(wbcl_context *ctx, wbcl_lm_state *s, const int64_t *v
         }
         last = m->L;
     }
-    return wbcl__model_linear(ctx, last, B, d, m->head, in->vocab, NULL, 0, logits);
+    return lin(ctx, last, B, d, m->head, in->vocab, NULL, 0, logits);
 }
 
 wbcl_status wbcl_lm_prefill(wbcl_context *ctx, wbcl_lm_state *s, const wbcl_array *ids, wbcl_tensor *last_logits)
