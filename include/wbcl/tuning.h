@@ -143,8 +143,9 @@ typedef struct wbcl_tune_opts {
 } wbcl_tune_opts;
 
 /* Sweeps the tunable parameters of the device's kernels, family by family, starting from the
- * built-in defaults (whatever table the device has): GEMM (gemm.mr x gemm.nr register tiles)
- * and fused attention for head dimension 64 (attention.p64.qb, .g, .vw on the CPU variant;
+ * built-in defaults (whatever table the device has): GEMM (gemm.mr x gemm.nr register tiles,
+ * then gemm.a_block_kib with the winning tile; every later family is measured on top of the
+ * earlier winners) and fused attention for head dimension 64 (attention.p64.qb, .g, .vw on the CPU variant;
  * .bq, .bk on the GPU variant). Each candidate is first run on a small shape and compared with
  * the double-precision reference (include/wbcl/ref.h; a wrong one is rejected and reported),
  * then timed against the default, interleaved call by call (medians of `reps` pairs), on the
