@@ -460,6 +460,12 @@ static const size_t dev_cases[][8] = {
      * P = 28 x 15 = 420 bins, so circ_update_g takes 2 bins per chunk and circ_norms_q_g 2 */
     {37, 1, 2, 28, 28, 2, 2, 3},
 };
+/* Which variant runs which case ({case, variant}, variant_context's 0 = CPU, 1 = GPU): the first five in
+ * both; the CPU application's row tiles (C = 6, 7, 9) in the CPU variant, the GPU variant's multi-bin
+ * chunks in the GPU variant. Each channel count is its own program per variant (CI_C), a cold compile
+ * of about 6 s on PoCL, so a case runs where the code it targets is. */
+static const unsigned char dev_runs[][2] = {{0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 0}, {2, 1}, {3, 0},
+                                            {3, 1}, {4, 0}, {4, 1}, {5, 0}, {6, 0}, {7, 0}, {8, 1}};
 
 /* Lifting alone on the device against wbcl_ref_circ_lift, in both kernel variants (CPU: padded rows, 4 output
  * channels x a row per work-item, 16 columns at a time; GPU: one output per work-item), on sizes that hit the CPU variant's
@@ -536,11 +542,11 @@ END_TEST
 
 START_TEST(device_vs_reference)
 {
-    const size_t *cs = dev_cases[_i / 2];
+    const size_t *cs = dev_cases[dev_runs[_i][0]];
     size_t m = cs[0], Cin = cs[1], C = cs[2], H = cs[3], W = cs[4], kh = cs[5], kw = cs[6], K = cs[7], N = H * W;
     int dims = H == 1 ? 1 : 2, L = 3;
     tu_rng r;
-    tu_rng_seed(&r, 1000 + (uint64_t)(_i / 2));
+    tu_rng_seed(&r, 1000 + (uint64_t)dev_runs[_i][0]);
     double *X = malloc(m * Cin * N * sizeof *X), *Wt = malloc(C * Cin * kh * kw * sizeof *Wt);
     double *Z = malloc(m * C * N * sizeof *Z), hist[9];
     size_t nops = (K + 1) * N * C * C * 2;
@@ -552,7 +558,7 @@ START_TEST(device_vs_reference)
     wbcl_ref_circ_lift(m, Cin, C, H, W, kh, kw, X, Wt, Z);
     ck_assert_int_eq(wbcl_ref_circ_fit(m, C, H, W, K, L, y, 0.5, 0.1, 50.0, Z, ops, gam, hist, NULL, NULL), 0);
 
-    wbcl_context *ctx = variant_context(_i % 2);
+    wbcl_context *ctx = variant_context(dev_runs[_i][1]);
     size_t sx[4] = {m, Cin, H, W}, sw[4] = {C, Cin, kh, kw}, sz[4] = {m, C, H, W};
     if (dims == 1) {
         sx[2] = W;
@@ -1552,7 +1558,7 @@ static Suite *circulant_suite(void)
     tc = tcase_create("device");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, device_golden_1d, 0, 2);
-    tcase_add_loop_test(tc, device_vs_reference, 0, 2 * (int)(sizeof dev_cases / sizeof dev_cases[0]));
+    tcase_add_loop_test(tc, device_vs_reference, 0, (int)(sizeof dev_runs / sizeof dev_runs[0]));
     tcase_add_loop_test(tc, device_vs_dense, 0, 2 * (int)(sizeof dense_cases / sizeof dense_cases[0]));
     tcase_add_loop_test(tc, device_norms_cancellation, 0, 2);
     suite_add_tcase(s, tc);

@@ -563,10 +563,15 @@ START_TEST(attention_half)
      * non-causal) and p = 40 (padded vectors, 29 queries over 70 keys, causal). Each mask and head
      * dimension is its own program (a cold compile of a few seconds on PoCL), so not every mask runs on
      * both: all four half runs on both, so every tensor's half loads and stores are also checked padded
-     * and causal; q alone and v alone run on the first shape, k alone, o alone and k + v on the second. */
+     * and causal; q alone and v alone run on the first shape, k alone, o alone and k + v on the second.
+     * The GPU-shaped kernel runs all four half and k + v only (with MSSA's q, k, v half below and
+     * test_attention's all float, each tensor's half and float paths in it run, in both roles); the
+     * one-tensor masks check the host's dtype-to-mask mapping, which is the same for both variants. */
     const int masks[] = {15, 1, 2, 4, 8, 6};
+    const int gpu = var == WBCL_VARIANT_GPU;
     for (size_t i = 0; i < sizeof masks / sizeof masks[0]; i++) {
         const int m = masks[i];
+        if (gpu && m != 15 && m != 6) continue;
         if (m == 15 || m == 1 || m == 4) run_attention(ctx, m, 2, 3, 37, 37, 16, 0, 0, 500 + i);
         if (m == 15 || m == 2 || m == 8 || m == 6) run_attention(ctx, m, 1, 2, 29, 70, 40, 1, 0, 510 + i);
     }
