@@ -836,8 +836,8 @@ START_TEST(bad_files)
     p = tmp_path("tmiss.safetensors");
     rewrite_header(ts, p, "\"cls_attn_blocks.1.gamma2\"", "\"cls_attn_blocks.1.gamma3\"");
     tu_assert_status(ctx, wbcl_tost_load_file(ctx, p, &tc, &tm), WBCL_ERROR_FORMAT, "cls_attn_blocks.1.gamma2");
-    tc.heads = 5;
-    tu_assert_status(ctx, wbcl_tost_load_file(ctx, ts, &tc, &tm), WBCL_ERROR_INVALID_ARGUMENT, "heads");
+    tc.heads = 5; /* the weights' blocks.0.attn.temp has 4 rows */
+    tu_assert_status(ctx, wbcl_tost_load_file(ctx, ts, &tc, &tm), WBCL_ERROR_SHAPE, "heads = 5");
     tc = tost_cfg(16);
     tc.patch = 8; /* the file has 4 convs */
     tu_assert_status(ctx, wbcl_tost_load_file(ctx, ts, &tc, &tm), WBCL_ERROR_SHAPE, "patch_embed.proj.");
@@ -1249,12 +1249,183 @@ START_TEST(presets)
 }
 END_TEST
 
+/* Issue 18: every size the weights fix is inferred (models.h "Sizes from the weights"). The golden
+ * models are non-preset sizes (CRATE d 48, L 2, K p 48, patch 8; ToST d 32, L 1, K 2, patch 8), so
+ * they serve as the "custom" models (tost8 also has MLP ratio 2, not the published 4) and reuse the golden tests' kernel specializations.
+ * Loaded from zeroed configs, the reported sizes are those of make_models.py and the logits are
+ * the golden ones (GOLD_TOL, as the golden tests: the same computation); a preset or a size that
+ * contradicts the weights is refused naming the size, the key and both values; wbcl-run crate /
+ * tost with no size params give the golden logits, and a contradicting --param is refused. */
+static void logits_match_golden(wbcl_context *ctx, const wbcl_safetensors *gold, wbcl_tensor *out)
+{
+    size_t n;
+    float *want = st_f32(gold, "logits", NULL, &n);
+    ck_assert_uint_eq(wbcl_tensor_numel(out), n);
+    float *got = malloc(n * sizeof *got);
+    ck_assert(got && !wbcl_tensor_read(ctx, out, got, n));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) <= GOLD_TOL, "logit %zu: %g vs %g", i, got[i], want[i]);
+    free(got);
+    free(want);
+}
+
+static void run_cli_expect(const char *cmd, int ok, const char *const *needles)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "%s 2>%s", cmd, tmp_path("cli_err.txt"));
+    int rc = system(full);
+    ck_assert_msg(WIFEXITED(rc) && (WEXITSTATUS(rc) == 0) == ok, "%s: exit %d", full, WEXITSTATUS(rc));
+    size_t el;
+    unsigned char *e = slurp(tmp_path("cli_err.txt"), &el);
+    e[el] = 0;
+    for (size_t i = 0; needles && needles[i]; i++)
+        ck_assert_msg(strstr((char *)e, needles[i]) != NULL, "%s: stderr lacks '%s': %s", cmd, needles[i], e);
+    free(e);
+}
+
+static void cli_logits_match(const char *outp, const wbcl_safetensors *gold)
+{
+    char err[256];
+    wbcl_array a;
+    ck_assert(!wbcl_npy_read(outp, &a, err, sizeof err));
+    float *got = NULL, *want;
+    size_t n;
+    ck_assert(!wbcl_array_to_f32(&a, &got, err, sizeof err));
+    want = st_f32(gold, "logits", NULL, &n);
+    ck_assert_uint_eq(wbcl_array_numel(&a), n);
+    for (size_t i = 0; i < n; i++) ck_assert_msg(fabs(got[i] - want[i]) <= GOLD_TOL, "cli logit %zu", i);
+    free(got);
+    free(want);
+    wbcl_array_free(&a);
+}
+
+START_TEST(sizes_from_weights)
+{
+    wbcl_context *ctx = tu_context();
+    /* CRATE: only the split of heads * dim_head is given */
+    wbcl_crate_config c;
+    memset(&c, 0, sizeof c);
+    c.eta = c.lambd = 0.1f;
+    c.ln_eps = 1e-5f;
+    c.heads = 4;
+    wbcl_crate *m = NULL;
+    const char *cw = path_of("crate.safetensors");
+    ck_assert_msg(!wbcl_crate_load_file(ctx, cw, &c, &m), "%s", wbcl_context_last_error(ctx));
+    const wbcl_crate_config *u = wbcl_crate_get_config(m);
+    ck_assert(u->dim == 48 && u->depth == 2 && u->heads == 4 && u->dim_head == 12 && u->patch == 8 &&
+              u->channels == 3 && u->num_classes == 10);
+    wbcl_safetensors *gold = open_st(path_of("crate_golden.safetensors"));
+    wbcl_tensor *img = upload(ctx, gold, "image"), *out = NULL;
+    size_t so[2] = {2, 10};
+    ck_assert(!wbcl_tensor_create(ctx, 2, so, WBCL_F32, NULL, &out));
+    ck_assert_msg(!wbcl_crate_forward(ctx, m, img, WBCL_MODEL_LOGITS, out, NULL), "%s", wbcl_context_last_error(ctx));
+    logits_match_golden(ctx, gold, out);
+    wbcl_crate_destroy(m);
+    m = NULL;
+    /* dim_head alone gives heads */
+    c.heads = 0;
+    c.dim_head = 12;
+    ck_assert(!wbcl_crate_load_file(ctx, cw, &c, &m));
+    ck_assert_uint_eq(wbcl_crate_get_config(m)->heads, 4);
+    wbcl_crate_destroy(m);
+    m = NULL;
+    /* neither: the weights fix only the product */
+    c.dim_head = 0;
+    tu_assert_status(ctx, wbcl_crate_load_file(ctx, cw, &c, &m), WBCL_ERROR_INVALID_ARGUMENT, "heads * dim_head = 48");
+    /* a preset contradicts: the size, the key and both values are named */
+    ck_assert(!wbcl_crate_config_preset("tiny", &c));
+    tu_assert_status(ctx, wbcl_crate_load_file(ctx, cw, &c, &m), WBCL_ERROR_SHAPE,
+                     "config dim = 384 contradicts the weights: 'cls_token' gives dim = 48");
+    memset(&c, 0, sizeof c);
+    c.eta = c.lambd = 0.1f;
+    c.ln_eps = 1e-5f;
+    c.heads = 4;
+    c.depth = 3;
+    tu_assert_status(ctx, wbcl_crate_load_file(ctx, cw, &c, &m), WBCL_ERROR_SHAPE,
+                     "depth = 3 contradicts the weights: 'transformer.layers.1.1.fn.weight' gives depth = 2");
+    c.depth = 0;
+    c.channels = 1; /* 3 * 8^2 = 192 columns: not 1 * P^2 */
+    tu_assert_status(ctx, wbcl_crate_load_file(ctx, cw, &c, &m), WBCL_ERROR_SHAPE, "channels * patch^2 = 192");
+    /* a key the inference reads, missing: named */
+    c.channels = 0;
+    const char *p = tmp_path("nocls.safetensors");
+    rewrite_header(cw, p, "\"cls_token\"", "\"cls_tokeX\"");
+    tu_assert_status(ctx, wbcl_crate_load_file(ctx, p, &c, &m), WBCL_ERROR_FORMAT, "'cls_token'");
+    ck_assert(m == NULL);
+    wbcl_tensor_destroy(out);
+    wbcl_tensor_destroy(img);
+    /* ToST: everything from the weights */
+    wbcl_tost_config t;
+    memset(&t, 0, sizeof t);
+    t.ln_eps = 1e-6f;
+    t.bn_eps = 1e-5f;
+    wbcl_tost *tm = NULL;
+    const char *tw = path_of("tost8.safetensors");
+    ck_assert_msg(!wbcl_tost_load_file(ctx, tw, &t, &tm), "%s", wbcl_context_last_error(ctx));
+    const wbcl_tost_config *tu = wbcl_tost_get_config(tm);
+    ck_assert(tu->dim == 32 && tu->depth == 1 && tu->heads == 2 && tu->patch == 8 && tu->cls_layers == 2 &&
+              tu->mlp_hidden == 2 * 32 && tu->num_classes == 7);
+    wbcl_safetensors *tgold = open_st(path_of("tost8_golden.safetensors"));
+    img = upload(ctx, tgold, "image");
+    size_t st[2] = {wbcl_tensor_dim(img, 0), 7};
+    ck_assert(!wbcl_tensor_create(ctx, 2, st, WBCL_F32, NULL, &out));
+    ck_assert_msg(!wbcl_tost_forward(ctx, tm, img, WBCL_MODEL_LOGITS, out, NULL), "%s", wbcl_context_last_error(ctx));
+    logits_match_golden(ctx, tgold, out);
+    wbcl_tost_destroy(tm);
+    tm = NULL;
+    t.heads = 4;
+    tu_assert_status(ctx, wbcl_tost_load_file(ctx, tw, &t, &tm), WBCL_ERROR_SHAPE,
+                     "config heads = 4 contradicts the weights: 'blocks.0.attn.temp' gives heads = 2");
+    t.heads = 0;
+    t.patch = 16;
+    tu_assert_status(ctx, wbcl_tost_load_file(ctx, tw, &t, &tm), WBCL_ERROR_SHAPE,
+                     "config patch = 16 contradicts the weights: 'patch_embed.proj.4.0.weight' gives patch = 8");
+    ck_assert(tm == NULL);
+    /* wbcl-run with no size params, and refused contradictions */
+    char err[256], cmd[4096], inp[512], outp[512];
+    size_t n;
+    wbcl_array sh;
+    float *hi = st_f32(gold, "image", &sh, &n);
+    snprintf(inp, sizeof inp, "%s", tmp_path("cimg.npy"));
+    ck_assert(!wbcl_npy_write_f32(inp, sh.ndim, sh.shape, hi, err, sizeof err));
+    free(hi);
+    snprintf(outp, sizeof outp, "%s", tmp_path("clog.npy"));
+    snprintf(cmd, sizeof cmd, "%s/wbcl-run crate --weights %s --input %s --output %s --param heads=4 --quiet",
+             WBCL_TOOLS_DIR, cw, inp, outp);
+    run_cli_expect(cmd, 1, NULL);
+    cli_logits_match(outp, gold);
+    snprintf(cmd, sizeof cmd, "%s/wbcl-run crate --weights %s --input %s --output %s --param config=tiny",
+             WBCL_TOOLS_DIR, cw, inp, tmp_path("never1.npy"));
+    const char *const n1[] = {"dim = 384", "'cls_token'", "dim = 48", NULL};
+    run_cli_expect(cmd, 0, n1);
+    hi = st_f32(tgold, "image", &sh, &n);
+    snprintf(inp, sizeof inp, "%s", tmp_path("timg.npy"));
+    ck_assert(!wbcl_npy_write_f32(inp, sh.ndim, sh.shape, hi, err, sizeof err));
+    free(hi);
+    snprintf(outp, sizeof outp, "%s", tmp_path("tlog.npy"));
+    snprintf(cmd, sizeof cmd, "%s/wbcl-run tost --weights %s --input %s --output %s --quiet", WBCL_TOOLS_DIR, tw,
+             inp, outp);
+    run_cli_expect(cmd, 1, NULL);
+    cli_logits_match(outp, tgold);
+    snprintf(cmd, sizeof cmd, "%s/wbcl-run tost --weights %s --input %s --output %s --param depth=2",
+             WBCL_TOOLS_DIR, tw, inp, tmp_path("never2.npy"));
+    const char *const n2[] = {"depth = 2", "'blocks.0.gamma1'", "depth = 1", NULL};
+    run_cli_expect(cmd, 0, n2);
+    wbcl_tensor_destroy(out);
+    wbcl_tensor_destroy(img);
+    wbcl_safetensors_close(gold);
+    wbcl_safetensors_close(tgold);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("models");
     TCase *tc = tcase_create("models");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, presets);
+    tcase_add_test(tc, sizes_from_weights);
     tcase_add_test(tc, crate_golden);
     tcase_add_loop_test(tc, f16_weights, 0, 3);
     tcase_add_test(tc, tost16_golden);

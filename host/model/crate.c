@@ -113,6 +113,61 @@ static wbcl_status crate_load_layers(wbcl_context *ctx, const wbcl_safetensors *
     return r;
 }
 
+/* Fills the sizes the weights fix into c (0: from the weights; non-zero: checked against them):
+ * dim (cls_token), depth (transformer.layers.*), heads * dim_head (qkv.weight rows: with one of
+ * them given, the other follows; neither given is an error, the weights fix only the product),
+ * channels * patch^2 (to_patch_embedding.2.weight columns: with one of them given, the other
+ * follows; neither: channels 3), num_classes (mlp_head.1.weight). */
+static wbcl_status crate_infer(wbcl_context *ctx, const wbcl_safetensors *st, const char *file, wbcl_crate_config *c)
+{
+    size_t shp[3];
+    char key[128];
+    wbcl_status r = wbcl__model_key_shape(ctx, st, file, "cls_token", 3, shp);
+    if (!r && (shp[0] != 1 || shp[1] != 1 || !shp[2])) {
+        char s[96];
+        r = wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: 'cls_token' has shape %s, expected (1, 1, d)", file,
+                       wbcl__shape_str(s, sizeof s, 3, shp));
+    }
+    if (!r) r = wbcl__model_size(ctx, file, "dim", "cls_token", &c->dim, shp[2]);
+    if (r) return r;
+    const size_t L = wbcl__model_count(st, "transformer.layers.", ".1.fn.weight");
+    if (!L) return wbcl__fail(ctx, WBCL_ERROR_FORMAT, "%s: missing tensor 'transformer.layers.0.1.fn.weight'", file);
+    snprintf(key, sizeof key, "transformer.layers.%zu.1.fn.weight", L - 1);
+    if ((r = wbcl__model_size(ctx, file, "depth", key, &c->depth, L))) return r;
+    /* heads * dim_head */
+    const char *kq = "transformer.layers.0.0.fn.qkv.weight";
+    if ((r = wbcl__model_key_shape(ctx, st, file, kq, 2, shp))) return r;
+    const size_t Kp = shp[0];
+    if (!c->heads && !c->dim_head)
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT,
+                          "%s: '%s' fixes heads * dim_head = %zu but not heads: set heads or dim_head", file, kq, Kp);
+    if (!c->heads && c->dim_head && Kp % c->dim_head == 0) c->heads = Kp / c->dim_head;
+    if (!c->dim_head && c->heads && Kp % c->heads == 0) c->dim_head = Kp / c->heads;
+    if (!c->heads || !c->dim_head || Kp % c->heads || Kp / c->heads != c->dim_head) /* no overflow */
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE,
+                          "%s: config heads = %zu, dim_head = %zu contradicts the weights: '%s' gives heads * dim_head = "
+                          "%zu",
+                          file, c->heads, c->dim_head, kq, Kp);
+    /* channels * patch^2 */
+    const char *kp = "to_patch_embedding.2.weight";
+    if ((r = wbcl__model_key_shape(ctx, st, file, kp, 2, shp))) return r;
+    const size_t PD = shp[1];
+    if (!c->channels && !c->patch) c->channels = 3;
+    if (!c->patch && c->channels && PD % c->channels == 0) {
+        size_t P = (size_t)llround(sqrt((double)(PD / c->channels)));
+        if (P * P * c->channels == PD) c->patch = P;
+    }
+    if (!c->channels && c->patch && PD % (c->patch * c->patch) == 0) c->channels = PD / (c->patch * c->patch);
+    if (!c->channels || !c->patch || c->patch > 65536 || PD % (c->patch * c->patch) ||
+        PD / (c->patch * c->patch) != c->channels)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE,
+                          "%s: config channels = %zu, patch = %zu contradicts the weights: '%s' gives channels * "
+                          "patch^2 = %zu",
+                          file, c->channels, c->patch, kp, PD);
+    if ((r = wbcl__model_key_shape(ctx, st, file, "mlp_head.1.weight", 2, shp))) return r;
+    return wbcl__model_size(ctx, file, "num_classes", "mlp_head.1.weight", &c->num_classes, shp[0]);
+}
+
 wbcl_status wbcl_crate_load(wbcl_context *ctx, const wbcl_safetensors *st, const char *file,
                             const wbcl_crate_config *cfg, wbcl_crate **out)
 {
@@ -121,6 +176,10 @@ wbcl_status wbcl_crate_load(wbcl_context *ctx, const wbcl_safetensors *st, const
     if (!st || !cfg || !out) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: NULL argument", op);
     *out = NULL;
     if (!file) file = "weights";
+    wbcl_crate_config cc = *cfg;
+    wbcl_status r = crate_infer(ctx, st, file, &cc);
+    if (r) return r;
+    cfg = &cc;
     if (!cfg->dim || !cfg->depth || !cfg->heads || !cfg->dim_head || !cfg->patch || !cfg->channels)
         return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT,
                           "%s: config needs dim, depth, heads, dim_head, patch and channels > 0 (got %zu, %zu, %zu, "
@@ -144,7 +203,6 @@ wbcl_status wbcl_crate_load(wbcl_context *ctx, const wbcl_safetensors *st, const
     }
     const size_t d = cfg->dim;
     m->patch_dim = cfg->channels * cfg->patch * cfg->patch;
-    wbcl_status r = WBCL_SUCCESS;
     size_t shp[3];
     /* sizes read from the weights: positions, classes */
     r = wbcl__model_key_shape(ctx, st, file, "pos_embedding", 3, shp);
@@ -154,8 +212,6 @@ wbcl_status wbcl_crate_load(wbcl_context *ctx, const wbcl_safetensors *st, const
                        wbcl__shape_str(s, sizeof s, 3, shp), d);
     }
     if (!r) m->max_tokens = shp[1];
-    if (!r) r = wbcl__model_key_shape(ctx, st, file, "mlp_head.1.weight", 2, shp);
-    if (!r && !m->cfg.num_classes) m->cfg.num_classes = shp[0];
     if (!r && !m->cfg.num_classes)
         r = wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: 'mlp_head.1.weight' has 0 classes", file);
     if (!r) {

@@ -155,3 +155,26 @@ wbcl_status wbcl__model_key_shape(wbcl_context *ctx, const wbcl_safetensors *stf
     wbcl_array_free(&a);
     return st;
 }
+
+wbcl_status wbcl__model_size(wbcl_context *ctx, const char *file, const char *field, const char *key, size_t *cfg_value,
+                             size_t weights_value)
+{
+    if (!file) file = "weights";
+    if (!*cfg_value) {
+        *cfg_value = weights_value;
+        return WBCL_SUCCESS;
+    }
+    if (*cfg_value == weights_value) return WBCL_SUCCESS;
+    return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: config %s = %zu contradicts the weights: '%s' gives %s = %zu", file,
+                      field, *cfg_value, key, field, weights_value);
+}
+
+size_t wbcl__model_count(const wbcl_safetensors *stf, const char *prefix, const char *suffix)
+{
+    char key[512];
+    size_t n = 0;
+    for (;; n++) {
+        snprintf(key, sizeof key, "%s%zu%s", prefix, n, suffix);
+        if (!wbcl_safetensors_has(stf, key)) return n;
+    }
+}

@@ -44,4 +44,10 @@ wbcl_status wbcl__model_check_out(wbcl_context *ctx, const char *op, const wbcl_
  * naming the key; ndim other than `ndim`: WBCL_ERROR_SHAPE. */
 wbcl_status wbcl__model_key_shape(wbcl_context *ctx, const wbcl_safetensors *st, const char *file, const char *key,
                                   int ndim, size_t *shape);
+/* A size the weights fix: *cfg_value 0 takes weights_value; a different non-zero value fails with
+ * WBCL_ERROR_SHAPE naming the config field, the key and both values. */
+wbcl_status wbcl__model_size(wbcl_context *ctx, const char *file, const char *field, const char *key, size_t *cfg_value,
+                             size_t weights_value);
+/* The number n of consecutive keys prefix{0..n-1}suffix present in the file. */
+size_t wbcl__model_count(const wbcl_safetensors *stf, const char *prefix, const char *suffix);
 #endif

@@ -267,6 +267,49 @@ static wbcl_status tost_load_body(wbcl_context *ctx, const wbcl_safetensors *st,
     return r;
 }
 
+/* Fills the sizes the weights fix into c (0: from the weights; non-zero: checked against them):
+ * dim (cls_token), depth (blocks.*), heads (blocks.0.attn.temp rows), mlp_hidden
+ * (blocks.0.mlp.fc1.weight rows), patch (4 convs in patch_embed.proj: 16, 3: 8), cls_layers
+ * (cls_attn_blocks.*), num_classes (head.weight). */
+static wbcl_status tost_infer(wbcl_context *ctx, const wbcl_safetensors *st, const char *file, wbcl_tost_config *c)
+{
+    size_t shp[3];
+    char key[128];
+    wbcl_status r = wbcl__model_key_shape(ctx, st, file, "cls_token", 3, shp);
+    if (!r && (shp[0] != 1 || shp[1] != 1 || !shp[2])) {
+        char s[96];
+        r = wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: 'cls_token' has shape %s, expected (1, 1, d)", file,
+                       wbcl__shape_str(s, sizeof s, 3, shp));
+    }
+    if (!r) r = wbcl__model_size(ctx, file, "dim", "cls_token", &c->dim, shp[2]);
+    if (r) return r;
+    const size_t L = wbcl__model_count(st, "blocks.", ".gamma1");
+    if (!L) return wbcl__fail(ctx, WBCL_ERROR_FORMAT, "%s: missing tensor 'blocks.0.gamma1'", file);
+    snprintf(key, sizeof key, "blocks.%zu.gamma1", L - 1);
+    if ((r = wbcl__model_size(ctx, file, "depth", key, &c->depth, L))) return r;
+    if ((r = wbcl__model_key_shape(ctx, st, file, "blocks.0.attn.temp", 2, shp))) return r;
+    if ((r = wbcl__model_size(ctx, file, "heads", "blocks.0.attn.temp", &c->heads, shp[0]))) return r;
+    if ((r = wbcl__model_key_shape(ctx, st, file, "blocks.0.mlp.fc1.weight", 2, shp))) return r;
+    if ((r = wbcl__model_size(ctx, file, "mlp_hidden", "blocks.0.mlp.fc1.weight", &c->mlp_hidden, shp[0]))) return r;
+    size_t nconv = 0;
+    for (;; nconv++) {
+        snprintf(key, sizeof key, "patch_embed.proj.%zu.0.weight", 2 * nconv);
+        if (!wbcl_safetensors_has(st, key)) break;
+    }
+    snprintf(key, sizeof key, "patch_embed.proj.%zu.0.weight", nconv ? 2 * (nconv - 1) : 0);
+    if (nconv != 3 && nconv != 4)
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE,
+                          "%s: the patch embedding has %zu convolutions (last '%s'); ToST has 4 (patch 16) or 3 "
+                          "(patch 8)",
+                          file, nconv, key);
+    if ((r = wbcl__model_size(ctx, file, "patch", key, &c->patch, nconv == 4 ? 16 : 8))) return r;
+    const size_t CL = wbcl__model_count(st, "cls_attn_blocks.", ".gamma1");
+    snprintf(key, sizeof key, "cls_attn_blocks.%zu.gamma1", CL ? CL - 1 : 0);
+    if ((r = wbcl__model_size(ctx, file, "cls_layers", key, &c->cls_layers, CL))) return r;
+    if ((r = wbcl__model_key_shape(ctx, st, file, "head.weight", 2, shp))) return r;
+    return wbcl__model_size(ctx, file, "num_classes", "head.weight", &c->num_classes, shp[0]);
+}
+
 wbcl_status wbcl_tost_load(wbcl_context *ctx, const wbcl_safetensors *st, const char *file,
                            const wbcl_tost_config *cfg, wbcl_tost **out)
 {
@@ -275,6 +318,10 @@ wbcl_status wbcl_tost_load(wbcl_context *ctx, const wbcl_safetensors *st, const 
     if (!st || !cfg || !out) return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: NULL argument", op);
     *out = NULL;
     if (!file) file = "weights";
+    wbcl_tost_config tc = *cfg;
+    wbcl_status r = tost_infer(ctx, st, file, &tc);
+    if (r) return r;
+    cfg = &tc;
     if (!cfg->dim || !cfg->depth || !cfg->heads || cfg->dim % cfg->heads || (cfg->patch != 16 && cfg->patch != 8) ||
         cfg->depth > 4096 || cfg->cls_layers > 64 || cfg->dim % (cfg->patch == 16 ? 8 : 4))
         return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT,
@@ -292,7 +339,6 @@ wbcl_status wbcl_tost_load(wbcl_context *ctx, const wbcl_safetensors *st, const 
     m->nconv = cfg->patch == 16 ? 4 : 3;
     m->blocks = calloc(cfg->depth, sizeof *m->blocks);
     m->cabs = calloc(cfg->cls_layers ? cfg->cls_layers : 1, sizeof *m->cabs);
-    wbcl_status r = WBCL_SUCCESS;
     if (!m->blocks || !m->cabs) r = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of memory", op);
     size_t shp[2];
     if (!r) r = wbcl__model_key_shape(ctx, st, file, "head.weight", 2, shp);

@@ -21,7 +21,22 @@
  * key, a wrong shape with WBCL_ERROR_SHAPE naming the key and both shapes, a NaN or infinity
  * with WBCL_ERROR_NUMERIC naming the key; messages are in wbcl_context_last_error. Keys the
  * model does not use (BatchNorm num_batches_tracked, optimizer leftovers) are ignored.
- * BatchNorm is folded into the preceding convolution at load (in double, rounded once). */
+ * BatchNorm is folded into the preceding convolution at load (in double, rounded once).
+ *
+ * Sizes from the weights: a size field of the config that is 0 is read from the weights; a
+ * non-zero one is checked against them, and a contradiction fails with WBCL_ERROR_SHAPE naming
+ * the field, the key and both values ("config dim = 384 contradicts the weights: 'cls_token'
+ * gives dim = 48"). So a zeroed config with the float fields set loads any checkpoint, and a
+ * preset is a checked shorthand. The sizes used are in wbcl_crate_get_config /
+ * wbcl_tost_get_config after loading.
+ *   CRATE: dim (cls_token), depth (transformer.layers.*), heads * dim_head (qkv.weight rows; the
+ *     weights do not fix the split: give heads or dim_head, the other follows; neither is
+ *     WBCL_ERROR_INVALID_ARGUMENT), channels * patch^2 (to_patch_embedding.2.weight columns: give
+ *     either, the other follows; neither: channels 3), num_classes (mlp_head.1.weight). The
+ *     number of positions (max tokens, i.e. the largest image) is pos_embedding's rows.
+ *   ToST: all sizes — dim (cls_token), depth (blocks.*), heads (blocks.0.attn.temp rows),
+ *     mlp_hidden (blocks.0.mlp.fc1.weight rows), patch (4 patch_embed convs: 16, 3: 8),
+ *     cls_layers (cls_attn_blocks.*), num_classes (head.weight). */
 #ifndef WBCL_MODELS_H
 #define WBCL_MODELS_H
 
@@ -37,8 +52,8 @@ extern "C" {
 
 /* ---- configurations ---------------------------------------------------------------------- */
 typedef struct wbcl_crate_config {
-    size_t dim, depth, heads, dim_head; /* d, L, K, p (published: p = d / K)             */
-    size_t patch, channels;             /* patch edge P, input channels C (3)             */
+    size_t dim, depth, heads, dim_head; /* d, L, K, p (published: p = d / K); 0: weights   */
+    size_t patch, channels;             /* patch edge P, input channels C (3); 0: weights  */
     size_t num_classes;                 /* 0: read from mlp_head.1.weight                  */
     float eta, lambd;                   /* ISTA step and threshold (0.1, 0.1)              */
     float ln_eps;                       /* 1e-5                                            */
@@ -52,10 +67,10 @@ typedef struct wbcl_crate_config {
 wbcl_status wbcl_crate_config_preset(const char *name, wbcl_crate_config *cfg);
 
 typedef struct wbcl_tost_config {
-    size_t dim, depth, heads; /* d, L, K (p = d / K)                                       */
+    size_t dim, depth, heads; /* d, L, K (p = d / K); each 0: read from the weights          */
     size_t mlp_hidden;        /* hidden width of the MLPs; 0: read from the weights (4 d)     */
-    size_t patch;             /* 16 (4 convs) or 8 (3 convs)                                 */
-    size_t cls_layers;        /* class-attention blocks (2)                                  */
+    size_t patch;             /* 16 (4 convs) or 8 (3 convs); 0: from the weights             */
+    size_t cls_layers;        /* class-attention blocks (2); 0: from the weights              */
     size_t num_classes;       /* 0: read from head.weight                                     */
     float ln_eps, bn_eps;     /* 1e-6, 1e-5                                                  */
     wbcl_dtype weight_dtype;  /* WBCL_F32 (0, default) or WBCL_F16: see below                */
@@ -104,8 +119,8 @@ typedef enum wbcl_model_output {
 /* ---- CRATE -------------------------------------------------------------------------------- */
 typedef struct wbcl_crate wbcl_crate;
 
-/* Reads a model from an open safetensors file; `file` names it in messages. cfg gives d, L, K,
- * p, P, C (and optionally the classes); every tensor's shape is checked against it. */
+/* Reads a model from an open safetensors file; `file` names it in messages. cfg's size fields
+ * are 0 (from the weights) or checked against them (above); every tensor's shape is checked. */
 wbcl_status wbcl_crate_load(wbcl_context *ctx, const wbcl_safetensors *st, const char *file,
                             const wbcl_crate_config *cfg, wbcl_crate **out);
 /* The same from a path (opens and closes the file). */

@@ -1,8 +1,10 @@
 /* wbcl-run — vision models: crate (CRATE) and tost (ToST), include/wbcl/models.h.
  * Input: images (B, C, H, W) as .npy (a single (C, H, W) image is taken as B = 1).
  * Output: logits (B, classes) or, with --param output=features, CRATE's final tokens
- * (B, N+1, d) / ToST's normed CLS feature (B, d). Configuration: --param config=NAME (a published
- * preset) and/or the individual sizes; sizes given explicitly override the preset. */
+ * (B, N+1, d) / ToST's normed CLS feature (B, d). Configuration: the sizes come from the weights
+ * (models.h: config fields 0); --param config=NAME (a published preset) and the individual size
+ * params are checked against them (a contradiction is an error naming the size, the key and both
+ * values); explicit size params override the preset's. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -53,27 +55,30 @@ static int size_param(wbcl_run *r, const char *name, size_t def, size_t *out)
 /* ---- crate -------------------------------------------------------------------------------- */
 static int run_crate(wbcl_run *r)
 {
+    /* sizes 0 = from the weights (models.h); a preset's sizes are checked against them */
     wbcl_crate_config c;
+    wbcl_crate_config_preset("tiny", &c); /* eta, lambd, ln_eps */
+    c.dim = c.depth = c.heads = c.dim_head = c.patch = c.channels = 0;
     const char *preset = wbcl_run_param_str(r, "config");
-    if (preset) {
-        if (wbcl_crate_config_preset(preset, &c))
-            return wbcl_run_fail(r, "unknown CRATE config '%s' (tiny, small, base, large)", preset);
-    } else {
-        wbcl_crate_config_preset("tiny", &c); /* defaults for what is not given */
-    }
+    if (preset && wbcl_crate_config_preset(preset, &c))
+        return wbcl_run_fail(r, "unknown CRATE config '%s' (tiny, small, base, large)", preset);
+    /* the weights fix only heads * dim_head: heads defaults to 6 (tiny's) when neither is given */
+    if (!preset && !wbcl_run_param_str(r, "heads") && !wbcl_run_param_str(r, "dim_head")) c.heads = 6;
+    /* dim_head follows from heads and the weights unless given; a dim_head alone sets heads */
+    if (!wbcl_run_param_str(r, "dim_head")) c.dim_head = 0;
+    if (wbcl_run_param_str(r, "dim_head") && !wbcl_run_param_str(r, "heads")) c.heads = 0;
     const char *what;
     int diag;
     if (size_param(r, "dim", c.dim, &c.dim) || size_param(r, "depth", c.depth, &c.depth) ||
-        size_param(r, "heads", c.heads, &c.heads) || size_param(r, "patch", c.patch, &c.patch) ||
-        size_param(r, "channels", c.channels, &c.channels) || size_param(r, "classes", 0, &c.num_classes) ||
-        wbcl_run_param_pos(r, "eta", c.eta, &c.eta) || wbcl_run_param_float(r, "lambd", c.lambd, 0, HUGE_VAL, &c.lambd) ||
+        size_param(r, "heads", c.heads, &c.heads) || size_param(r, "dim_head", c.dim_head, &c.dim_head) ||
+        size_param(r, "patch", c.patch, &c.patch) || size_param(r, "channels", c.channels, &c.channels) ||
+        size_param(r, "classes", 0, &c.num_classes) || wbcl_run_param_pos(r, "eta", c.eta, &c.eta) ||
+        wbcl_run_param_float(r, "lambd", c.lambd, 0, HUGE_VAL, &c.lambd) ||
         wbcl_run_param_choice(r, "output", "logits", out_choices, &what) ||
         wbcl_run_param_bool(r, "diagnostics", 0, &diag) || weight_dtype_param(r, &c.weight_dtype))
         return 1;
     if (diag && r->par && r->par->size > 1) /* only rank 0 prints: the other ranks' samples would be lost */
         return wbcl_run_fail(r, "--param diagnostics=1 does not run over ranks; run it with wbcl-run");
-    if (c.heads && c.dim % c.heads == 0) c.dim_head = c.dim / c.heads;
-    if (size_param(r, "dim_head", c.dim_head, &c.dim_head)) return 1;
     wbcl_run_array xh = {0};
     wbcl_tensor *x = NULL, *y = NULL;
     wbcl_crate *m = NULL;
@@ -128,8 +133,10 @@ const wbcl_run_module wbcl_mod_crate = {
     "CRATE vision model (MSSA + ISTA layers) on images: logits or features",
     "  --input images.npy (B, C, H, W) or (C, H, W); H, W multiples of the patch\n"
     "  --weights crate.safetensors   reference state_dict keys (tools/convert_pth.py converts .pth)\n"
-    "  --param config=tiny|small|base|large (default sizes: tiny), or dim, depth, heads, dim_head,\n"
-    "          patch, channels, classes (0: from the weights), eta (0.1), lambd (0.1)\n"
+    "  sizes from the weights: dim, depth, heads * dim_head, channels * patch^2 (channels 3 unless\n"
+    "          given), classes; --param config=tiny|small|base|large or dim, depth, heads, dim_head,\n"
+    "          patch, channels, classes are checked against them; heads (6) or dim_head sets the split\n"
+    "          of heads * dim_head; eta (0.1), lambd (0.1)\n"
     "  --param output=logits|features   (B, classes) or the final tokens (B, N+1, d)\n"
     "  --param diagnostics=1   prints per-layer Rc(z_half | U) (eps^2 = 1) and the nonzero fraction of z\n"
     "  --param weight_dtype=f32|f16   f16: GEMM weight matrices stored as float16 (fp32 compute)\n"
@@ -146,19 +153,18 @@ const wbcl_run_module wbcl_mod_crate = {
 /* ---- tost --------------------------------------------------------------------------------- */
 static int run_tost(wbcl_run *r)
 {
+    /* every ToST size is fixed by the weights: 0 = from them; a preset's sizes are checked */
     wbcl_tost_config c;
+    wbcl_tost_config_preset("tiny", &c); /* ln_eps, bn_eps */
+    c.dim = c.depth = c.heads = c.mlp_hidden = c.patch = c.cls_layers = 0;
     const char *preset = wbcl_run_param_str(r, "config");
-    if (preset) {
-        if (wbcl_tost_config_preset(preset, &c))
-            return wbcl_run_fail(r, "unknown ToST config '%s' (tiny, small, medium)", preset);
-    } else {
-        wbcl_tost_config_preset("tiny", &c);
-    }
+    if (preset && wbcl_tost_config_preset(preset, &c))
+        return wbcl_run_fail(r, "unknown ToST config '%s' (tiny, small, medium)", preset);
     const char *what;
     if (size_param(r, "dim", c.dim, &c.dim) || size_param(r, "depth", c.depth, &c.depth) ||
         size_param(r, "heads", c.heads, &c.heads) || size_param(r, "patch", c.patch, &c.patch) ||
-        size_param(r, "mlp_hidden", 0, &c.mlp_hidden) || size_param(r, "cls_layers", c.cls_layers, &c.cls_layers) ||
-        size_param(r, "classes", 0, &c.num_classes) ||
+        size_param(r, "mlp_hidden", c.mlp_hidden, &c.mlp_hidden) ||
+        size_param(r, "cls_layers", c.cls_layers, &c.cls_layers) || size_param(r, "classes", 0, &c.num_classes) ||
         wbcl_run_param_choice(r, "output", "logits", out_choices, &what) || weight_dtype_param(r, &c.weight_dtype))
         return 1;
     wbcl_run_array xh = {0};
@@ -190,8 +196,8 @@ const wbcl_run_module wbcl_mod_tost = {
     "ToST vision model (TSSA blocks + class attention) on images: logits or features",
     "  --input images.npy (B, 3, H, W) or (3, H, W)\n"
     "  --weights tost.safetensors   reference state_dict keys (tools/convert_pth.py converts .pth)\n"
-    "  --param config=tiny|small|medium (default sizes: tiny), or dim, depth, heads, patch (16|8),\n"
-    "          mlp_hidden (0: from the weights), cls_layers (2), classes (0: from the weights)\n"
+    "  sizes from the weights: dim, depth, heads, patch (16|8), mlp_hidden, cls_layers, classes;\n"
+    "          --param config=tiny|small|medium or the individual sizes are checked against them\n"
     "  --param output=logits|features   (B, classes) or the normed CLS feature (B, d)\n"
     "  --param weight_dtype=f32|f16   f16: GEMM weight matrices stored as float16 (fp32 compute)\n"
     "  --output Y.npy",
