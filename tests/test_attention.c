@@ -638,8 +638,29 @@ START_TEST(cli_modules)
         ck_assert_int_ne(access(yp, F_OK), 0);
         snprintf(cmd, sizeof cmd, "'%s' %s --weights '%s' --input '%s' --param heads=3 2>&1", tool, mod, wp, xp);
         rc = run_cmd(cmd, out, sizeof out);
-        ck_assert_msg(rc != 0 && strstr(out, "heads = 3 does not divide d = 20"), "%s heads=3: rc %d, '%s'", mod, rc,
-                      out);
+        ck_assert_msg(rc != 0 && strstr(out, mssa ? "heads = 3 does not divide 20, the rows of 'qkv.weight'"
+                                                  : "heads = 3 does not divide d = 20"),
+                      "%s heads=3: rc %d, '%s'", mod, rc, out);
+        free_weights(&w);
+        if (!mssa) continue;
+        /* attn.mssa without dim_head: p from the weights, qkv.weight (K p, d) with K p = 10 != d
+         * (the old default p = d / K = 10 would have been refused); the same kernels as the library */
+        make_weights(&rng, &w, d, 2, 5, 1);
+        n = 0;
+        put(names, arrs, ptrs, &n, "qkv.weight", w.Wqkv, 2, w.inner, d);
+        put(names, arrs, ptrs, &n, "to_out.0.weight", w.Wo, 2, d, w.inner);
+        put(names, arrs, ptrs, &n, "to_out.0.bias", w.bo, 1, d, 0);
+        write_st(wp, n, names, ptrs);
+        for (size_t i = 0; i < n; i++) wbcl_array_free(&arrs[i]);
+        snprintf(cmd, sizeof cmd, "'%s' attn.mssa --weights '%s' --input '%s' --output '%s' --param heads=2 causal=1 2>&1",
+                 tool, wp, xp, yp);
+        rc = run_cmd(cmd, out, sizeof out);
+        ck_assert_msg(rc == 0, "attn.mssa without dim_head failed: %s", out);
+        ck_assert_int_eq(wbcl_npy_read(yp, &y, err, sizeof err), WBCL_SUCCESS);
+        lib = module_forward(ctx, &w, 1, 1, 0, B, N, x, 1);
+        for (size_t i = 0; i < B * N * d; i++) ck_assert(((float *)y.data)[i] == lib[i]);
+        wbcl_array_free(&y);
+        tu_guarded_free(lib);
         free_weights(&w);
     }
     unlink(xp); unlink(wp); unlink(bp); unlink(yp);

@@ -184,17 +184,20 @@ static int run_mssa_attn(wbcl_run *r)
     size_t B = 0, N = 0, d = 0;
     if (wbcl_run_input(r, 0, "x", &xh, &x)) goto done;
     if (token_shape(r, &xh, &B, &N, &d)) goto done;
-    if (dim_head == 0) { /* default: d / heads, as when inner dimension = d */
-        if (d % (size_t)heads) {
-            wbcl_run_fail(r, "heads = %ld does not divide d = %zu; give --param dim_head", heads, d);
+    if (dim_head == 0) { /* default: from the weights, qkv.weight (heads * dim_head, d) */
+        size_t sAny[2] = {WBCL_RUN_ANY, d};
+        if (load_key(r, prefix, "qkv.weight", 1, 2, sAny, &U_)) goto done;
+        if (U_.shape[0] % (size_t)heads) {
+            wbcl_run_fail(r, "%s: heads = %ld does not divide %zu, the rows of '%sqkv.weight' (heads * dim_head)",
+                          r->weights_path, heads, U_.shape[0], prefix ? prefix : "");
             goto done;
         }
-        dim_head = (long)(d / (size_t)heads);
+        dim_head = (long)(U_.shape[0] / (size_t)heads);
     }
     const size_t p = (size_t)dim_head, inner = (size_t)heads * p;
     const int identity_ok = heads == 1 && p == d;
     size_t sU[2] = {inner, d}, sWo[2] = {d, inner}, sbo[1] = {d};
-    if (load_key(r, prefix, "qkv.weight", 1, 2, sU, &U_)) goto done;
+    if (!U_.data && load_key(r, prefix, "qkv.weight", 1, 2, sU, &U_)) goto done;
     if (load_key(r, prefix, "to_out.0.weight", !identity_ok, 2, sWo, &Wo)) goto done;
     if (load_key(r, prefix, "to_out.0.bias", !identity_ok || Wo.data, 1, sbo, &bo)) goto done;
     if (!Wo.data && bo.data) {
@@ -251,7 +254,7 @@ const wbcl_run_module wbcl_mod_attn_mssa = {
     "                         'to_out.0.weight' (d, K*p), 'to_out.0.bias' (d); the to_out pair may be\n"
     "                         absent only when heads = 1 and dim_head = d (identity output)\n"
     "  --param heads=K        number of heads (default 8)\n"
-    "  --param dim_head=p     head dimension (default d / heads)\n"
+    "  --param dim_head=p     head dimension (default: the rows of qkv.weight / heads)\n"
     "  --param causal=0|1     causal mask (default 0; book eq. 5.3.34)\n"
     "  --param prefix=P       key prefix, e.g. transformer.layers.0.0.fn. (default none)\n"
     "  --output Y.npy         to_out(softmax(w w^T / sqrt(p) [+ mask]) w), w = x U^T; shape of x\n"
