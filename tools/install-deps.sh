@@ -8,6 +8,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 packages=(
   build-essential cmake pkg-config git python3   # toolchain
+  python3-numpy                                  # tools/lm_text.py (text <-> token ids)
   ocl-icd-opencl-dev opencl-headers              # OpenCL ICD loader and headers
   pocl-opencl-icd                                # the default device: PoCL on the CPU
   libclblast-dev libclfft-dev                    # dense linear algebra, FFTs
