@@ -153,6 +153,11 @@ static void rmodel_make(rmodel *m, int kind, size_t V, size_t block, uint64_t se
         if (kind == 1) {
             b->temp = add(m, &rng, NAME("attn.temp", l), K, 1, 0, 0.5, 1.5);
             b->bias = add(m, &rng, NAME("attn.denom_bias", l), K, block, 1, -0.2, 0.2);
+            /* ToST's layer scales, on the first layer only: both paths (with and without) run */
+            if (l == 0) {
+                b->gamma1 = add(m, &rng, NAME("gamma1", l), D, 0, 0, 0.3, 1.7);
+                b->gamma2 = add(m, &rng, NAME("gamma2", l), D, 0, 0, 0.3, 1.7);
+            }
         }
         if (kind == 2) {
             b->ista = add(m, &rng, NAME("ista.weight", l), D, D, 0, -wd, wd);

@@ -28,6 +28,7 @@ typedef struct lm_block {
     wbcl_tensor *ln1_g, *ln1_b, *ln2_g, *ln2_b;
     wbcl_tensor *Wa, *ba, *Wo, *bo;  /* gpt2: c_attn (3d, d), c_proj; crate: c_attn (Kp, d), c_proj (d, Kp) */
     wbcl_tensor *Wfc, *bfc, *Wpr, *bpr; /* MLP (gpt2, tost_lm) */
+    wbcl_tensor *g1, *g2;           /* tost_lm: ToST's layer scales gamma1, gamma2 (d) when the file has them */
     wbcl_tssa_causal_layer *tssa;   /* tost_lm */
     wbcl_ista_layer *ista;          /* crate_lm */
 } lm_block;
@@ -81,7 +82,7 @@ void wbcl_lm_destroy(wbcl_lm *m)
         for (size_t i = 0; i < m->info.depth; i++) {
             lm_block *b = &m->blocks[i];
             wbcl_tensor *bt[] = {b->ln1_g, b->ln1_b, b->ln2_g, b->ln2_b, b->Wa,  b->ba,
-                                 b->Wo,    b->bo,    b->Wfc,   b->bfc,   b->Wpr, b->bpr};
+                                 b->Wo,    b->bo,    b->Wfc,   b->bfc,   b->Wpr, b->bpr, b->g1, b->g2};
             for (size_t j = 0; j < sizeof bt / sizeof bt[0]; j++) wbcl_tensor_destroy(bt[j]);
             wbcl_tssa_causal_layer_destroy(b->tssa);
             wbcl_ista_layer_destroy(b->ista);
@@ -133,6 +134,11 @@ static wbcl_status load_block(wbcl_context *ctx, const wbcl_safetensors *st, con
             return wbcl__fail(ctx, WBCL_ERROR_SHAPE,
                               "%s: '%sdenom_bias' covers %zu positions but 'transformer.wpe.weight' has block_size %zu",
                               file, pre, wbcl_tssa_causal_layer_tmax(b->tssa), in->block_size);
+        /* ToST's language Block scales both branches: x + gamma1 * attn(ln_1 x), x + gamma2 * mlp(ln_2 x)
+         * (tost_lang/model_TSSA.py; gamma initialized to 1e-5, so a checkpoint that has them must use them) */
+        snprintf(pre, sizeof pre, "transformer.h.%zu.", i);
+        if ((r = load_w(ctx, st, file, pre, "gamma1", d, 0, 0, &b->g1))) return r;
+        if ((r = load_w(ctx, st, file, pre, "gamma2", d, 0, 0, &b->g2))) return r;
         break;
     case WBCL_LM_CRATE:
         if ((r = load_w(ctx, st, file, pre, "c_attn.weight", m->inner, d, 1, &b->Wa))) return r;
@@ -435,6 +441,26 @@ static wbcl_status attention(wbcl_context *ctx, wbcl_lm *m, size_t i, size_t B, 
     return lin(ctx, m->O, rows, ow, b->Wo, d, b->bo, 0, m->A);
 }
 
+/* x += a, or x += g * a with a layer scale g (d) (ToST-LM's gamma1 / gamma2). */
+static wbcl_status residual(wbcl_context *ctx, wbcl_tensor *x, const wbcl_tensor *a, const wbcl_tensor *g, size_t rows,
+                            size_t d)
+{
+    if (!g) return wbcl_add(ctx, x, a, x);
+    wbcl_kern *k;
+    wbcl_status r = wbcl__model_kernel(ctx, "wbcl_model_residual_scaled", &k);
+    if (r) return r;
+    cl_int has_b = 0;
+    cl_uint ud = (cl_uint)d, ur = (cl_uint)rows;
+    WBCL_ARG(ctx, k, 0, x->mem);
+    WBCL_ARG(ctx, k, 1, g->mem);
+    WBCL_ARG(ctx, k, 2, a->mem);
+    WBCL_ARG(ctx, k, 3, g->mem); /* no bias: any buffer */
+    WBCL_ARG(ctx, k, 4, has_b);
+    WBCL_ARG(ctx, k, 5, ud);
+    WBCL_ARG(ctx, k, 6, ur);
+    return wbcl__model_launch(ctx, k, d, rows, 1);
+}
+
 /* The blocks and the final norm on X (B, n, d) from position t0; the normed (gpt2, tost) or raw
  * (crate) final activations end in X (crate) / H (others). Returns the tensor holding them. */
 static wbcl_status run_blocks(wbcl_context *ctx, wbcl_lm *m, size_t B, size_t n, size_t t0, wbcl_lm_state *s,
@@ -447,14 +473,14 @@ static wbcl_status run_blocks(wbcl_context *ctx, wbcl_lm *m, size_t B, size_t n,
         lm_block *b = &m->blocks[i];
         if ((r = wbcl_layernorm(ctx, m->X, b->ln1_g, b->ln1_b, LM_LN_EPS, m->H))) return r;
         if ((r = attention(ctx, m, i, B, n, t0, s))) return r;
-        if ((r = wbcl_add(ctx, m->X, m->A, m->X))) return r;
+        if ((r = residual(ctx, m->X, m->A, b->g1, rows, d))) return r;
         if ((r = wbcl_layernorm(ctx, m->X, b->ln2_g, b->ln2_b, LM_LN_EPS, m->H))) return r;
         if (in->kind == WBCL_LM_CRATE) {
             if ((r = wbcl_ista_layer_forward(ctx, b->ista, m->H, m->X))) return r;
         } else {
             if ((r = lin(ctx, m->H, rows, d, b->Wfc, in->mlp_hidden, b->bfc, 1, m->F))) return r;
             if ((r = lin(ctx, m->F, rows, in->mlp_hidden, b->Wpr, d, b->bpr, 0, m->A))) return r;
-            if ((r = wbcl_add(ctx, m->X, m->A, m->X))) return r;
+            if ((r = residual(ctx, m->X, m->A, b->g2, rows, d))) return r;
         }
     }
     if (in->kind == WBCL_LM_CRATE) {

@@ -66,7 +66,7 @@ void wbcl_ref_lm_forward(const wbcl_ref_lm *m, size_t B, size_t T, const long lo
                 causal_attention(N, K, p, qkv, inner, 0, 0, 0, 1.0 / sqrt((double)p), o, inner, sc);
                 wbcl_ref_linear(N, inner, d, o, k->Wo, k->bo, a);
             }
-            for (size_t i = 0; i < N * d; i++) x[i] += a[i];
+            for (size_t i = 0; i < N * d; i++) x[i] += (k->gamma1 ? k->gamma1[i % d] : 1.0) * a[i];
             wbcl_ref_layernorm(N, d, x, k->ln2_g, k->ln2_b, 1e-5, h);
             if (m->kind == 2) {
                 wbcl_ref_crate_ista(N, d, h, k->ista, 0.1, 0.1, x); /* no residual */
@@ -74,7 +74,7 @@ void wbcl_ref_lm_forward(const wbcl_ref_lm *m, size_t B, size_t T, const long lo
                 wbcl_ref_linear(N, d, m->hidden, h, k->Wfc, k->bfc, f);
                 wbcl_ref_gelu(N * m->hidden, f, f);
                 wbcl_ref_linear(N, m->hidden, d, f, k->Wpr, k->bpr, a);
-                for (size_t i = 0; i < N * d; i++) x[i] += a[i];
+                for (size_t i = 0; i < N * d; i++) x[i] += (k->gamma2 ? k->gamma2[i % d] : 1.0) * a[i];
             }
         }
         if (m->kind != 2) {

@@ -9,7 +9,9 @@
  *            mlp.c_fc (4d, d), exact GELU, mlp.c_proj (d, 4d):
  *              x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)); logits = lm_head(ln_f(x)).
  *   tost_lm  the same with attn = ToST's CausalSelfAttention_TSSA (SPEC §1.5): attn.c_attn (d, d),
- *            attn.temp (K, 1), attn.denom_bias (K, block_size, 1), attn.c_proj (d, d).
+ *            attn.temp (K, 1), attn.denom_bias (K, block_size, 1), attn.c_proj (d, d); when the file
+ *            has ToST's layer scales transformer.h.{i}.gamma1 / gamma2 (d) (the ToST repository's
+ *            language Block), x = x + gamma1 * attn(ln_1(x)); x = x + gamma2 * mlp(ln_2(x)).
  *   crate_lm CRATE's crate_gpt.py (book eqs. 5.3.24-25): blocks prenorm_1, attn.c_attn.weight
  *            (K p, d, no bias; q = k = v: causal MSSA with scale p^-1/2), attn.c_proj.weight (d, K p)
  *            and .bias, prenorm_2, ista.weight (d, d) (ISTA step 0.1, lambda 0.1, ReLU threshold):

@@ -186,6 +186,7 @@ typedef struct wbcl_ref_lm_block {
     const double *temp, *bias;   /* tost: temp (K), denom_bias (K, block_size)                                   */
     const double *Wfc, *bfc, *Wpr, *bpr; /* gpt2/tost MLP: c_fc (hidden, d) + (hidden), c_proj (d, hidden) + (d) */
     const double *ista;          /* crate: (d, d), step 0.1, lambda 0.1, ReLU                                    */
+    const double *gamma1, *gamma2; /* tost: ToST's layer scales (d) on the attention / MLP branch; NULL: none    */
 } wbcl_ref_lm_block;
 typedef struct wbcl_ref_lm {
     int kind; /* 0 gpt2, 1 tost_lm, 2 crate_lm (wbcl_lm_kind) */

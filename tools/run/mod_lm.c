@@ -119,7 +119,8 @@ static int ref_load(wbcl_run *r, const wbcl_lm_info *in, ref_weights *w)
             GET(Wo, 1, "transformer.h.%zu.attn.c_proj.weight", l) || GET(bo, 0, "transformer.h.%zu.attn.c_proj.bias", l))
             return 1;
         if (in->kind == WBCL_LM_TOST &&
-            (GET(temp, 1, "transformer.h.%zu.attn.temp", l) || GET(bias, 1, "transformer.h.%zu.attn.denom_bias", l)))
+            (GET(temp, 1, "transformer.h.%zu.attn.temp", l) || GET(bias, 1, "transformer.h.%zu.attn.denom_bias", l) ||
+             GET(gamma1, 0, "transformer.h.%zu.gamma1", l) || GET(gamma2, 0, "transformer.h.%zu.gamma2", l)))
             return 1;
         if (crate) {
             if (GET(ista, 1, "transformer.h.%zu.ista.weight", l)) return 1;
