@@ -154,15 +154,17 @@ wbcl_status wbcl_context_create(const char *selector, wbcl_context **out, char *
     ctx->variant = variant == WBCL_VARIANT_AUTO ? variant_by_type(&ctx->info) : variant;
     ctx->gemm_backend = ctx->info.type == WBCL_DEVICE_CPU ? WBCL_GEMM_PACKED : WBCL_GEMM_CLBLAST;
     ctx->cache_dir = default_cache_dir();
+    /* before anything that may record a message (the tuning load does when there is no cache dir) */
+    ctx->last_error = calloc(1, 256);
+    ctx->last_error_cap = ctx->last_error ? 256 : 0;
     wbcl__tuning_load(ctx); /* the device's parameter table (wbcl/tuning.h): never fails */
+    if (ctx->last_error) ctx->last_error[0] = 0; /* a new context has no error */
     wbcl__params_init(ctx);
     ctx->cache_save_at_exit = !driver_caches_kernels(&ctx->info);
     const char *bd = getenv("WBCL_BINARY_DIR");
     if (bd && *bd) ctx->binary_dir = dup_str(bd);
     const char *kd = getenv("WBCL_KERNEL_DIR");
     if (kd && *kd) ctx->kernel_dir = dup_str(kd);
-    ctx->last_error = calloc(1, 256);
-    ctx->last_error_cap = ctx->last_error ? 256 : 0;
     if (!ctx->last_error || (bd && *bd && !ctx->binary_dir) || (kd && *kd && !ctx->kernel_dir)) {
         wbcl_context_destroy(ctx);
         wbcl__msg(err, errlen, "out of host memory creating a context");
