@@ -121,19 +121,9 @@ static wbcl_status crate_load_layers(wbcl_context *ctx, const wbcl_safetensors *
 static wbcl_status crate_infer(wbcl_context *ctx, const wbcl_safetensors *st, const char *file, wbcl_crate_config *c)
 {
     size_t shp[3];
-    char key[128];
-    wbcl_status r = wbcl__model_key_shape(ctx, st, file, "cls_token", 3, shp);
-    if (!r && (shp[0] != 1 || shp[1] != 1 || !shp[2])) {
-        char s[96];
-        r = wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: 'cls_token' has shape %s, expected (1, 1, d)", file,
-                       wbcl__shape_str(s, sizeof s, 3, shp));
-    }
-    if (!r) r = wbcl__model_size(ctx, file, "dim", "cls_token", &c->dim, shp[2]);
+    wbcl_status r = wbcl__model_cls_dim(ctx, st, file, &c->dim);
+    if (!r) r = wbcl__model_depth(ctx, st, file, "transformer.layers.", ".1.fn.weight", &c->depth);
     if (r) return r;
-    const size_t L = wbcl__model_count(st, "transformer.layers.", ".1.fn.weight");
-    if (!L) return wbcl__fail(ctx, WBCL_ERROR_FORMAT, "%s: missing tensor 'transformer.layers.0.1.fn.weight'", file);
-    snprintf(key, sizeof key, "transformer.layers.%zu.1.fn.weight", L - 1);
-    if ((r = wbcl__model_size(ctx, file, "depth", key, &c->depth, L))) return r;
     /* heads * dim_head */
     const char *kq = "transformer.layers.0.0.fn.qkv.weight";
     if ((r = wbcl__model_key_shape(ctx, st, file, kq, 2, shp))) return r;

@@ -178,3 +178,25 @@ size_t wbcl__model_count(const wbcl_safetensors *stf, const char *prefix, const 
         if (!wbcl_safetensors_has(stf, key)) return n;
     }
 }
+
+wbcl_status wbcl__model_cls_dim(wbcl_context *ctx, const wbcl_safetensors *st, const char *file, size_t *dim)
+{
+    size_t shp[3];
+    wbcl_status r = wbcl__model_key_shape(ctx, st, file, "cls_token", 3, shp);
+    if (!r && (shp[0] != 1 || shp[1] != 1 || !shp[2])) {
+        char s[96];
+        r = wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: 'cls_token' has shape %s, expected (1, 1, d)", file,
+                       wbcl__shape_str(s, sizeof s, 3, shp));
+    }
+    return r ? r : wbcl__model_size(ctx, file, "dim", "cls_token", dim, shp[2]);
+}
+
+wbcl_status wbcl__model_depth(wbcl_context *ctx, const wbcl_safetensors *st, const char *file, const char *prefix,
+                              const char *suffix, size_t *depth)
+{
+    char key[512];
+    const size_t L = wbcl__model_count(st, prefix, suffix);
+    snprintf(key, sizeof key, "%s%zu%s", prefix, L ? L - 1 : 0, suffix);
+    if (!L) return wbcl__fail(ctx, WBCL_ERROR_FORMAT, "%s: missing tensor '%s'", file, key);
+    return wbcl__model_size(ctx, file, "depth", key, depth, L);
+}

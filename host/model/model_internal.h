@@ -50,4 +50,10 @@ wbcl_status wbcl__model_size(wbcl_context *ctx, const char *file, const char *fi
                              size_t weights_value);
 /* The number n of consecutive keys prefix{0..n-1}suffix present in the file. */
 size_t wbcl__model_count(const wbcl_safetensors *stf, const char *prefix, const char *suffix);
+/* The vision models' width d from 'cls_token' (1, 1, d), into *dim as wbcl__model_size does. */
+wbcl_status wbcl__model_cls_dim(wbcl_context *ctx, const wbcl_safetensors *st, const char *file, size_t *dim);
+/* The depth: the number of blocks prefix{i}suffix (at least one, else WBCL_ERROR_FORMAT naming
+ * prefix0suffix), into *depth as wbcl__model_size does. */
+wbcl_status wbcl__model_depth(wbcl_context *ctx, const wbcl_safetensors *st, const char *file, const char *prefix,
+                              const char *suffix, size_t *depth);
 #endif

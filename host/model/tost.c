@@ -275,18 +275,9 @@ static wbcl_status tost_infer(wbcl_context *ctx, const wbcl_safetensors *st, con
 {
     size_t shp[3];
     char key[128];
-    wbcl_status r = wbcl__model_key_shape(ctx, st, file, "cls_token", 3, shp);
-    if (!r && (shp[0] != 1 || shp[1] != 1 || !shp[2])) {
-        char s[96];
-        r = wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: 'cls_token' has shape %s, expected (1, 1, d)", file,
-                       wbcl__shape_str(s, sizeof s, 3, shp));
-    }
-    if (!r) r = wbcl__model_size(ctx, file, "dim", "cls_token", &c->dim, shp[2]);
+    wbcl_status r = wbcl__model_cls_dim(ctx, st, file, &c->dim);
+    if (!r) r = wbcl__model_depth(ctx, st, file, "blocks.", ".gamma1", &c->depth);
     if (r) return r;
-    const size_t L = wbcl__model_count(st, "blocks.", ".gamma1");
-    if (!L) return wbcl__fail(ctx, WBCL_ERROR_FORMAT, "%s: missing tensor 'blocks.0.gamma1'", file);
-    snprintf(key, sizeof key, "blocks.%zu.gamma1", L - 1);
-    if ((r = wbcl__model_size(ctx, file, "depth", key, &c->depth, L))) return r;
     if ((r = wbcl__model_key_shape(ctx, st, file, "blocks.0.attn.temp", 2, shp))) return r;
     if ((r = wbcl__model_size(ctx, file, "heads", "blocks.0.attn.temp", &c->heads, shp[0]))) return r;
     if ((r = wbcl__model_key_shape(ctx, st, file, "blocks.0.mlp.fc1.weight", 2, shp))) return r;
