@@ -24,7 +24,6 @@
  * Cost: all three models share one head size p = 16 (K = 3, d = 48, as the golden models), so
  * the attention / TSSA programs are compiled once for the suite. */
 #define _XOPEN_SOURCE 700
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,33 +39,6 @@
 #define K 3
 #define P 16
 #define DEPTH 2
-
-/* ============================================================================ temp files */
-static char tmpdir[256];
-static int rm_entry(const char *p, const struct stat *sb, int f, struct FTW *fw)
-{
-    (void)sb;
-    (void)f;
-    (void)fw;
-    return remove(p);
-}
-static void tmp_cleanup(void)
-{
-    if (tmpdir[0]) nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][512];
-    static int i;
-    i = (i + 1) % 4;
-    if (!tmpdir[0]) {
-        snprintf(tmpdir, sizeof tmpdir, "/tmp/wbcl_test_lm_XXXXXX");
-        ck_assert(mkdtemp(tmpdir) != NULL);
-        atexit(tmp_cleanup);
-    }
-    snprintf(buf[i], sizeof buf[i], "%s/%s", tmpdir, name);
-    return buf[i];
-}
 
 /* ============================================================================ random models */
 #define MAXT 64
@@ -188,7 +160,7 @@ static void rmodel_make(rmodel *m, int kind, size_t V, size_t block, uint64_t se
 static const char *rmodel_write(const rmodel *m, const char *file, const char *skip, const char *reshape,
                                 const char *nan)
 {
-    const char *path = tmp_path(file);
+    const char *path = tu_tmp_path(file);
     const char *names[MAXT];
     static char pname[MAXT][128];
     wbcl_array arr[MAXT];
@@ -686,10 +658,10 @@ START_TEST(run_modules)
     const char *wp = rmodel_write(&rm, "cli.safetensors", NULL, NULL, NULL);
     char w[512], ids[512], lg[512], gen[512], log[512], args[3072];
     snprintf(w, sizeof w, "%s", wp);
-    snprintf(ids, sizeof ids, "%s", tmp_path("ids.npy"));
-    snprintf(lg, sizeof lg, "%s", tmp_path("logits.npy"));
-    snprintf(gen, sizeof gen, "%s", tmp_path("gen.npy"));
-    snprintf(log, sizeof log, "%s", tmp_path("log.txt"));
+    snprintf(ids, sizeof ids, "%s", tu_tmp_path("ids.npy"));
+    snprintf(lg, sizeof lg, "%s", tu_tmp_path("logits.npy"));
+    snprintf(gen, sizeof gen, "%s", tu_tmp_path("gen.npy"));
+    snprintf(log, sizeof log, "%s", tu_tmp_path("log.txt"));
     const long long v[8] = {3, 0, 22, 7, 9, 1, 5, 11};
     wbcl_array a32;
     char err[256];

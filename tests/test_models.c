@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ftw.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -563,35 +562,6 @@ START_TEST(tost_class_attention_quirk)
 END_TEST
 
 /* ---- rewritten weight files ------------------------------------------------------------------ */
-static char tmpdir[256];
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-/* removes this process's scratch directory (each forked test has its own) */
-static void tmp_cleanup(void)
-{
-    if (tmpdir[0]) nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][512];
-    static int i;
-    i = (i + 1) % 4;
-    if (!tmpdir[0]) {
-        snprintf(tmpdir, sizeof tmpdir, "/tmp/wbcl_test_models_XXXXXX");
-        ck_assert(mkdtemp(tmpdir) != NULL);
-        atexit(tmp_cleanup);
-    }
-    snprintf(buf[i], sizeof buf[i], "%s/%s", tmpdir, name);
-    return buf[i];
-}
 
 static unsigned char *slurp(const char *path, size_t *len)
 {
@@ -679,7 +649,7 @@ START_TEST(crate_ista_zero_weight)
 {
     /* with the ISTA dictionary zero, each layer's ISTA output is ReLU(LN(z½) - eta lambda) */
     wbcl_context *ctx = tu_context();
-    const char *p0 = tmp_path("crate_ista0a.safetensors"), *p1 = tmp_path("crate_ista0.safetensors");
+    const char *p0 = tu_tmp_path("crate_ista0a.safetensors"), *p1 = tu_tmp_path("crate_ista0.safetensors");
     rewrite_tensor(path_of("crate.safetensors"), p0, "transformer.layers.0.1.fn.weight", put_zero);
     rewrite_tensor(p0, p1, "transformer.layers.1.1.fn.weight", put_zero);
     wbcl_safetensors *w = open_st(p1), *gold = open_st(path_of("crate_golden.safetensors"));
@@ -717,7 +687,7 @@ START_TEST(crate_swapped_dictionary_fails_golden)
     ck_assert(!wbcl_crate_load(ctx, w, "crate", &cfg, &m));
     wbcl_safetensors_close(w);
     /* build the transposed file */
-    const char *pt = tmp_path("crate_T.safetensors");
+    const char *pt = tu_tmp_path("crate_T.safetensors");
     {
         wbcl_safetensors *st = open_st(path_of("crate.safetensors"));
         size_t n = wbcl_safetensors_count(st);
@@ -786,7 +756,7 @@ START_TEST(bad_files)
     size_t len;
     unsigned char *b = slurp(src, &len);
     /* truncated: the data stop early */
-    const char *p = tmp_path("trunc.safetensors");
+    const char *p = tu_tmp_path("trunc.safetensors");
     spit(p, b, len / 2);
     expect_crate_fail(ctx, p, WBCL_ERROR_FORMAT, "trunc.safetensors");
     /* header length larger than the file */
@@ -794,27 +764,27 @@ START_TEST(bad_files)
     memcpy(c, b, len);
     uint64_t big = (uint64_t)len + 100;
     for (int i = 0; i < 8; i++) c[i] = (unsigned char)(big >> (8 * i));
-    p = tmp_path("hdr.safetensors");
+    p = tu_tmp_path("hdr.safetensors");
     spit(p, c, len);
     expect_crate_fail(ctx, p, WBCL_ERROR_FORMAT, "hdr.safetensors");
     free(c);
     /* wrong dtype: cls_token declared U32 (same size as F32, not convertible) */
-    p = tmp_path("dtype.safetensors");
+    p = tu_tmp_path("dtype.safetensors");
     rewrite_header(src, p, "\"cls_token\":{\"dtype\":\"F32\"", "\"cls_token\":{\"dtype\":\"U32\"");
     expect_crate_fail(ctx, p, WBCL_ERROR_DTYPE, "cls_token");
     /* duplicate key: pos_embedding twice (cls_token renamed) */
-    p = tmp_path("dup.safetensors");
+    p = tu_tmp_path("dup.safetensors");
     rewrite_header(src, p, "\"cls_token\"", "\"module.pos_embedding\"");
     expect_crate_fail(ctx, p, WBCL_ERROR_FORMAT, "pos_embedding");
     /* missing key */
-    p = tmp_path("missing.safetensors");
+    p = tu_tmp_path("missing.safetensors");
     rewrite_header(src, p, "\"mlp_head.1.bias\"", "\"mlp_head.1.bias_renamed\"");
     expect_crate_fail(ctx, p, WBCL_ERROR_FORMAT, "missing tensor 'mlp_head.1.bias'");
-    p = tmp_path("missing2.safetensors");
+    p = tu_tmp_path("missing2.safetensors");
     rewrite_header(src, p, "\"transformer.layers.1.0.fn.to_out.0.weight\"", "\"x\"");
     expect_crate_fail(ctx, p, WBCL_ERROR_FORMAT, "transformer.layers.1.0.fn.to_out.0.weight");
     /* NaN in a weight */
-    p = tmp_path("nan.safetensors");
+    p = tu_tmp_path("nan.safetensors");
     rewrite_tensor(src, p, "transformer.layers.1.1.fn.weight", put_nan);
     expect_crate_fail(ctx, p, WBCL_ERROR_NUMERIC, "transformer.layers.1.1.fn.weight");
     /* shape mismatch with the config: wrong head dimension */
@@ -830,10 +800,10 @@ START_TEST(bad_files)
     const char *ts = path_of("tost16.safetensors");
     wbcl_tost_config tc = tost_cfg(16);
     wbcl_tost *tm = NULL;
-    p = tmp_path("tnan.safetensors");
+    p = tu_tmp_path("tnan.safetensors");
     rewrite_tensor(ts, p, "patch_embed.proj.2.1.running_var", put_nan);
     tu_assert_status(ctx, wbcl_tost_load_file(ctx, p, &tc, &tm), WBCL_ERROR_NUMERIC, "patch_embed.proj.2.1.running_var");
-    p = tmp_path("tmiss.safetensors");
+    p = tu_tmp_path("tmiss.safetensors");
     rewrite_header(ts, p, "\"cls_attn_blocks.1.gamma2\"", "\"cls_attn_blocks.1.gamma3\"");
     tu_assert_status(ctx, wbcl_tost_load_file(ctx, p, &tc, &tm), WBCL_ERROR_FORMAT, "cls_attn_blocks.1.gamma2");
     tc.heads = 5; /* the weights' blocks.0.attn.temp has 4 rows */
@@ -856,13 +826,13 @@ START_TEST(run_tool_writes_nothing_on_failure)
     size_t n;
     wbcl_array sh;
     float *img = st_f32(gold, "image", &sh, &n);
-    const char *in = tmp_path("img.npy");
+    const char *in = tu_tmp_path("img.npy");
     char err[256];
     ck_assert(!wbcl_npy_write_f32(in, sh.ndim, sh.shape, img, err, sizeof err));
     free(img);
     char cmd[4096], outp[512], inp[512];
     snprintf(inp, sizeof inp, "%s", in);
-    snprintf(outp, sizeof outp, "%s", tmp_path("logits.npy"));
+    snprintf(outp, sizeof outp, "%s", tu_tmp_path("logits.npy"));
     snprintf(cmd, sizeof cmd,
              "%s/wbcl-run crate --weights %s --input %s --output %s --param dim=48 --param depth=2 --param heads=4 "
              "--param dim_head=12 --param patch=8 --quiet 2>/dev/null",
@@ -898,19 +868,19 @@ START_TEST(run_tool_writes_nothing_on_failure)
     free(want);
     wbcl_array_free(&a);
     /* failures: NaN weights, truncated weights */
-    const char *bad = tmp_path("nanw.safetensors");
+    const char *bad = tu_tmp_path("nanw.safetensors");
     rewrite_tensor(path_of("crate.safetensors"), bad, "mlp_head.1.weight", put_nan);
-    snprintf(outp, sizeof outp, "%s", tmp_path("never.npy"));
+    snprintf(outp, sizeof outp, "%s", tu_tmp_path("never.npy"));
     snprintf(cmd, sizeof cmd,
              "%s/wbcl-run crate --weights %s --input %s --output %s --param dim=48 --param depth=2 --param heads=4 "
              "--param dim_head=12 --param patch=8 2>%s",
-             WBCL_TOOLS_DIR, bad, inp, outp, tmp_path("stderr.txt"));
+             WBCL_TOOLS_DIR, bad, inp, outp, tu_tmp_path("stderr.txt"));
     rc = system(cmd);
     ck_assert(WIFEXITED(rc) && WEXITSTATUS(rc) != 0);
     struct stat sb;
     ck_assert_msg(stat(outp, &sb) != 0, "output written despite the failure");
     size_t el;
-    unsigned char *e = slurp(tmp_path("stderr.txt"), &el);
+    unsigned char *e = slurp(tu_tmp_path("stderr.txt"), &el);
     e[el] = 0;
     ck_assert_msg(strstr((char *)e, "mlp_head.1.weight") != NULL, "stderr: %s", e);
     free(e);
@@ -1191,7 +1161,7 @@ START_TEST(loaders_refuse_nonfinite)
 {
     const nf_file *f = &nf_files[_i];
     wbcl_context *ctx = tu_context();
-    const char *path = tmp_path("nf.safetensors");
+    const char *path = tu_tmp_path("nf.safetensors");
     nf_write(path, f, NULL, 0.0);
     ck_assert_msg(nf_load(ctx, f, path) == WBCL_SUCCESS, "%s: the finite file: %s", f->label,
                   wbcl_context_last_error(ctx));
@@ -1218,13 +1188,13 @@ static void put_inf(float *x, size_t n) { x[n / 2] = -INFINITY; }
 START_TEST(models_refuse_inf)
 {
     wbcl_context *ctx = tu_context();
-    const char *p = tmp_path("inf.safetensors");
+    const char *p = tu_tmp_path("inf.safetensors");
     rewrite_tensor(path_of("crate.safetensors"), p, "transformer.layers.0.0.fn.qkv.weight", put_inf);
     expect_crate_fail(ctx, p, WBCL_ERROR_NUMERIC,
                       "'transformer.layers.0.0.fn.qkv.weight' has a non-finite value (-inf)");
     wbcl_tost_config tc = tost_cfg(16);
     wbcl_tost *tm = (wbcl_tost *)0x1;
-    p = tmp_path("tinf.safetensors");
+    p = tu_tmp_path("tinf.safetensors");
     rewrite_tensor(path_of("tost16.safetensors"), p, "blocks.0.attn.temp", put_inf);
     tu_assert_status(ctx, wbcl_tost_load_file(ctx, p, &tc, &tm), WBCL_ERROR_NUMERIC,
                      "'blocks.0.attn.temp' has a non-finite value (-inf)");
@@ -1272,11 +1242,11 @@ static void logits_match_golden(wbcl_context *ctx, const wbcl_safetensors *gold,
 static void run_cli_expect(const char *cmd, int ok, const char *const *needles)
 {
     char full[4096];
-    snprintf(full, sizeof full, "%s 2>%s", cmd, tmp_path("cli_err.txt"));
+    snprintf(full, sizeof full, "%s 2>%s", cmd, tu_tmp_path("cli_err.txt"));
     int rc = system(full);
     ck_assert_msg(WIFEXITED(rc) && (WEXITSTATUS(rc) == 0) == ok, "%s: exit %d", full, WEXITSTATUS(rc));
     size_t el;
-    unsigned char *e = slurp(tmp_path("cli_err.txt"), &el);
+    unsigned char *e = slurp(tu_tmp_path("cli_err.txt"), &el);
     e[el] = 0;
     for (size_t i = 0; needles && needles[i]; i++)
         ck_assert_msg(strstr((char *)e, needles[i]) != NULL, "%s: stderr lacks '%s': %s", cmd, needles[i], e);
@@ -1348,7 +1318,7 @@ START_TEST(sizes_from_weights)
     tu_assert_status(ctx, wbcl_crate_load_file(ctx, cw, &c, &m), WBCL_ERROR_SHAPE, "channels * patch^2 = 192");
     /* a key the inference reads, missing: named */
     c.channels = 0;
-    const char *p = tmp_path("nocls.safetensors");
+    const char *p = tu_tmp_path("nocls.safetensors");
     rewrite_header(cw, p, "\"cls_token\"", "\"cls_tokeX\"");
     tu_assert_status(ctx, wbcl_crate_load_file(ctx, p, &c, &m), WBCL_ERROR_FORMAT, "'cls_token'");
     ck_assert(m == NULL);
@@ -1386,29 +1356,29 @@ START_TEST(sizes_from_weights)
     size_t n;
     wbcl_array sh;
     float *hi = st_f32(gold, "image", &sh, &n);
-    snprintf(inp, sizeof inp, "%s", tmp_path("cimg.npy"));
+    snprintf(inp, sizeof inp, "%s", tu_tmp_path("cimg.npy"));
     ck_assert(!wbcl_npy_write_f32(inp, sh.ndim, sh.shape, hi, err, sizeof err));
     free(hi);
-    snprintf(outp, sizeof outp, "%s", tmp_path("clog.npy"));
+    snprintf(outp, sizeof outp, "%s", tu_tmp_path("clog.npy"));
     snprintf(cmd, sizeof cmd, "%s/wbcl-run crate --weights %s --input %s --output %s --param heads=4 --quiet",
              WBCL_TOOLS_DIR, cw, inp, outp);
     run_cli_expect(cmd, 1, NULL);
     cli_logits_match(outp, gold);
     snprintf(cmd, sizeof cmd, "%s/wbcl-run crate --weights %s --input %s --output %s --param config=tiny",
-             WBCL_TOOLS_DIR, cw, inp, tmp_path("never1.npy"));
+             WBCL_TOOLS_DIR, cw, inp, tu_tmp_path("never1.npy"));
     const char *const n1[] = {"dim = 384", "'cls_token'", "dim = 48", NULL};
     run_cli_expect(cmd, 0, n1);
     hi = st_f32(tgold, "image", &sh, &n);
-    snprintf(inp, sizeof inp, "%s", tmp_path("timg.npy"));
+    snprintf(inp, sizeof inp, "%s", tu_tmp_path("timg.npy"));
     ck_assert(!wbcl_npy_write_f32(inp, sh.ndim, sh.shape, hi, err, sizeof err));
     free(hi);
-    snprintf(outp, sizeof outp, "%s", tmp_path("tlog.npy"));
+    snprintf(outp, sizeof outp, "%s", tu_tmp_path("tlog.npy"));
     snprintf(cmd, sizeof cmd, "%s/wbcl-run tost --weights %s --input %s --output %s --quiet", WBCL_TOOLS_DIR, tw,
              inp, outp);
     run_cli_expect(cmd, 1, NULL);
     cli_logits_match(outp, tgold);
     snprintf(cmd, sizeof cmd, "%s/wbcl-run tost --weights %s --input %s --output %s --param depth=2",
-             WBCL_TOOLS_DIR, tw, inp, tmp_path("never2.npy"));
+             WBCL_TOOLS_DIR, tw, inp, tu_tmp_path("never2.npy"));
     const char *const n2[] = {"depth = 2", "'blocks.0.gamma1'", "depth = 1", NULL};
     run_cli_expect(cmd, 0, n2);
     wbcl_tensor_destroy(out);

@@ -1,4 +1,7 @@
+#define _XOPEN_SOURCE 700 /* mkdtemp, nftw */
 #include "testutil.h"
+
+#include <ftw.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +16,35 @@ wbcl_context *tu_context(void)
     wbcl_status st = wbcl_context_create(sel, &ctx, err, sizeof err);
     ck_assert_msg(st == WBCL_SUCCESS, "cannot open a context: %s: %s", wbcl_status_name(st), err);
     return ctx;
+}
+
+static char tu_tmpdir[256];
+
+static int tu_rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void tu_tmp_cleanup(void)
+{
+    if (tu_tmpdir[0]) nftw(tu_tmpdir, tu_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *tu_tmp_path(const char *name)
+{
+    static char buf[4][512];
+    static int i;
+    i = (i + 1) % 4;
+    if (!tu_tmpdir[0]) {
+        snprintf(tu_tmpdir, sizeof tu_tmpdir, "/tmp/wbcl_test_XXXXXX");
+        ck_assert(mkdtemp(tu_tmpdir) != NULL);
+        atexit(tu_tmp_cleanup);
+    }
+    snprintf(buf[i], sizeof buf[i], "%s/%s", tu_tmpdir, name);
+    return buf[i];
 }
 
 void tu_rng_seed(tu_rng *r, uint64_t seed) { r->s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull; if (!r->s) r->s = 1; }

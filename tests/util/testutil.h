@@ -12,6 +12,10 @@
 /* Opens a context on $WBCL_TEST_DEVICE (else $WBCL_DEVICE, else the default);
  * fails the test with the error message if that is impossible. */
 wbcl_context *tu_context(void);
+/* dir/name in a scratch directory of this process (made on first use, removed with its files at
+ * exit; each forked test has its own). Four buffers in turn: copy a path that must outlive three
+ * more calls. */
+const char *tu_tmp_path(const char *name);
 
 /* Deterministic pseudo-random numbers (xorshift64*), uniform in [lo, hi). */
 typedef struct { uint64_t s; } tu_rng;
