@@ -122,6 +122,25 @@ START_TEST(tile_sizes)
 }
 END_TEST
 
+/* Up to WBCL_GEMV_ROWS = 8 rows, mode 0 takes the GEMV (host/ops/gemv.c, cl/gemv.cl) on either
+ * backend: its CPU kernel (4 rows of W per item, k in 16-float pieces then a scalar tail, the rows
+ * past n clamped) and its GPU kernel (a work-group per row), each checked against the double
+ * reference with the tolerance above: m = 1, 2, 3, 8; n = 1, 5 (a partial group of 4), 130;
+ * k = 1, 19 (tail only / one piece + tail), 64, 200; bias and GELU on and off. m = 9 is the
+ * packed GEMM again. */
+START_TEST(gemv_rows)
+{
+    wbcl_context *ctx = tu_context();
+    const size_t sh[][3] = {{1, 130, 200}, {3, 5, 19}, {8, 37, 64}, {2, 1, 1}, {9, 6, 20}};
+    for (int vi = 0; vi < 2; vi++) {
+        ck_assert_int_eq(wbcl_context_set_variant(ctx, vi ? WBCL_VARIANT_GPU : WBCL_VARIANT_CPU), WBCL_SUCCESS);
+        for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+            for (int v = 0; v < 3; v++) run_linear(ctx, sh[i][0], sh[i][1], sh[i][2], v > 0, v == 2, 0, 500 + 10 * i + v);
+    }
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 /* CLBlast backend: the GEMM, then the bias/GELU pass (the fused epilogue is packed-only). */
 START_TEST(clblast)
 {
@@ -214,6 +233,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, shapes);
     tcase_add_test(tc, tile_sizes);
+    tcase_add_test(tc, gemv_rows);
     tcase_add_test(tc, clblast);
     tcase_add_test(tc, gelu_accuracy);
     tcase_add_test(tc, bad_input);

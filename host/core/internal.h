@@ -188,8 +188,15 @@ const char *wbcl__embedded_family(size_t i);
  * wbcl_gemm_strided (shapes, sizes, Y distinct from X and W). */
 wbcl_status wbcl__gemm_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t m, size_t k, const wbcl_tensor *W,
                               size_t n, const wbcl_tensor *bias, int gelu, wbcl_tensor *Y);
-/* Benchmarks and tests: 0 = the fused path above (default), 1 = epilogue but A packed as in
- * wbcl_gemm (no in-place A), 2 = unfused (GEMM, then a bias/GELU pass). */
+/* Up to WBCL_GEMV_ROWS rows (a decode step's projections) with X, W and Y in float32, mode 0: the
+ * GEMV below instead (one pass over W, no packing). */
+#define WBCL_GEMV_ROWS 8
+/* The same contract after wbcl__gemm_linear's validation, m <= WBCL_GEMV_ROWS, float32 tensors
+ * (host/ops/gemv.c, cl/gemv.cl). */
+wbcl_status wbcl__gemv_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t m, size_t k, const wbcl_tensor *W,
+                              size_t n, const wbcl_tensor *bias, int gelu, wbcl_tensor *Y);
+/* Benchmarks and tests: 0 = the fused path above (default; the GEMV for few rows), 1 = epilogue
+ * but A packed as in wbcl_gemm (no in-place A), 2 = unfused (GEMM, then a bias/GELU pass). */
 wbcl_status wbcl__gemm_set_linear_mode(wbcl_context *ctx, int mode);
 
 /* ---- launching -------------------------------------------------------------- */

@@ -5,7 +5,6 @@
  * cache), the causal TSSA layer with its recurrent state, the ISTA layer. The token embedding is
  * a row gather done with buffer copies (one per token), the positions one copy per call. */
 #include "model_internal.h"
-#include "launch.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -314,45 +313,11 @@ static wbcl_status embed(wbcl_context *ctx, wbcl_lm *m, const int64_t *ids, size
     return wbcl_add(ctx, m->X, m->P, m->X);
 }
 
-/* rows up to this go through wbcl_lm_gemv (cl/lm.cl) instead of the packed GEMM */
-#define LM_GEMV_ROWS 8
-
-static wbcl_status gemv(wbcl_context *ctx, const wbcl_tensor *x, size_t rows, size_t k, const wbcl_tensor *W, size_t n,
-                        const wbcl_tensor *b, wbcl_tensor *y)
-{
-    wbcl_status r = wbcl__check_tensor(ctx, x, "wbcl_lm", "x");
-    if (!r) r = wbcl__check_tensor(ctx, W, "wbcl_lm", "W");
-    if (!r) r = wbcl__check_tensor(ctx, y, "wbcl_lm", "y");
-    if (r) return r;
-    if (x->numel < rows * k || W->numel != n * k || y->numel < rows * n || (b && b->numel != n) || x->mem == y->mem ||
-        n > UINT32_MAX || k > UINT32_MAX || rows > UINT32_MAX)
-        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "wbcl_lm: projection of %zu rows (%zu -> %zu) does not fit its tensors",
-                          rows, k, n);
-    wbcl_kern *kn;
-    if ((r = wbcl__kernel(ctx, "lm", NULL, "wbcl_lm_gemv", &kn))) return r;
-    cl_int hb = b != NULL;
-    cl_uint ur = (cl_uint)rows, un = (cl_uint)n, uk = (cl_uint)k;
-    cl_mem bm = b ? b->mem : W->mem;
-    WBCL_ARG(ctx, kn, 0, x->mem);
-    WBCL_ARG(ctx, kn, 1, W->mem);
-    WBCL_ARG(ctx, kn, 2, bm);
-    WBCL_ARG(ctx, kn, 3, hb);
-    WBCL_ARG(ctx, kn, 4, y->mem);
-    WBCL_ARG(ctx, kn, 5, ur);
-    WBCL_ARG(ctx, kn, 6, un);
-    WBCL_ARG(ctx, kn, 7, uk);
-    return wbcl__launch_items(ctx, kn, n);
-}
-
 /* y = act(x W^T + b) over rows; GELU without a bias as a separate pass. A decode step's few
- * rows take the GEMV (one pass over W), longer inputs the packed GEMM. */
+ * rows take the GEMV inside wbcl__gemm_linear (one pass over W), longer inputs the packed GEMM. */
 static wbcl_status lin(wbcl_context *ctx, const wbcl_tensor *x, size_t rows, size_t k, const wbcl_tensor *W, size_t n,
                        const wbcl_tensor *b, int gelu, wbcl_tensor *y)
 {
-    if (rows <= LM_GEMV_ROWS) {
-        wbcl_status r = gemv(ctx, x, rows, k, W, n, b, y);
-        return r || !gelu ? r : wbcl_gelu(ctx, y, y);
-    }
     if (gelu && !b) {
         wbcl_status r = wbcl__model_linear(ctx, x, rows, k, W, n, NULL, 0, y);
         return r ? r : wbcl_gelu(ctx, y, y);
@@ -360,16 +325,31 @@ static wbcl_status lin(wbcl_context *ctx, const wbcl_tensor *x, size_t rows, siz
     return wbcl__model_linear(ctx, x, rows, k, W, n, b, gelu, y);
 }
 
-/* rows n of B sequences (row pitch w floats, slice pitch n w) -> rows t0.. of the cache (B, cap, w) */
+/* heads a layer's cache holds: gpt2 K keys + K values, crate_lm the K heads of w (q = k = v) */
+static size_t cache_heads(const wbcl_lm *m) { return (m->info.kind == WBCL_LM_GPT2 ? 2 : 1) * m->info.heads; }
+
+/* The cache of a layer is head-major, (B, J, cap, p) with J = cache_heads (gpt2: K key heads then K
+ * value heads; crate_lm: the K heads of w), so that a decode step reads each head's keys as one
+ * contiguous run (cl/attn_decode.cl). Columns src_col .. src_col + J p of the n rows of each
+ * sequence in src (B, n, src_w) -> rows t0 .. t0+n-1 (wbcl_lm_cache_put, cl/models.cl). */
 static wbcl_status cache_put(wbcl_context *ctx, const wbcl_tensor *src, size_t src_col, size_t src_w,
-                             wbcl_tensor *cache, size_t cap, size_t w, size_t B, size_t n, size_t t0)
+                             wbcl_tensor *cache, size_t cap, size_t J, size_t p, size_t B, size_t n, size_t t0)
 {
-    const size_t f = sizeof(float);
-    size_t so[3] = {src_col * f, 0, 0}, dorg[3] = {0, t0, 0}, region[3] = {w * f, n, B};
-    cl_int e = clEnqueueCopyBufferRect(ctx->queue, src->mem, cache->mem, so, dorg, region, src_w * f, n * src_w * f,
-                                       w * f, cap * w * f, 0, NULL, NULL);
-    if (e != CL_SUCCESS) return wbcl__cl_fail(ctx, e, "wbcl_lm: writing %zu tokens into the cache", n);
-    return WBCL_SUCCESS;
+    wbcl_kern *k;
+    wbcl_status r = wbcl__model_kernel(ctx, "wbcl_lm_cache_put", &k);
+    if (r) return r;
+    cl_uint sc = (cl_uint)src_col, sw = (cl_uint)src_w, ucap = (cl_uint)cap, uJ = (cl_uint)J, un = (cl_uint)n,
+            ut0 = (cl_uint)t0, up = (cl_uint)p;
+    WBCL_ARG(ctx, k, 0, src->mem);
+    WBCL_ARG(ctx, k, 1, sc);
+    WBCL_ARG(ctx, k, 2, sw);
+    WBCL_ARG(ctx, k, 3, cache->mem);
+    WBCL_ARG(ctx, k, 4, ucap);
+    WBCL_ARG(ctx, k, 5, uJ);
+    WBCL_ARG(ctx, k, 6, un);
+    WBCL_ARG(ctx, k, 7, ut0);
+    WBCL_ARG(ctx, k, 8, up);
+    return wbcl__model_launch(ctx, k, p, J * n, B);
 }
 
 static wbcl_status ensure_work(wbcl_context *ctx, wbcl_lm *m, size_t B, size_t n)
@@ -405,7 +385,7 @@ static wbcl_status attention(wbcl_context *ctx, wbcl_lm *m, size_t i, size_t B, 
     const int gpt = in->kind == WBCL_LM_GPT2;
     const size_t qw = m->inner;               /* width of a QKV row: 3d or K p */
     const size_t ow = gpt ? d : m->inner;     /* width of an O row */
-    const size_t cw = gpt ? 2 * d : m->inner; /* width of a cache row */
+    const size_t J = cache_heads(m);          /* heads in the cache: (B, J, cap, p) */
     if ((r = lin(ctx, m->H, rows, d, b->Wa, qw, b->ba, 0, m->QKV))) return r;
     wbcl_attention_desc a;
     memset(&a, 0, sizeof a);
@@ -422,13 +402,14 @@ static wbcl_status attention(wbcl_context *ctx, wbcl_lm *m, size_t i, size_t B, 
     a.sn_o = ow;
     const wbcl_tensor *kt;
     if (s) {
-        if ((r = cache_put(ctx, m->QKV, gpt ? d : 0, qw, s->cache[i], s->cap, cw, B, n, t0))) return r;
+        if ((r = cache_put(ctx, m->QKV, gpt ? d : 0, qw, s->cache[i], s->cap, J, p, B, n, t0))) return r;
         kt = s->cache[i];
         a.n_k = t0 + n;
         a.off_k = 0;
-        a.off_v = gpt ? d : 0;
-        a.sb_k = a.sb_v = s->cap * cw;
-        a.sn_k = a.sn_v = cw;
+        a.off_v = gpt ? in->heads * s->cap * p : 0; /* the value heads follow the key heads */
+        a.sb_k = a.sb_v = J * s->cap * p;
+        a.sh_k = a.sh_v = s->cap * p;
+        a.sn_k = a.sn_v = p;
     } else {
         kt = m->QKV;
         a.n_k = n;
@@ -548,7 +529,6 @@ void wbcl_lm_state_destroy(wbcl_lm_state *s)
     free(s);
 }
 
-static size_t cache_width(const wbcl_lm *m) { return m->info.kind == WBCL_LM_GPT2 ? 2 * m->info.dim : m->inner; }
 
 wbcl_status wbcl_lm_state_create(wbcl_context *ctx, wbcl_lm *m, size_t batch, wbcl_lm_state **out)
 {
@@ -574,8 +554,8 @@ wbcl_status wbcl_lm_state_create(wbcl_context *ctx, wbcl_lm *m, size_t batch, wb
         s->cache = calloc(L, sizeof *s->cache);
         if (!s->cache) r = wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "%s: out of memory", op);
         s->cap = m->info.block_size < LM_CACHE_MIN ? m->info.block_size : LM_CACHE_MIN;
-        size_t sh[3] = {batch, s->cap, cache_width(m)};
-        for (size_t i = 0; i < L && !r; i++) r = wbcl_tensor_create(ctx, 3, sh, WBCL_F32, NULL, &s->cache[i]);
+        size_t sh[4] = {batch, cache_heads(m), s->cap, m->info.dim_head};
+        for (size_t i = 0; i < L && !r; i++) r = wbcl_tensor_create(ctx, 4, sh, WBCL_F32, NULL, &s->cache[i]);
     }
     if (r) {
         wbcl_lm_state_destroy(s);
@@ -606,7 +586,7 @@ size_t wbcl_lm_state_bytes(const wbcl_lm_state *s)
     const wbcl_lm_info *in = &s->m->info;
     if (s->tssa) /* S, Q (B K p each) with their Kahan compensations, P (B K) with its own, position */
         return in->depth * s->B * in->heads * (4 * in->dim_head + 2) * sizeof(float);
-    return in->depth * s->B * s->cap * cache_width(s->m) * sizeof(float);
+    return in->depth * s->B * cache_heads(s->m) * s->cap * in->dim_head * sizeof(float);
 }
 
 /* capacity for `need` tokens: doubling, at most block_size; the rows < pos are kept */
@@ -616,16 +596,16 @@ static wbcl_status cache_reserve(wbcl_context *ctx, wbcl_lm_state *s, size_t nee
     size_t cap = s->cap;
     while (cap < need) cap *= 2;
     if (cap > s->m->info.block_size) cap = s->m->info.block_size;
-    const size_t w = cache_width(s->m), f = sizeof(float);
-    size_t sh[3] = {s->B, cap, w};
+    const size_t J = cache_heads(s->m), p = s->m->info.dim_head, f = sizeof(float);
+    size_t sh[4] = {s->B, J, cap, p};
     for (size_t i = 0; i < s->m->info.depth; i++) {
         wbcl_tensor *nc = NULL;
-        wbcl_status r = wbcl_tensor_create(ctx, 3, sh, WBCL_F32, NULL, &nc);
+        wbcl_status r = wbcl_tensor_create(ctx, 4, sh, WBCL_F32, NULL, &nc);
         if (r) return r;
-        if (s->pos) {
-            size_t o[3] = {0, 0, 0}, region[3] = {s->pos * w * f, s->B, 1};
-            cl_int e = clEnqueueCopyBufferRect(ctx->queue, s->cache[i]->mem, nc->mem, o, o, region, s->cap * w * f, 0,
-                                               cap * w * f, 0, 0, NULL, NULL);
+        if (s->pos) { /* each of the B J heads: its first pos rows of p floats */
+            size_t o[3] = {0, 0, 0}, region[3] = {s->pos * p * f, s->B * J, 1};
+            cl_int e = clEnqueueCopyBufferRect(ctx->queue, s->cache[i]->mem, nc->mem, o, o, region, s->cap * p * f, 0,
+                                               cap * p * f, 0, 0, NULL, NULL);
             if (e != CL_SUCCESS) {
                 wbcl_tensor_destroy(nc);
                 return wbcl__cl_fail(ctx, e, "wbcl_lm: growing the cache to %zu tokens", cap);

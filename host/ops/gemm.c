@@ -9,7 +9,8 @@
  *   WBCL_GEMM_CLBLAST  CLBlast's SGEMM (host/core/blas.c). The GPU path.
  * wbcl_gemm is wbcl_gemm_strided on whole tensors. wbcl__gemm_linear (the
  * linear layers of the models) adds an epilogue to the packed kernel: bias,
- * GELU, and A read in place instead of packed (cl/gemm.cl; a float32 A only).
+ * GELU, and A read in place instead of packed (cl/gemm.cl; a float32 A only);
+ * up to WBCL_GEMV_ROWS rows it takes the GEMV instead (host/ops/gemv.c).
  *
  * float16 storage (any of A, B, C; compute and accumulation in float32):
  *   packed   the pack kernels of a half operand are built with
@@ -508,6 +509,10 @@ wbcl_status wbcl__gemm_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t m,
     if (!st) st = check_operand(ctx, op, "W", W, 0, k, 0, n, k, 1);
     if (!st) st = check_operand(ctx, op, "Y", Y, 0, n, 0, m, n, 1);
     if (st) return st;
+    /* a few rows: one pass over W, on either backend */
+    if (m <= WBCL_GEMV_ROWS && ctx->gemm_linear_mode == 0 && X->dtype == WBCL_F32 && W->dtype == WBCL_F32 &&
+        Y->dtype == WBCL_F32)
+        return wbcl__gemv_linear(ctx, X, m, k, W, n, bias, gelu, Y);
     /* fused: the packed backend in one launch (no split of the packed panels needed) */
     const size_t MR = (size_t)ctx->params.gemm_mr, NR = (size_t)ctx->params.gemm_nr, Wd = MR > NR ? MR : NR;
     const size_t limit = (size_t)(ctx->info.max_alloc_size / sizeof(float));
