@@ -184,3 +184,17 @@ __kernel void wbcl_model_cab_finish(__global float *x, __global const float *m, 
     const size_t i = ((size_t)b * N1 + r) * d + j;
     x[i] = r == 0 ? x[i] + g2[j] * (m[(size_t)b * d + j] + b2[j]) : x[i] + x[i];
 }
+
+/* Language models' key/value cache (host/model/lm.c), head-major so that a decode step reads each
+ * head's keys as one contiguous run: cache (B, J, cap, p) with J = the cached heads (gpt2: K key
+ * heads then K value heads; crate_lm: the K heads of w). Rows t0 .. t0+n-1 receive the n new
+ * tokens' columns src_col + j p + c of src (B, n, src_w). Range (p, J n, B). */
+__kernel void wbcl_lm_cache_put(__global const float *src, const uint src_col, const uint src_w,
+                                __global float *cache, const uint cap, const uint J, const uint n, const uint t0,
+                                const uint p)
+{
+    const uint c = get_global_id(0), jt = get_global_id(1), b = get_global_id(2);
+    if (c >= p || jt >= J * n) return;
+    const uint j = jt / n, t = jt % n;
+    cache[(((size_t)b * J + j) * cap + t0 + t) * p + c] = src[((size_t)b * n + t) * src_w + src_col + (size_t)j * p + c];
+}

@@ -5,7 +5,7 @@
  *
  *   bench_lm_decode [--device SEL] [--models gpt2,tost_lm] [--dim 768] [--heads 12] [--layers 12]
  *                   [--vocab 50257] [--lengths 128,512,1024,2048,4096,8192] [--steps 8] [--batch 1]
- *                   [--chunk 512] [--csv FILE]
+ *                   [--chunk 512] [--csv FILE] [--profile 1]
  *
  * Per model: random weights (written to a temporary safetensors file, loaded with wbcl_lm_load, file
  * removed), one decode state; for each length L (increasing) the sequence is prefilled up to L
@@ -14,8 +14,9 @@
  * does; the median step time is reported. Memory: the state's device bytes (wbcl_lm_state_bytes:
  * caches or recurrent sums) and the process's resident set (on a CPU device the device buffers are
  * host memory). block_size is max(lengths) + steps + 1 (wpe rows; gpt2's cache capacity grows by
- * doubling up to it). CSV columns: model,dim,heads,layers,vocab,batch,tokens,ms_per_token,
- * tokens_per_s,state_bytes,rss_bytes. */
+ * doubling up to it; with --profile, 2 --steps more). CSV columns: model,dim,heads,layers,vocab,batch,tokens,ms_per_token,
+ * tokens_per_s,state_bytes,rss_bytes. --profile 1: after each point, --steps more steps with kernel timing
+ * on, and the device time per step of each kernel on stderr (perf/kernel_profile.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -28,6 +29,7 @@
 #include "bench_util.h"
 #include "wbcl/wbcl.h"
 #include "wbcl/lm.h"
+#include "kernel_profile.h"
 
 #define MAXL 32
 
@@ -127,7 +129,7 @@ int main(int argc, char **argv)
     const char *device = NULL, *models = "gpt2,tost_lm", *csv = NULL;
     size_t d = 768, K = 12, L = 12, V = 50257, steps = 8, B = 1, chunk = 512;
     size_t lens[MAXL] = {128, 512, 1024, 2048, 4096, 8192};
-    int nl = 6;
+    int nl = 6, profile = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -145,6 +147,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--steps")) steps = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--batch")) B = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--chunk")) chunk = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--profile")) profile = atoi(v);
         else if (!strcmp(a, "--lengths")) nl = parse_list(v, lens, MAXL);
         else {
             fprintf(stderr, "unknown option %s\n", a);
@@ -157,7 +160,7 @@ int main(int argc, char **argv)
     }
     size_t Tmax = 0;
     for (int i = 0; i < nl; i++) Tmax = lens[i] > Tmax ? lens[i] : Tmax;
-    const size_t T = Tmax + steps + 1;
+    const size_t T = Tmax + (profile ? 2 : 1) * steps + 1; /* the profiled steps go on from the timed ones */
     wbcl_context *ctx = NULL;
     char cerr[512];
     if (wbcl_context_create(device, &ctx, cerr, sizeof cerr)) {
@@ -238,6 +241,17 @@ int main(int argc, char **argv)
             fprintf(out, "%s,%zu,%zu,%zu,%zu,%zu,%zu,%.4f,%.2f,%zu,%zu\n", kinds[k], d, K, L, V, B, at, 1e3 * med,
                     (double)B / med, wbcl_lm_state_bytes(s), rss_bytes());
             fflush(out);
+            if (profile) {
+                wbcl_context_set_timing(ctx, 1);
+                for (size_t j = 0; j < steps && !rc; j++)
+                    if (wbcl_lm_step(ctx, s, tok, lg) || wbcl_tensor_read(ctx, lg, host, B * V)) {
+                        fprintf(stderr, "step: %s\n", wbcl_context_last_error(ctx));
+                        rc = 1;
+                    }
+                fprintf(stderr, "%s at %zu tokens, device time per step:\n", kinds[k], at);
+                print_kernel_profile(ctx, stderr, (double)steps);
+                wbcl_context_set_timing(ctx, 0);
+            }
         }
         wbcl_array_free(&ids);
         free(host);

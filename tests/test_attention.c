@@ -218,6 +218,48 @@ START_TEST(large_logits)
 }
 END_TEST
 
+/* One query per head (a decode step) takes the split-K kernels (host/ops/attn_decode.c): keys in
+ * chunks of 32..512 (ceil(n_k B K / (8 or 32 per compute unit))), per-chunk partials combined.
+ * n_k 700 with 12 heads: chunks of 512 + 188 on 2 CPU cores; 300 and 77 keys: several chunks
+ * with a short last one; p = 64, 12, 8 (vector widths 16, 4, 8). Same tolerances as above.
+ * Then logits ~1e4 whose maximum lies in the LAST chunk (q = the last key's ±25 pattern): the
+ * combine must rescale the earlier chunks' partials to 0 weight: o = v_last to a few ulps. */
+START_TEST(heads_decode_vs_ref)
+{
+    wbcl_context *ctx = tu_context();
+    tu_rng rng;
+    tu_rng_seed(&rng, 15);
+    const heads_case cases[] = {{1, 12, 1, 700, 64}, {2, 3, 1, 300, 12}, {1, 2, 1, 77, 8}};
+    for (int vi = 0; vi < 2; vi++) {
+        ck_assert_int_eq(wbcl_context_set_variant(ctx, variants[vi]), WBCL_SUCCESS);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            for (int causal = 0; causal < 2; causal++) check_heads_case(ctx, &cases[i], causal, 0, &rng, 1.0);
+        const size_t N = 700, p = 64;
+        size_t sq[4] = {1, 1, 1, p}, sk[4] = {1, 1, N, p};
+        float *k = malloc(N * p * sizeof *k), *v = tu_random_f32(&rng, N * p, -1, 1);
+        for (size_t j = 0; j < N; j++)
+            for (size_t c = 0; c < p; c++) k[j * p + c] = pattern(j, c % 32) * (c < 32 ? 1.0f : 0.0f);
+        wbcl_tensor *tq = mk(ctx, 4, sq, k + (N - 1) * p), *tk = mk(ctx, 4, sk, k), *tv = mk(ctx, 4, sk, v),
+                    *to = mk(ctx, 4, sq, NULL);
+        ck_assert_int_eq(wbcl_attention_softmax_heads(ctx, tq, tk, tv, 1.0f, 1, to), WBCL_SUCCESS);
+        float *got = rd(ctx, to);
+        for (size_t c = 0; c < p; c++)
+            ck_assert_msg(fabsf(got[c] - v[(N - 1) * p + c]) <= 4e-7f * fabsf(v[(N - 1) * p + c]) + 1e-30f,
+                          "decode, logits 2e4 with the maximum in the last chunk (%s): o[%zu] = %.9g, want %.9g",
+                          vname(variants[vi]), c, got[c], v[(N - 1) * p + c]);
+        tu_guarded_free(got);
+        free(k);
+        free(v);
+        wbcl_tensor_destroy(tq);
+        wbcl_tensor_destroy(tk);
+        wbcl_tensor_destroy(tv);
+        wbcl_tensor_destroy(to);
+    }
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
+
 /* ---- modules ------------------------------------------------------------------------------------ */
 typedef struct {
     size_t d, heads, dim_head;
@@ -815,6 +857,7 @@ int main(void)
     tcase_add_test(tc, heads_softmax_vs_ref);
     tcase_add_test(tc, heads_mssa_vs_ref);
     tcase_add_test(tc, large_logits);
+    tcase_add_test(tc, heads_decode_vs_ref);
     tcase_add_test(tc, modules_vs_ref);
     tcase_add_test(tc, causal_prefix);
     tcase_add_test(tc, decode_equals_batch);

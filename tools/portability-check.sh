@@ -87,6 +87,8 @@ specs() { # family variant -> one line per extra option set ("-" = none)
     aot|energy) echo "-" # the GPU-shaped kernels' column capacity (host/ops/aot.c, energy.c col_capacity: 16, 32,
           # 64, 128); 64 (p = 64, 64 queries per work-group) and 128 (the 32-query geometry) span the tilings
           if [ "$2" = gpu ]; then for c in 64 128; do echo "-DWBCL_$(tr a-z A-Z <<< "$1")_PC=$c"; done; fi ;;
+    attn_decode) local big=256; [ "$2" = gpu ] && big=32 # host/ops/attn_decode.c: p <= 256 (CPU), <= 64 (GPU)
+          for pv in "64 16" "12 4" "8 8" "5 1" "$big 16"; do set -- $pv; echo "-DAD_P=$1 -DAD_VW=$2"; done ;;
     *) echo "-" ;;
   esac
 }

@@ -11,10 +11,13 @@
  *        memory; reads q, k, v in place (no packing).
  * Kernel parameters are compile-time (-D): the head dimension p and the
  * tile shapes derived from it, so each distinct p builds one program.
+ * One query per (batch, head) in float32 (a decode step) takes neither: host/ops/attn_decode.c
+ * splits the keys into chunks (cl/attn_decode.cl), reading K and V in place.
  * float16 storage of q, k, v and/or o (any mix, fp32 compute): -DWBCL_ATT_HALF,
  * a bit mask (1 q, 2 k, 4 v, 8 o), added only when some tensor is half so the
  * float32 programs keep their options. The packed K/V scratch stays float32. */
 #include "internal.h"
+#include "attn_decode.h"
 
 #include <limits.h>
 #include <math.h>
@@ -316,6 +319,8 @@ static wbcl_status attention(wbcl_context *ctx, const char *op, const wbcl_atten
 {
     wbcl_status st = validate(ctx, op, d, q, k, v, o);
     if (st) return st;
+    /* one query per head (a decode step): split over the keys, K and V read in place */
+    if (wbcl__attention_decode_applies(ctx, d, q, k, v, o)) return wbcl__attention_decode(ctx, d, q, k, v, o);
     att_params a;
     choose_params(ctx, d->p, &a);
     const int half = (q->dtype == WBCL_F16 ? 1 : 0) | (k->dtype == WBCL_F16 ? 2 : 0) |
