@@ -9,6 +9,9 @@
  *                             place (strided, no packing), online softmax in the log2 domain
  *                             (scale·log2 e folded into q, exp2), writes (m, l, acc[p]) of its
  *                             chunk: m the running maximum, l = Σ 2^(s−m), acc = Σ 2^(s−m) v.
+ *                             CPU variant: keys in blocks of 16 (16 independent dot products, one
+ *                             rescale and one float16 exp2 per block); GPU variant: one key at a
+ *                             time (no private arrays beyond q and acc: no stack frame).
  *   wbcl_attn_decode_combine  one work-item per (column block, batch·head): M = max m_c,
  *                             o = Σ 2^(m_c−M) acc_c / Σ 2^(m_c−M) l_c.
  * Compile-time: AD_P the head dimension, AD_VW the vector width (16, 8, 4 or 1; divides AD_P).
@@ -22,6 +25,7 @@
 #endif
 #define AD_NV (AD_P / AD_VW)
 #define AD_PART (AD_P + 2) /* floats per chunk partial: m, l, acc[p] */
+#define AD_KB 16             /* keys per block inside a chunk (one float16 of scores) */
 
 #if AD_VW == 16
 typedef float16 adv;
@@ -69,6 +73,7 @@ __kernel void wbcl_attn_decode_part(__global const float *q, const ulong qo, con
     const uint b = bh / H, h = bh % H;
     const __global float *qr = q + qo + b * qsb + h * qsh;
     adv qv[AD_NV], acc[AD_NV];
+#pragma unroll
     for (int i = 0; i < AD_NV; i++) {
         qv[i] = AD_LOAD(i, qr) * qscale;
         acc[i] = (adv)(0.0f);
@@ -76,21 +81,66 @@ __kernel void wbcl_attn_decode_part(__global const float *q, const ulong qo, con
     const __global float *kb = k + ko + b * ksb + h * ksh, *vb = v + vo + b * vsb + h * vsh;
     const uint t0 = c * chunk, t1 = min(Nk, t0 + chunk);
     float m = -FLT_MAX, l = 0.0f;
+#if WBCL_VARIANT_GPU
+    /* one key at a time (no private score block: ptxas puts a 16-float array in a stack frame) */
     for (uint t = t0; t < t1; t++) {
         const __global float *kr = kb + t * ksn, *vr = vb + t * vsn;
         adv sv = qv[0] * AD_LOAD(0, kr);
+#pragma unroll
         for (int i = 1; i < AD_NV; i++) sv = fma(qv[i], AD_LOAD(i, kr), sv);
         const float s = ad_hsum(sv);
         if (s > m) { /* the first key always: l and acc are 0, the rescale keeps them 0 */
             const float corr = exp2(m - s);
             l *= corr;
+#pragma unroll
             for (int i = 0; i < AD_NV; i++) acc[i] *= corr;
             m = s;
         }
         const float e = exp2(s - m);
         l += e;
+#pragma unroll
         for (int i = 0; i < AD_NV; i++) acc[i] = fma((adv)(e), AD_LOAD(i, vr), acc[i]);
     }
+#else
+    for (uint tb = t0; tb < t1; tb += AD_KB) { /* blocks of AD_KB keys: scores first (independent dot
+                                                 products), one rescale and one vector exp2 per block,
+                                                 then the values */
+        const uint nb = min((uint)AD_KB, t1 - tb);
+        float sc[AD_KB];
+        for (uint u = 0; u < AD_KB; u++) {
+            const __global float *kr = kb + (tb + min(u, nb - 1)) * ksn; /* past the chunk: a repeat, masked */
+            adv sv = qv[0] * AD_LOAD(0, kr);
+#pragma unroll
+            for (int i = 1; i < AD_NV; i++) sv = fma(qv[i], AD_LOAD(i, kr), sv);
+            sc[u] = u < nb ? ad_hsum(sv) : -FLT_MAX;
+        }
+        const float16 s16 = vload16(0, sc);
+        const float8 m8 = fmax(s16.lo, s16.hi);
+        const float4 m4 = fmax(m8.lo, m8.hi);
+        const float bm = fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w));
+        if (bm > m) { /* the first block always: l and acc are 0, the rescale keeps them 0 */
+            const float corr = exp2(m - bm);
+            l *= corr;
+#pragma unroll
+            for (int i = 0; i < AD_NV; i++) acc[i] *= corr;
+            m = bm;
+        }
+        float ew[AD_KB];
+        const float16 e16 = exp2(s16 - (float16)(m)); /* the masked keys: 2^(-FLT_MAX - m) = 0 */
+        vstore16(e16, 0, ew);
+        {
+            const float8 l8 = e16.lo + e16.hi;
+            const float4 l4 = l8.lo + l8.hi;
+            l += (l4.x + l4.y) + (l4.z + l4.w);
+        }
+        for (uint u = 0; u < nb; u++) {
+            const __global float *vr = vb + (tb + u) * vsn;
+            const adv e = (adv)(ew[u]);
+#pragma unroll
+            for (int i = 0; i < AD_NV; i++) acc[i] = fma(e, AD_LOAD(i, vr), acc[i]);
+        }
+    }
+#endif
     __global float *pr = part + ((size_t)bh * nch + c) * AD_PART;
     pr[0] = m;
     pr[1] = l;
