@@ -5,18 +5,20 @@
  *
  *   bench_lm_decode [--device SEL] [--models gpt2,tost_lm] [--dim 768] [--heads 12] [--layers 12]
  *                   [--vocab 50257] [--lengths 128,512,1024,2048,4096,8192] [--steps 8] [--batch 1]
- *                   [--chunk 512] [--csv FILE] [--profile 1]
+ *                   [--rounds 3] [--chunk 512] [--csv FILE] [--profile 1]
  *
  * Per model: random weights (written to a temporary safetensors file, loaded with wbcl_lm_load, file
  * removed), one decode state; for each length L (increasing) the sequence is prefilled up to L
- * tokens (in chunks of --chunk, continuing the same state), then --steps decode steps are timed one
- * by one, each step including the read-back of its (B, V) logits and the host argmax as generation
- * does; the median step time is reported. Memory: the state's device bytes (wbcl_lm_state_bytes:
- * caches or recurrent sums) and the process's resident set (on a CPU device the device buffers are
- * host memory). block_size is max(lengths) + steps + 1 (wpe rows; gpt2's cache capacity grows by
- * doubling up to it; with --profile, 2 --steps more). CSV columns: model,dim,heads,layers,vocab,batch,tokens,ms_per_token,
- * tokens_per_s,state_bytes,rss_bytes. --profile 1: after each point, --steps more steps with kernel timing
- * on, and the device time per step of each kernel on stderr (perf/kernel_profile.h). */
+ * tokens (in chunks of --chunk, continuing the same state), then --rounds rounds of --steps decode
+ * steps are timed one by one, each step including the read-back of its (B, V) logits and the host
+ * argmax as generation does; the lowest of the rounds' median step times is reported (the quietest
+ * round, as perf/peers/lm_decode_torch.py does: the machine is shared). Memory: the state's device
+ * bytes (wbcl_lm_state_bytes: caches or recurrent sums) and the process's resident set (on a CPU
+ * device the device buffers are host memory). block_size is max(lengths) + rounds * steps + 1 (wpe
+ * rows; gpt2's cache capacity grows by doubling up to it; with --profile, --steps more).
+ * CSV columns: model,dim,heads,layers,vocab,batch,tokens,ms_per_token,tokens_per_s,state_bytes,
+ * rss_bytes. --profile 1: after each point, --steps more steps with kernel timing on, and the device
+ * time per step of each kernel on stderr (perf/kernel_profile.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -130,6 +132,7 @@ int main(int argc, char **argv)
     size_t d = 768, K = 12, L = 12, V = 50257, steps = 8, B = 1, chunk = 512;
     size_t lens[MAXL] = {128, 512, 1024, 2048, 4096, 8192};
     int nl = 6, profile = 0;
+    size_t rounds = 3;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -148,19 +151,20 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--batch")) B = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--chunk")) chunk = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--profile")) profile = atoi(v);
+        else if (!strcmp(a, "--rounds")) rounds = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--lengths")) nl = parse_list(v, lens, MAXL);
         else {
             fprintf(stderr, "unknown option %s\n", a);
             return 2;
         }
     }
-    if (!d || !K || !L || !V || !steps || !B || !chunk || nl < 1) {
+    if (!d || !K || !L || !V || !steps || !rounds || !B || !chunk || nl < 1) {
         fprintf(stderr, "sizes must be positive\n");
         return 2;
     }
     size_t Tmax = 0;
     for (int i = 0; i < nl; i++) Tmax = lens[i] > Tmax ? lens[i] : Tmax;
-    const size_t T = Tmax + (profile ? 2 : 1) * steps + 1; /* the profiled steps go on from the timed ones */
+    const size_t T = Tmax + (rounds + (profile ? 1 : 0)) * steps + 1; /* the profiled steps go on from the timed ones */
     wbcl_context *ctx = NULL;
     char cerr[512];
     if (wbcl_context_create(device, &ctx, cerr, sizeof cerr)) {
@@ -226,18 +230,21 @@ int main(int argc, char **argv)
                         wbcl_lm_state_position(s), now_s() - tp);
             }
             const size_t at = wbcl_lm_state_position(s);
-            for (size_t j = 0; j < steps && !rc; j++) {
-                double ts = now_s();
-                if (wbcl_lm_step(ctx, s, tok, lg) || wbcl_tensor_read(ctx, lg, host, B * V)) {
-                    fprintf(stderr, "step: %s\n", wbcl_context_last_error(ctx));
-                    rc = 1;
-                    break;
+            double med = INFINITY; /* the lowest of the rounds' medians: the quietest round */
+            for (size_t rd = 0; rd < rounds && !rc; rd++) {
+                for (size_t j = 0; j < steps && !rc; j++) {
+                    double ts = now_s();
+                    if (wbcl_lm_step(ctx, s, tok, lg) || wbcl_tensor_read(ctx, lg, host, B * V)) {
+                        fprintf(stderr, "step: %s\n", wbcl_context_last_error(ctx));
+                        rc = 1;
+                        break;
+                    }
+                    for (size_t b = 0; b < B; b++) tok[b] = wbcl_lm_pick(host + b * V, V, NULL, NULL);
+                    times[j] = now_s() - ts;
                 }
-                for (size_t b = 0; b < B; b++) tok[b] = wbcl_lm_pick(host + b * V, V, NULL, NULL);
-                times[j] = now_s() - ts;
+                if (!rc) med = fmin(med, median(times, (int)steps));
             }
             if (rc) break;
-            const double med = median(times, (int)steps);
             fprintf(out, "%s,%zu,%zu,%zu,%zu,%zu,%zu,%.4f,%.2f,%zu,%zu\n", kinds[k], d, K, L, V, B, at, 1e3 * med,
                     (double)B / med, wbcl_lm_state_bytes(s), rss_bytes());
             fflush(out);

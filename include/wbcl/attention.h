@@ -68,7 +68,10 @@ wbcl_status wbcl_attention_mssa_heads(wbcl_context *ctx, const wbcl_tensor *w, f
  * q, k and v may be the same tensor (MSSA); o must be a different tensor from all three. The
  * strides are not required to keep rows apart, but o rows that share storage give an
  * unspecified result. The CPU variant packs K and V into context scratch buffers first, so
- * k and v may be any views; decode steps use this form on a token cache with capacity. */
+ * k and v may be any views; decode steps use this form on a token cache with capacity.
+ * One query per (batch, head) with float32 q, k, v and o (a decode step; p <= 256 on the CPU
+ * variant, <= 64 on the GPU variant) reads k and v in place instead, split over the keys in
+ * chunks whose partial softmax sums are then combined: the same result to rounding. */
 typedef struct wbcl_attention_desc {
     size_t batch, heads; /* B, K                        */
     size_t n_q, n_k, p;  /* queries, keys, head dim     */

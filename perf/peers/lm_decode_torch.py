@@ -26,7 +26,8 @@ before the timed steps) during the timed steps, minus the resident set before th
 (torch's libraries, about 0.5 GiB), in MiB: weights (about 650 MiB at GPT-2 Base) + cache/state +
 temporaries. The cache/state bytes are printed too. The script re-executes itself with
 MALLOC_MMAP_THRESHOLD_=65536 so that freed tensors leave the resident set.
-CSV columns: impl,model,tokens,ms_per_token,peak_mib (impl = torch).
+CSV columns: impl,model,tokens,ms_per_token,peak_mib,state_mib (impl = torch; state_mib: the cache or
+recurrent state alone).
 """
 import argparse
 import math
@@ -216,7 +217,7 @@ def main():
                         times.append((time.perf_counter() - t) * 1e3)
                     ms = min(ms, statistics.median(times))
                 peak = (vm("VmHWM") - base) / 2**20
-                rows.append(("torch", kind, L, ms, peak))
+                rows.append(("torch", kind, L, ms, peak, dec.bytes() / 2**20))
                 print(f"{kind:8s} tokens {L:5d}  {ms:8.2f} ms/token  {1e3 / ms:6.2f} tok/s  peak {peak:7.1f} MiB"
                       f"  state {dec.bytes() / 2**20:8.2f} MiB", flush=True)
                 if dec.t + a.rounds * a.steps + 1 > block:
@@ -226,9 +227,9 @@ def main():
         new = not os.path.exists(a.csv)
         with open(a.csv, "a") as f:
             if new:
-                f.write("impl,model,tokens,ms_per_token,peak_mib\n")
+                f.write("impl,model,tokens,ms_per_token,peak_mib,state_mib\n")
             for r in rows:
-                f.write(f"{r[0]},{r[1]},{r[2]},{r[3]:.4f},{r[4]:.1f}\n")
+                f.write(f"{r[0]},{r[1]},{r[2]},{r[3]:.4f},{r[4]:.1f},{r[5]:.3f}\n")
 
 
 if __name__ == "__main__":

@@ -35,8 +35,13 @@ Differences between the references and SPEC.md / issue 18 (noted, the issue's la
   * nanoGPT with PyTorch >= 2 takes the flash path and registers no attn.bias buffer; the buffer is
     saved here for gpt2 and crate_lm (the non-flash path) so that the C loader's "accept and ignore"
     path is tested.
-  * The CRATE repository snapshot available here lacks model/crate_gpt.py; crate_lm follows the
-    issue's description, and CRATE's model/crate.py for MSSA (q = k = v) and ISTA.
+  * crate_lm was first written from the issue's description and CRATE's model/crate.py (MSSA with
+    q = k = v, ISTA). Checked afterwards against Ma-Lab-Berkeley/CRATE model/crate_gpt.py (commit
+    f33d737): its key set is exactly the files' (prenorm_1/2 with biases, attn.c_attn without bias,
+    attn.c_proj with bias, attn.bias buffer, ista.weight, wte/wpe, lm_head tied), and a float64
+    forward written from its Block (LayerNorm eps 1e-5; att = qkv qkvᵀ / sqrt(p), causal softmax;
+    ISTA relu(x + 0.1 (x W − x Wᵀ W) − 0.01); no final LayerNorm) gives the golden logits of
+    c0, c1, c2 within 2.2e-7 (their float32 rounding) (2026-11-27, a one-off script, not kept).
 
 Sizes (the contract): vocab 97, block_size 16, dim 48, heads 3 (p 16), depth 2. gpt2 with bias=true,
 tost_lm with bias=false, crate_lm with LayerNorm and c_proj biases (bias=true). Weights random
