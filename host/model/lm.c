@@ -46,7 +46,7 @@ struct wbcl_lm_state {
     wbcl_context *ctx;
     wbcl_lm *m;
     size_t B, pos, cap;
-    wbcl_tensor **cache;     /* per layer (B, cap, width): gpt2 k|v (2d), crate w (K p) */
+    wbcl_tensor **cache;     /* per layer (B, J, cap, p): gpt2 K key + K value heads, crate K heads of w */
     wbcl_tssa_state **tssa;  /* per layer (tost_lm) */
 };
 
@@ -528,7 +528,6 @@ void wbcl_lm_state_destroy(wbcl_lm_state *s)
     free(s->tssa);
     free(s);
 }
-
 
 wbcl_status wbcl_lm_state_create(wbcl_context *ctx, wbcl_lm *m, size_t batch, wbcl_lm_state **out)
 {

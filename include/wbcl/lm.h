@@ -32,9 +32,11 @@
  * position) beyond block_size is WBCL_ERROR_SHAPE. Logits are float32 device tensors.
  *
  * Decoding (wbcl_lm_state): the state of B sequences. gpt2 keeps a key/value cache per layer
- * (B, capacity, 2d), crate_lm the cache of w = U x per layer (B, capacity, K p) (MSSA: keys =
- * values = w); both grow by doubling up to block_size and are read by the fused strided
- * attention (attention.h), one query per sequence per step. tost_lm keeps the causal-TSSA
+ * (B, 2K, capacity, p: the K key heads, then the K value heads), crate_lm the cache of w = U x per
+ * layer (B, K, capacity, p) (MSSA: keys = values = w); both grow by doubling up to block_size and
+ * are read in place by the strided attention (attention.h), one query per sequence per step,
+ * split over the keys. The projections of a step (B <= 8 rows) take a GEMV: one pass over the
+ * weights, which bounds a decode step on most devices. tost_lm keeps the causal-TSSA
  * recurrent state per layer (wbcl_tssa_state: S, Q, P per head, constant memory in the number of
  * tokens). A step's logits equal the last row of wbcl_lm_forward on the whole sequence to float
  * rounding (tests/test_lm.c). */
