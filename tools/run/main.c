@@ -90,43 +90,6 @@ static void module_help(const wbcl_run_module *m)
            m->output ? ", --output FILE" : "", m->can_verify ? ", --verify" : "");
 }
 
-static int name_in(const char *const *list, const char *name)
-{
-    for (size_t i = 0; list && list[i]; i++)
-        if (!strcmp(list[i], name)) return 1;
-    return 0;
-}
-
-static void join(char *buf, size_t len, const char *const *list, const char *prefix)
-{
-    size_t n = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; list && list[i] && n < len; i++)
-        n += (size_t)snprintf(buf + n, len - n, "%s%s%s", i ? ", " : "", prefix, list[i]);
-}
-
-/* The directory of --output must exist and be writable; the path must not be a directory.
- * Checked before any work so that a long run does not fail at the end. Creates nothing. */
-static int check_output_path(wbcl_run *r, const char *path)
-{
-    struct stat sb;
-    if (!path[0]) return wbcl_run_fail(r, "--output: empty path");
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return wbcl_run_fail(r, "cannot write --output '%s': it is a directory", path);
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    if (stat(dir, &sb) != 0)
-        return wbcl_run_fail(r, "cannot write --output '%s': directory '%s' %s", path, dir,
-                             errno == ENOENT ? "does not exist" : strerror(errno));
-    if (!S_ISDIR(sb.st_mode)) return wbcl_run_fail(r, "cannot write --output '%s': '%s' is not a directory", path, dir);
-    if (access(dir, W_OK) != 0)
-        return wbcl_run_fail(r, "cannot write --output '%s': directory '%s' is not writable", path, dir);
-    return 0;
-}
-
 /* Adds NAME=VALUE to the params; 0 or fails. */
 static int add_param(wbcl_run *r, const char *kv)
 {
@@ -228,47 +191,6 @@ static int parse(wbcl_run *r, cmdline *c, int argc, char **argv)
     return 0;
 }
 
-/* Checks the command line against the module's descriptor. */
-static int validate(wbcl_run *r, const wbcl_run_module *m)
-{
-    char list[1024];
-    if (r->n_inputs < m->min_inputs || r->n_inputs > m->max_inputs) {
-        if (m->max_inputs == 0) return wbcl_run_fail(r, "module '%s' takes no --input", m->name);
-        if (m->min_inputs == m->max_inputs)
-            return wbcl_run_fail(r, "module '%s' takes %d --input file%s, got %d (wbcl-run %s --help)", m->name,
-                                 m->min_inputs, m->min_inputs == 1 ? "" : "s", r->n_inputs, m->name);
-        return wbcl_run_fail(r, "module '%s' takes %d to %d --input files, got %d (wbcl-run %s --help)", m->name,
-                             m->min_inputs, m->max_inputs, r->n_inputs, m->name);
-    }
-    if (r->weights_path && m->weights == WBCL_RUN_NONE)
-        return wbcl_run_fail(r, "module '%s' takes no --weights", m->name);
-    if (!r->weights_path && m->weights == WBCL_RUN_REQUIRED)
-        return wbcl_run_fail(r, "module '%s' needs --weights FILE.safetensors", m->name);
-    if (r->output_path && m->output == WBCL_RUN_NONE)
-        return wbcl_run_fail(r, "module '%s' writes no --output", m->name);
-    if (!r->output_path && m->output == WBCL_RUN_REQUIRED)
-        return wbcl_run_fail(r, "module '%s' needs --output FILE", m->name);
-    if (r->verify && !m->can_verify) return wbcl_run_fail(r, "module '%s' has no --verify", m->name);
-    for (int i = 0; i < r->n_params; i++) {
-        if (name_in(m->params, r->params[i].name)) continue;
-        if (!m->params || !m->params[0])
-            return wbcl_run_fail(r, "unknown param '%s': module '%s' takes no params", r->params[i].name, m->name);
-        join(list, sizeof list, m->params, "");
-        return wbcl_run_fail(r, "unknown param '%s' for module '%s' (known: %s)", r->params[i].name, m->name, list);
-    }
-    for (int i = 0; i < r->n_options; i++) {
-        const char *name = r->options[i].name;
-        if (!name_in(m->options, name)) {
-            if (!m->options || !m->options[0])
-                return wbcl_run_fail(r, "unknown option '--%s' (wbcl-run %s --help shows usage)", name, m->name);
-            join(list, sizeof list, m->options, "--");
-            return wbcl_run_fail(r, "unknown option '--%s' for module '%s' (its own options: %s)", name, m->name,
-                                 list);
-        }
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     static wbcl_run run; /* large: keep it off the stack */
@@ -335,7 +257,7 @@ int main(int argc, char **argv)
         module_help(m);
         goto out;
     }
-    if (validate(r, m)) {
+    if (wbcl_run_validate(r, m)) {
         rc = EXIT_USAGE;
         goto out;
     }
@@ -346,13 +268,13 @@ int main(int argc, char **argv)
     }
     opened = 1; /* from here on every failure is agreed on by all ranks */
     /* only rank 0 writes --output */
-    if (wbcl_run_mpi_open(r, r->par->rank == 0 && r->output_path && check_output_path(r, r->output_path)
+    if (wbcl_run_mpi_open(r, r->par->rank == 0 && r->output_path && wbcl_run_check_output_path(r, r->output_path)
                                  ? r->err : NULL)) {
         rc = EXIT_RUN_FAIL;
         goto out;
     }
 #else
-    if (r->output_path && check_output_path(r, r->output_path)) {
+    if (r->output_path && wbcl_run_check_output_path(r, r->output_path)) {
         rc = EXIT_RUN_FAIL;
         goto out;
     }

@@ -130,6 +130,24 @@ struct wbcl_run_par {
  * otherwise path itself). buf holds the result when one is made. */
 const char *wbcl_run_rank_path(const wbcl_run *r, const char *path, char *buf, size_t len);
 
+/* ---- checks and the in-process entry point (exec.c) ----------------------------------------- */
+/* Checks r's inputs, weights, output, verify, params and options against the module's
+ * descriptor; 0, or 1 with the reason set. */
+int wbcl_run_validate(wbcl_run *r, const wbcl_run_module *m);
+/* The directory of path must exist and be writable and path must not be a directory (checked
+ * before any work); creates nothing. 0, or 1 with the reason set. */
+int wbcl_run_check_output_path(wbcl_run *r, const char *path);
+/* Runs module `module` on the caller's context as `wbcl-run MODULE --input ... --weights W
+ * --output O --param NAME=VALUE ... [--NAME VALUE ...] [--verify] --quiet` would (the same
+ * checks and messages), printing nothing. inputs: n_inputs .npy paths; weights, output: paths
+ * or NULL; names/values: n_params params; option_names/values: the module's own options
+ * (without "--"). Returns 0, or 1 with the one-line reason in err (errlen bytes, may be 0).
+ * The context is left open; the output file is written only on success. */
+int wbcl_run_exec(wbcl_context *ctx, const char *module, int n_inputs, const char *const *inputs, const char *weights,
+                  const char *output, int n_params, const char *const *names, const char *const *values,
+                  int n_options, const char *const *option_names, const char *const *option_values, int verify,
+                  char *err, size_t errlen);
+
 /* ---- reporting ---------------------------------------------------------------------------- */
 /* Sets the reason (one line, no "wbcl-run: " prefix) and returns 1. */
 int wbcl_run_fail(wbcl_run *r, const char *fmt, ...) WBCL_RUN_PRINTF(2, 3);
