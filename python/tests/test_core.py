@@ -1,0 +1,97 @@
+"""Devices, contexts, tensors, errors and the module catalogue (ctx.run)."""
+import numpy as np
+import pytest
+
+import wbcl
+
+
+def test_devices_and_context(ctx):
+    devs = wbcl.devices()
+    assert devs and all({"index", "name", "type", "vendor", "opencl"} <= set(d) for d in devs)
+    dev = ctx.device
+    assert dev["name"] in [d["name"] for d in devs]
+    assert dev["variant"] in ("cpu", "gpu")
+
+
+def test_bad_selector():
+    with pytest.raises(wbcl.Error) as e:
+        wbcl.Context("no-such-device-name-xyz")
+    assert e.value.status == "WBCL_ERROR_NO_DEVICE" and "no-such-device-name-xyz" in str(e.value)
+    with pytest.raises(TypeError):
+        wbcl.Context(3.5)
+
+
+def test_tensor_round_trip(ctx, rng):
+    a = rng.standard_normal((3, 5, 7))
+    t = ctx.tensor(a)
+    assert t.shape == (3, 5, 7)
+    np.testing.assert_array_equal(t.numpy(), a.astype(np.float32))  # float32 rounding only
+    t.write(np.ones((3, 5, 7)))
+    assert (t.numpy() == 1).all()
+    with pytest.raises(wbcl.Error) as e:
+        t.write(np.ones((3, 5)))
+    assert e.value.status == "WBCL_ERROR_SHAPE"
+    with pytest.raises(wbcl.Error):
+        ctx.tensor(np.ones((1, 1, 1, 1, 1)))
+
+
+def test_closed_context_fails_cleanly():
+    c = wbcl.Context()
+    t = c.tensor(np.ones((2, 2)))
+    with c:
+        pass  # leaving the block closes it
+    for call in (lambda: c.tensor(np.ones(3)), lambda: t.numpy(), lambda: c.gemm(np.ones((2, 2)), np.ones((2, 2))),
+                 lambda: c.device, lambda: c.run("gelu", np.ones(3))):
+        with pytest.raises(wbcl.Error) as e:
+            call()
+        assert "closed" in str(e.value)
+    c.close()  # twice is fine
+
+
+def test_bad_inputs(ctx):
+    with pytest.raises(TypeError, match="dtype"):
+        ctx.tensor(np.array(["a", "b"]))
+    with pytest.raises(TypeError, match="NumPy"):
+        ctx.gemm([[1.0]], [[1.0]])
+    with pytest.raises(wbcl.Error) as e:
+        ctx.gemm(np.ones((2, 3)), np.ones((4, 5)))
+    assert e.value.status == "WBCL_ERROR_SHAPE" and e.value.message
+    with pytest.raises(wbcl.Error) as e:
+        ctx.gemm(np.ones((2, 3, 4)), np.ones((4, 5)))
+    assert e.value.status == "WBCL_ERROR_SHAPE"
+
+
+def test_torch_like_and_noncontiguous(ctx, rng):
+    class FakeTorch:  # what a PyTorch CPU tensor offers: .numpy()
+        def __init__(self, a):
+            self.a = a
+
+        def numpy(self):
+            return self.a
+
+    A = rng.standard_normal((8, 6))[:, ::2]  # non-contiguous (8, 3)
+    B = rng.standard_normal((3, 4))
+    want = A @ B
+    for got in (ctx.gemm(A, B), ctx.gemm(FakeTorch(A), FakeTorch(B))):
+        assert np.abs(got - want).max() < 1e-5
+
+
+def test_modules_and_run(ctx, rng):
+    names = [m["name"] for m in wbcl.modules()]
+    assert {"gemm", "attn.tssa", "redunet.fit", "tost_lm.generate"} <= set(names)
+    x = rng.standard_normal((4, 33))
+    got = ctx.run("softmax", x)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    assert np.abs(got - e / e.sum(-1, keepdims=True)).max() < 1e-6
+    g = ctx.run("layernorm", x, eps=1e-5)
+    want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    assert np.abs(g - want).max() < 1e-5
+    with pytest.raises(wbcl.Error) as e:
+        ctx.run("softmax", x, nonsense=3)
+    assert "unknown param 'nonsense'" in str(e.value)
+    with pytest.raises(wbcl.Error) as e:
+        ctx.run("no.such.module", x)
+    assert "unknown module" in str(e.value)
+    with pytest.raises(wbcl.Error) as e:
+        ctx.run("softmax")
+    assert "takes 1 --input" in str(e.value)

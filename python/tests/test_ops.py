@@ -1,0 +1,97 @@
+"""The typed operators against NumPy double-precision references written from SPEC.md.
+
+Tolerances: float32 sums of k products carry a relative error of about k·2^-24 of the sum of the
+absolute terms; with k <= 64 and O(1) data that is < 1e-5, so 2e-5 (GEMM: 1e-5 · k of the
+magnitudes) separates rounding from a wrong index, scale or mask (errors of O(0.1) or more)."""
+import numpy as np
+import pytest
+
+import wbcl
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_gemm(ctx, rng, ta, tb):
+    m, n, k = 13, 7, 29
+    A = rng.standard_normal((k, m) if ta else (m, k))
+    B = rng.standard_normal((n, k) if tb else (k, n))
+    C = rng.standard_normal((m, n))
+    want = 0.5 * (A.T if ta else A) @ (B.T if tb else B) - 2.0 * C
+    got = ctx.gemm(A, B, alpha=0.5, beta=-2.0, C=C, trans_a=ta, trans_b=tb)
+    tol = 2e-5 * (np.abs(A).max() * np.abs(B).max() * k + 2 * np.abs(C).max())
+    assert got.shape == (m, n) and np.abs(got - want).max() < tol
+
+
+def _softmax_attention(q, k, v, scale, causal):
+    s = np.einsum("bhic,bhjc->bhij", q, k) * scale
+    if causal:
+        nq, nk = q.shape[2], k.shape[2]
+        mask = np.arange(nk)[None, :] > np.arange(nq)[:, None] + (nk - nq)
+        s = np.where(mask, -np.inf, s)
+    s = np.exp(s - s.max(-1, keepdims=True))
+    return np.einsum("bhij,bhjc->bhic", s / s.sum(-1, keepdims=True), v)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_and_mssa(ctx, rng, causal):
+    q, k, v = (rng.standard_normal((2, 3, 11, 16)) for _ in range(3))
+    got = ctx.attention(q, k, v, causal=causal)
+    assert np.abs(got - _softmax_attention(q, k, v, 0.25, causal)).max() < 2e-5
+    got = ctx.attention(q[:, :, :1], k, v, causal=causal)  # one query: the decode path
+    assert np.abs(got - _softmax_attention(q[:, :, :1], k, v, 0.25, causal)).max() < 2e-5
+    got = ctx.mssa(q, causal=causal)
+    assert np.abs(got - _softmax_attention(q, q, q, 0.25, causal)).max() < 2e-5 * np.abs(q).max()
+
+
+def _tssa(w, temp):
+    nrm = np.maximum(np.sqrt((w ** 2).sum(2, keepdims=True)), 1e-12)          # (B, K, 1, p)
+    logit = temp[None, :, None] * ((w / nrm) ** 2).sum(-1)                   # (B, K, N)
+    e = np.exp(logit - logit.max(1, keepdims=True))
+    pi = e / e.sum(1, keepdims=True)
+    s = pi.sum(-1, keepdims=True) + 1e-8
+    dots = np.einsum("bhn,bhnc->bhc", pi / s, w ** 2)
+    return -w * pi[..., None] / (1 + dots[:, :, None, :])
+
+
+def _tssa_causal(w, temp, db):
+    S = np.cumsum(w ** 2, axis=2)
+    wn = w ** 2 / np.maximum(S, 1e-12) + db[None, :, :w.shape[2], None]
+    logit = temp[None, :, None] * wn.sum(-1)
+    e = np.exp(logit - logit.max(1, keepdims=True))
+    pi = e / e.sum(1, keepdims=True)
+    Q = np.cumsum(pi[..., None] * w ** 2, axis=2)
+    P = np.cumsum(pi, axis=2)
+    return -w * pi[..., None] / (1 + Q / (P[..., None] + 1e-8))
+
+
+def test_tssa(ctx, rng):
+    w = rng.standard_normal((2, 4, 37, 8))
+    temp = rng.uniform(0.5, 2.0, 4)
+    assert np.abs(ctx.tssa(w, temp) - _tssa(w, temp)).max() < 2e-5
+
+
+def test_tssa_causal_and_state(ctx, rng):
+    B, K, N, p = 2, 3, 20, 8
+    w = rng.standard_normal((B, K, N, p))
+    temp = rng.uniform(0.5, 2.0, K)
+    db = rng.uniform(-0.1, 0.1, (K, 32))
+    want = _tssa_causal(w, temp, db)
+    assert np.abs(ctx.tssa_causal(w, temp, db) - want).max() < 2e-5
+    st = ctx.tssa_state(B, K, p)  # a prefill of 12 tokens, then one token at a time
+    parts = [ctx.tssa_causal(w[:, :, :12], temp, db, state=st)]
+    for t in range(12, N):
+        parts.append(ctx.tssa_causal(w[:, :, t:t + 1], temp, db, state=st))
+    assert np.abs(np.concatenate(parts, axis=2) - want).max() < 2e-5
+    st.reset()
+    assert np.abs(ctx.tssa_causal(w[:, :, :5], temp, db, state=st) - want[:, :, :5]).max() < 2e-5
+    with pytest.raises(wbcl.Error) as e:
+        ctx.tssa_causal(w[:1], temp, db, state=st)  # a state for batch 2
+    assert e.value.status == "WBCL_ERROR_SHAPE"
+    with pytest.raises(TypeError):
+        ctx.tssa_causal(w, temp, db, state="state")
+
+
+def test_device_tensors_stay_on_device(ctx, rng):
+    A = rng.standard_normal((6, 5))
+    t = ctx.gemm(A, A.T, keep=True)
+    assert isinstance(t, wbcl.Tensor)
+    assert np.abs(ctx.gemm(t, A) - (A @ A.T) @ A).max() < 1e-4
