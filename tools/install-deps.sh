@@ -8,7 +8,8 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 packages=(
   build-essential cmake pkg-config git python3   # toolchain
-  python3-numpy                                  # tools/lm_text.py (text <-> token ids)
+  python3-numpy                                  # tools/lm_text.py (text <-> token ids); the Python package
+  python3-pytest python3-venv python3-setuptools python3-wheel  # python/: its tests; pip install ./python in a venv
   ocl-icd-opencl-dev opencl-headers              # OpenCL ICD loader and headers
   pocl-opencl-icd                                # the default device: PoCL on the CPU
   libclblast-dev libclfft-dev                    # dense linear algebra, FFTs
