@@ -91,8 +91,10 @@ run_asan() {
   # reason than the one intercept_tls_get_addr=0 removes (the earlier occasional crashes in
   # other suites were probably the same layout-dependent bug); a real leak or memory error is
   # deterministic and fails the repeat as well.
+  # python_pytest is left out: it loads the instrumented libwbcl into an uninstrumented python3, which
+  # ASan refuses ("runtime does not come first"); the package's C side is the library tested here.
   local rc=0
-  ctest --test-dir build-asan --output-on-failure --repeat until-pass:2 || rc=$?
+  ctest --test-dir build-asan --output-on-failure --repeat until-pass:2 -E '^python_pytest$' || rc=$?
   unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
   echo "ci-hardening: asan+ubsan job: $(( $(stamp) - t0 )) s, status $rc"
   return $rc
