@@ -95,3 +95,14 @@ def test_modules_and_run(ctx, rng):
     with pytest.raises(wbcl.Error) as e:
         ctx.run("softmax")
     assert "takes 1 --input" in str(e.value)
+
+
+def test_run_with_array_options(ctx, rng, tmp_path):
+    X = rng.standard_normal((6, 2, 8))
+    y = np.array([0, 1, 0, 1, 0, 1])
+    log = tmp_path / "log.csv"
+    Z = ctx.run("redunet1d.fit", X, options={"labels": y, "log": log}, layers=2, eps2=0.1)
+    assert Z.shape == (6, 2, 8) and np.isfinite(Z).all()
+    assert np.allclose(np.linalg.norm(Z.reshape(6, -1), axis=1), 1, atol=1e-5)  # normalized per sample
+    rows = log.read_text().strip().splitlines()
+    assert rows[0].startswith("layer") and len(rows) == 3

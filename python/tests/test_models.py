@@ -108,3 +108,19 @@ def test_lm_bad_input(ctx):
     with pytest.raises(wbcl.Error) as e:
         wbcl.LM(ctx, "tost_lm", repo_path("no_such_file.safetensors"), heads=3)
     assert "no_such_file" in e.value.message
+
+
+def test_vision_models(ctx):
+    g = read_safetensors(repo_path("tests", "golden", "crate_golden.safetensors"))
+    m = wbcl.CRATE(ctx, repo_path("tests", "golden", "crate.safetensors"), heads=4)
+    assert (m.dim, m.depth, m.num_classes) == (48, 2, 10)
+    # float32 forward against the PyTorch golden logits: 2e-5, the bound of the C suite (test_models.c GOLD_TOL)
+    assert np.abs(m.forward(g["image"]) - g["logits"]).max() < 2e-5
+    assert m.forward(g["image"], features=True).shape == (2, 17, 48)
+    g = read_safetensors(repo_path("tests", "golden", "tost16_golden.safetensors"))
+    t = wbcl.ToST(ctx, repo_path("tests", "golden", "tost16.safetensors"))
+    assert np.abs(t.forward(g["image"]) - g["logits"]).max() < 2e-5
+    assert np.abs(t.forward(g["image"], features=True) - g["feature"]).max() < 2e-5
+    with pytest.raises(wbcl.Error) as e:
+        t.forward(np.ones((2, 3, 64)))
+    assert e.value.status == "WBCL_ERROR_SHAPE"

@@ -95,3 +95,44 @@ def test_device_tensors_stay_on_device(ctx, rng):
     t = ctx.gemm(A, A.T, keep=True)
     assert isinstance(t, wbcl.Tensor)
     assert np.abs(ctx.gemm(t, A) - (A @ A.T) @ A).max() < 1e-4
+
+
+def test_xca(ctx, rng):
+    q, k, v = (rng.standard_normal((2, 3, 17, 8)) for _ in range(3))
+    temp = rng.uniform(0.5, 2.0, 3)
+    qh = q / np.maximum(np.linalg.norm(q, axis=2, keepdims=True), 1e-12)
+    kh = k / np.maximum(np.linalg.norm(k, axis=2, keepdims=True), 1e-12)
+    A = np.einsum("bhnc,bhne->bhce", qh, kh) * temp[None, :, None, None]       # (B, K, p, p)
+    A = np.exp(A - A.max(-1, keepdims=True))
+    A /= A.sum(-1, keepdims=True)
+    want = np.einsum("bhce,bhne->bhnc", A, v)                                    # o = A v per token
+    assert np.abs(ctx.xca(q, k, v, temp) - want).max() < 2e-5
+
+
+@pytest.mark.parametrize("threshold", ["relu", "soft"])
+def test_ista(ctx, rng, threshold):
+    x = rng.standard_normal((5, 12))
+    W = 0.3 * rng.standard_normal((12, 12))
+    v = x - 0.1 * (x @ W.T - x) @ W
+    t = 0.1 * 0.1
+    want = np.maximum(v - t, 0) if threshold == "relu" else np.sign(v) * np.maximum(np.abs(v) - t, 0)
+    assert np.abs(ctx.ista(x, W, threshold=threshold) - want).max() < 2e-5
+    with pytest.raises(wbcl.Error):
+        ctx.ista(x, W, threshold="hard")
+
+
+def test_measures(ctx, rng):
+    B, N, d, K, p, eps2 = 2, 30, 8, 2, 4, 0.1
+    Z = rng.standard_normal((B, N, d))
+    U = np.linalg.qr(rng.standard_normal((d, K * p)))[0]
+    def logdet(M):
+        return np.linalg.slogdet(M)[1]
+    R = np.array([0.5 * logdet(np.eye(d) + d / (N * eps2) * z.T @ z) for z in Z])
+    Rc = np.array([sum(0.5 * logdet(np.eye(p) + p / (N * eps2) * (z @ U[:, j * p:(j + 1) * p]).T
+                                    @ (z @ U[:, j * p:(j + 1) * p])) for j in range(K)) for z in Z])
+    assert np.allclose(ctx.coding_rate(Z, eps2), R, rtol=1e-5)
+    dR, R2, Rc2 = ctx.rate_reduction(Z, U, K, eps2)
+    assert np.allclose(R2, R, rtol=1e-5) and np.allclose(Rc2, Rc, rtol=1e-5) and np.allclose(dR, R - Rc, atol=1e-4)
+    dRt, _, _ = ctx.rate_reduction(Z, U.T, K, eps2, transposed=True)
+    assert np.allclose(dRt, dR, atol=1e-5)
+    assert ctx.sparsity(Z[0], 0.5) == pytest.approx((np.abs(Z[0]) > 0.5).mean())

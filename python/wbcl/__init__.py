@@ -23,7 +23,7 @@ import numpy as np
 from . import _lib
 from ._lib import lib
 
-__all__ = ["Error", "Context", "Tensor", "TSSAState", "ReduNet", "LM", "devices", "modules"]
+__all__ = ["Error", "Context", "Tensor", "TSSAState", "ReduNet", "LM", "CRATE", "ToST", "devices", "modules"]
 __version__ = "0.1.0"
 
 
@@ -269,7 +269,7 @@ class Context:
         weights="w.safetensors", heads=5) is `wbcl-run attn.tssa --input x.npy --weights
         w.safetensors --param heads=5 --output y.npy`, with the same checks and messages. inputs:
         arrays (float or integer; saved as .npy) or paths of .npy files; params: NAME=VALUE;
-        options: the module's own options ({"labels": "y.npy"}). Returns the output as a NumPy
+        options: the module's own options ({"labels": y}: an array or a path). Returns the output as a NumPy
         array (None for modules that write none). wbcl.modules() lists the modules."""
         r = _runlib()
         if not isinstance(module, str):
@@ -296,10 +296,17 @@ class Context:
             pv = [("1" if v else "0") if isinstance(v, bool) else v for v in params.values()]
             names = (ctypes.c_char_p * max(1, len(pn)))(*[enc(n) for n in pn])
             values = (ctypes.c_char_p * max(1, len(pv)))(*[enc(v) for v in pv])
-            options = options or {}
+            options = dict(options or {})
+            for i, (k, v) in enumerate(options.items()):  # arrays (labels, kernels) go through .npy files too
+                if isinstance(v, os.PathLike):
+                    options[k] = os.fspath(v)
+                elif not isinstance(v, (str, int, float)):
+                    a = _as_array(v, "option %s" % k)
+                    p = os.path.join(tmp, "opt%d.npy" % i)
+                    np.save(p, np.ascontiguousarray(a))
+                    options[k] = p
             on = (ctypes.c_char_p * max(1, len(options)))(*[enc(k) for k in options])
-            ov = (ctypes.c_char_p * max(1, len(options)))(*[enc(os.fspath(v) if isinstance(v, os.PathLike) else v)
-                                                             for v in options.values()])
+            ov = (ctypes.c_char_p * max(1, len(options)))(*[enc(v) for v in options.values()])
             err = ctypes.create_string_buffer(4096)
             rc = r.wbcl_run_exec(self._h(), module.encode(), len(paths), ins,
                                  enc(os.fspath(weights)) if weights is not None else None,
@@ -361,6 +368,58 @@ class Context:
         self._call(lib.wbcl_tssa_causal_heads(self._h(), w._h(), t._h(), db._h(),
                                               state._h() if state is not None else None, y._h(), None))
         return self._out(y, keep)
+
+    def xca(self, q, k, v, temperature, keep=False):
+        """XCiT's cross-covariance attention per head (SPEC 1.6): q, k, v (B, K, N, p), temperature
+        (K): o = v A with A = softmax(q̂ᵀ k̂ · temperature) (p × p), q̂, k̂ L2-normalized over tokens."""
+        q, k, v = self._in(q, "q", 4), self._in(k, "k", 4), self._in(v, "v", 4)
+        t = self._in(np.reshape(_f32(temperature, "temperature"), -1), "temperature", 1)
+        o = Tensor(self, q.shape)
+        self._call(lib.wbcl_xca_heads(self._h(), q._h(), k._h(), v._h(), t._h(), o._h()))
+        return self._out(o, keep)
+
+    def ista(self, x, W, eta=0.1, lambd=0.1, z=None, threshold="relu", keep=False):
+        """One ISTA step y = θ(z − η (z Wᵀ − x) W), θ the ReLU (CRATE) or soft threshold at η λ.
+        x (..., d), W (d, m), z (..., m) or None (z = x: CRATE's block, m = d)."""
+        if threshold not in ("relu", "soft"):
+            raise Error("WBCL_ERROR_INVALID_ARGUMENT", "threshold must be 'relu' or 'soft', got %r" % (threshold,))
+        x, W = self._in(x, "x"), self._in(W, "W", 2)
+        zt = self._in(z, "z") if z is not None else None
+        y = Tensor(self, x.shape[:-1] + (W.shape[1],))
+        self._call(lib.wbcl_ista(self._h(), x._h(), zt._h() if zt else None, W._h(), eta, lambd,
+                                 0 if threshold == "relu" else 1, y._h()))
+        return self._out(y, keep)
+
+    def _per_sample(self, Z):
+        Z = self._in(Z, "Z", (2, 3, 4))
+        return Z, int(np.prod(Z.shape[:-2]))
+
+    def coding_rate(self, Z, eps2=0.1):
+        """R(Z) = ½ logdet(I + d/(N ε²) ZᵀZ) per sample: Z (..., N, d) -> array of the leading shape
+        (a float for a 2-D Z). Natural logs."""
+        Z, nb = self._per_sample(Z)
+        out = np.zeros(nb)
+        self._call(lib.wbcl_coding_rate(self._h(), Z._h(), float(eps2), out.ctypes.data_as(_lib.DP)))
+        return out.reshape(Z.shape[:-2]) if len(Z.shape) > 2 else float(out[0])
+
+    def rate_reduction(self, Z, U, heads, eps2=0.1, transposed=False):
+        """(ΔR, R, Rc) per sample against the subspaces U = [U_1 … U_K] (d, K p), or (K p, d) with
+        transposed=True (CRATE's and ToST's qkv.weight)."""
+        Z, nb = self._per_sample(Z)
+        Ut = self._in(U, "U", 2)
+        dR, R, Rc = np.zeros(nb), np.zeros(nb), np.zeros(nb)
+        self._call(lib.wbcl_rate_reduction(self._h(), Z._h(), Ut._h(), int(bool(transposed)), int(heads), float(eps2),
+                                           dR.ctypes.data_as(_lib.DP), R.ctypes.data_as(_lib.DP),
+                                           Rc.ctypes.data_as(_lib.DP)))
+        sh = Z.shape[:-2]
+        return tuple(a.reshape(sh) if sh else float(a[0]) for a in (dR, R, Rc))
+
+    def sparsity(self, Z, threshold=0.0):
+        """#{|Z_ij| > threshold} / (N d) per sample of Z (..., N, d)."""
+        Z, nb = self._per_sample(Z)
+        out = np.zeros(nb)
+        self._call(lib.wbcl_sparsity(self._h(), Z._h(), float(threshold), out.ctypes.data_as(_lib.DP)))
+        return out.reshape(Z.shape[:-2]) if len(Z.shape) > 2 else float(out[0])
 
 
 class ReduNet(_Owned):
@@ -493,3 +552,48 @@ class LM(_Owned):
                 lib.wbcl_lm_state_destroy(st.value)
                 if lg is not None:
                     lg.close()
+
+
+class _Vision(_Owned):
+    def forward(self, images, features=False, keep=False):
+        """images (B, C, H, W) -> logits (B, classes), or with features=True the final features
+        (CRATE: tokens (B, N+1, d); ToST: the normed CLS token (B, d))."""
+        x = self._ctx._in(images, "images", 4)
+        B = x.shape[0]
+        if features:
+            shape = (B, (x.shape[2] // self.patch) * (x.shape[3] // self.patch) + 1, self.dim) \
+                if isinstance(self, CRATE) else (B, self.dim)
+        else:
+            shape = (B, self.num_classes)
+        out = Tensor(self._ctx, shape)
+        self._ctx._call(self._forward(self._ctx._h(), self._h(), x._h(), 1 if features else 0, out._h(), None))
+        return Context._out(out, keep)
+
+
+class CRATE(_Vision):
+    """CRATE (Ma-Lab-Berkeley/CRATE crate.py) from a safetensors file with its state_dict keys;
+    every size comes from the weights but the heads (the weights do not fix the split)."""
+    _free = staticmethod(lib.wbcl_crate_destroy)
+    _forward = staticmethod(lib.wbcl_crate_forward)
+
+    def __init__(self, ctx, path, heads, eta=0.1, lambd=0.1):
+        cfg = _lib.CrateConfig(heads=int(heads), eta=eta, lambd=lambd, ln_eps=1e-5)
+        h = ctypes.c_void_p()
+        ctx._call(lib.wbcl_crate_load_file(ctx._h(), os.fspath(path).encode(), ctypes.byref(cfg), ctypes.byref(h)))
+        self._attach(ctx, h.value)
+        c = lib.wbcl_crate_get_config(h.value).contents
+        self.dim, self.depth, self.heads, self.patch, self.num_classes = c.dim, c.depth, c.heads, c.patch, c.num_classes
+
+
+class ToST(_Vision):
+    """ToST (RobinWu218/ToST tost_cab.py) from a safetensors file; every size from the weights."""
+    _free = staticmethod(lib.wbcl_tost_destroy)
+    _forward = staticmethod(lib.wbcl_tost_forward)
+
+    def __init__(self, ctx, path):
+        cfg = _lib.ToSTConfig(ln_eps=1e-6, bn_eps=1e-5)
+        h = ctypes.c_void_p()
+        ctx._call(lib.wbcl_tost_load_file(ctx._h(), os.fspath(path).encode(), ctypes.byref(cfg), ctypes.byref(h)))
+        self._attach(ctx, h.value)
+        c = lib.wbcl_tost_get_config(h.value).contents
+        self.dim, self.depth, self.heads, self.patch, self.num_classes = c.dim, c.depth, c.heads, c.patch, c.num_classes

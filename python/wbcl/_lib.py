@@ -133,6 +133,32 @@ _sig("wbcl_tssa_state_create", I, vp, S, S, S, ctypes.POINTER(vp))
 _sig("wbcl_tssa_state_destroy", None, vp)
 _sig("wbcl_tssa_state_reset", I, vp, vp)
 _sig("wbcl_tssa_causal_heads", I, vp, vp, vp, vp, vp, vp, vp)
+_sig("wbcl_xca_heads", I, vp, vp, vp, vp, vp, vp)
+_sig("wbcl_ista", I, vp, vp, vp, vp, F, F, I, vp)
+DP = ctypes.POINTER(ctypes.c_double)
+_sig("wbcl_coding_rate", I, vp, vp, D, DP)
+_sig("wbcl_rate_reduction", I, vp, vp, vp, I, S, D, DP, DP, DP)
+_sig("wbcl_sparsity", I, vp, vp, F, DP)
+
+
+class CrateConfig(ctypes.Structure):  # wbcl_crate_config (models.h)
+    _fields_ = [("dim", S), ("depth", S), ("heads", S), ("dim_head", S), ("patch", S), ("channels", S),
+                ("num_classes", S), ("eta", F), ("lambd", F), ("ln_eps", F), ("weight_dtype", I)]
+
+
+class ToSTConfig(ctypes.Structure):  # wbcl_tost_config (models.h)
+    _fields_ = [("dim", S), ("depth", S), ("heads", S), ("mlp_hidden", S), ("patch", S), ("cls_layers", S),
+                ("num_classes", S), ("ln_eps", F), ("bn_eps", F), ("weight_dtype", I)]
+
+
+_sig("wbcl_crate_load_file", I, vp, CP, ctypes.POINTER(CrateConfig), ctypes.POINTER(vp))
+_sig("wbcl_crate_forward", I, vp, vp, vp, I, vp, vp)
+_sig("wbcl_crate_get_config", ctypes.POINTER(CrateConfig), vp)
+_sig("wbcl_crate_destroy", None, vp)
+_sig("wbcl_tost_load_file", I, vp, CP, ctypes.POINTER(ToSTConfig), ctypes.POINTER(vp))
+_sig("wbcl_tost_forward", I, vp, vp, vp, I, vp, vp)
+_sig("wbcl_tost_get_config", ctypes.POINTER(ToSTConfig), vp)
+_sig("wbcl_tost_destroy", None, vp)
 _sig("wbcl_redunet_default_params", RedunetParams)
 _sig("wbcl_redunet_fit", I, vp, vp, IP, I, ctypes.POINTER(RedunetParams), PROGRESS_FN, vp, vp, ctypes.POINTER(vp))
 _sig("wbcl_redunet_apply", I, vp, vp, vp, vp)
