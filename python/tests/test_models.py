@@ -124,3 +124,21 @@ def test_vision_models(ctx):
     with pytest.raises(wbcl.Error) as e:
         t.forward(np.ones((2, 3, 64)))
     assert e.value.status == "WBCL_ERROR_SHAPE"
+
+
+def test_shift_invariant_redunet(ctx, rng, tmp_path):
+    m, C, T = 8, 2, 8
+    X = rng.standard_normal((m, 1, T))
+    lift = rng.standard_normal((C, 1, 3))
+    y = np.arange(m) % 2
+    seen = []
+    net, Z = wbcl.ShiftInvariantReduNet.fit(ctx, X, y, lift=lift, layers=2, lam=10.0, return_features=True,
+                                            progress=lambda *a: seen.append(a))
+    assert Z.shape == (m, C, T) and [s[0] for s in seen] == [1, 2]
+    # the wbcl-run module on the same data gives the same features (one C implementation behind both)
+    Zr = ctx.run("redunet1d.fit", X, options={"labels": y, "lift": lift}, layers=2, **{"lambda": 10.0})
+    assert np.abs(Zr - Z).max() < 1e-6
+    assert np.abs(net.apply(X) - Z).max() < 1e-5  # the replay on the training samples
+    p = tmp_path / "si.safetensors"
+    net.save(p)
+    assert np.abs(wbcl.ShiftInvariantReduNet.load(ctx, p).apply(X) - Z).max() < 1e-6

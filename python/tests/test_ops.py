@@ -136,3 +136,24 @@ def test_measures(ctx, rng):
     dRt, _, _ = ctx.rate_reduction(Z, U.T, K, eps2, transposed=True)
     assert np.allclose(dRt, dR, atol=1e-5)
     assert ctx.sparsity(Z[0], 0.5) == pytest.approx((np.abs(Z[0]) > 0.5).mean())
+
+
+@pytest.mark.parametrize("tau", [None, 0.6])
+def test_aot(ctx, rng, tau):
+    w = rng.standard_normal((2, 2, 9, 4))
+    s = np.einsum("bhic,bhjc->bhij", w, w)
+    a = np.exp(s - s.max(-1, keepdims=True))
+    a /= a.sum(-1, keepdims=True)  # row softmax (tokens as rows)
+    if tau is not None:
+        a = np.where(a > tau, tau, 0.0)
+    assert np.abs(ctx.aot(w, tau=tau) - np.einsum("bhij,bhjc->bhic", a, w)).max() < 2e-5 * np.abs(w).max() * 9
+
+
+@pytest.mark.parametrize("rho", ["exp", "log"])
+def test_energy(ctx, rng, rho):
+    y = 0.5 * rng.standard_normal((1, 2, 10, 4))
+    v = rng.standard_normal((1, 2, 10, 3))
+    d2 = 0.5 * ((y[:, :, :, None, :] - y[:, :, None, :, :]) ** 2).sum(-1)    # ½‖y_u − y_v‖²
+    g = np.exp(-d2) if rho == "exp" else 1.0 / (d2 + 0.7)
+    want = 0.4 * v + 0.6 * np.einsum("bhuv,bhvc->bhuc", g, v) / g.sum(-1)[..., None]
+    assert np.abs(ctx.energy(y, v, rho=rho, c=0.7, alpha=0.6) - want).max() < 2e-5

@@ -23,7 +23,7 @@ import numpy as np
 from . import _lib
 from ._lib import lib
 
-__all__ = ["Error", "Context", "Tensor", "TSSAState", "ReduNet", "LM", "CRATE", "ToST", "devices", "modules"]
+__all__ = ["Error", "Context", "Tensor", "TSSAState", "ReduNet", "LM", "CRATE", "ToST", "ShiftInvariantReduNet", "devices", "modules"]
 __version__ = "0.1.0"
 
 
@@ -390,6 +390,29 @@ class Context:
                                  0 if threshold == "relu" else 1, y._h()))
         return self._out(y, keep)
 
+    def aot(self, w, tau=None, keep=False):
+        """The attention-only denoiser's per-head step (SPEC 1.3, book 5.3.2): o = φ(w wᵀ) w per
+        (batch, head), φ the row softmax, or with tau in (1/2, 1] the Theorem 5.1 threshold
+        h_τ(softmax). w (B, K, N, p)."""
+        w = self._in(w, "w", 4)
+        o = Tensor(self, w.shape)
+        self._call(lib.wbcl_aot_heads(self._h(), w._h(), 0 if tau is None else 1, 0.0 if tau is None else float(tau),
+                                      o._h()))
+        return self._out(o, keep)
+
+    def energy(self, y, v=None, rho="exp", c=1.0, alpha=1.0, keep=False):
+        """One energy-descent step per head (SPEC 1.7): γ_uv = ρ'(½‖y_u − y_v‖²) (rho "exp": ρ = −e^{−z};
+        "log": ρ = log(z + c)), out_u = (1 − α) v_u + α Σ_v γ_uv v_v / Σ_v γ_uv; y (B, K, N, p),
+        v (B, K, N, pv) or None (v = y)."""
+        if rho not in ("exp", "log"):
+            raise Error("WBCL_ERROR_INVALID_ARGUMENT", "rho must be 'exp' or 'log', got %r" % (rho,))
+        y = self._in(y, "y", 4)
+        vt = self._in(v, "v", 4) if v is not None else None
+        o = Tensor(self, vt.shape if vt else y.shape)
+        self._call(lib.wbcl_energy_heads(self._h(), y._h(), vt._h() if vt else None, 0 if rho == "exp" else 1,
+                                         float(c), float(alpha), o._h()))
+        return self._out(o, keep)
+
     def _per_sample(self, Z):
         Z = self._in(Z, "Z", (2, 3, 4))
         return Z, int(np.prod(Z.shape[:-2]))
@@ -444,16 +467,7 @@ class ReduNet(_Owned):
         for name, v in (("layers", layers), ("eta", eta), ("eps2", eps2), ("lambda_", lam)):
             if v is not None:
                 setattr(p, name, v)
-        errors = []
-
-        def cb(layer, dR, R, Rc, user):
-            if progress is not None and not errors:
-                try:
-                    progress(layer, dR, R, Rc)
-                except BaseException as e:  # raised again after the C call returns
-                    errors.append(e)
-
-        fn = _lib.PROGRESS_FN(cb)
+        fn, errors = _fit_progress(progress)  # an exception in progress() is raised after the C call
         Z = Tensor(ctx, Xt.shape) if return_features else None
         h = ctypes.c_void_p()
         st = lib.wbcl_redunet_fit(ctx._h(), Xt._h(), lab.ctypes.data_as(_lib.IP), classes, ctypes.byref(p), fn, None,
@@ -480,6 +494,76 @@ class ReduNet(_Owned):
     def load(cls, ctx, path):
         h = ctypes.c_void_p()
         ctx._call(lib.wbcl_redunet_load(ctx._h(), os.fspath(path).encode(), ctypes.byref(h)))
+        return cls(ctx, h.value)
+
+
+def _fit_progress(progress):
+    """A C progress callback around a Python one; exceptions are kept and raised after the call."""
+    errors = []
+
+    def cb(layer, dR, R, Rc, user):
+        if progress is not None and not errors:
+            try:
+                progress(layer, dR, R, Rc)
+            except BaseException as e:
+                errors.append(e)
+
+    return _lib.PROGRESS_FN(cb), errors
+
+
+class ShiftInvariantReduNet(_Owned):
+    """The shift-invariant ReduNet (book 5.1.2; SPEC 5): multi-channel 1-D signals (m, C, T) or 2-D
+    images (m, C, H, W), its operators diagonalized by the FFT (lengths with prime factors <= 13)."""
+    _free = staticmethod(lib.wbcl_circulant_destroy)
+
+    def __init__(self, ctx, handle):
+        self._attach(ctx, handle)
+
+    @classmethod
+    def fit(cls, ctx, X, y, lift=None, layers=None, eta=None, eps2=None, lam=None, progress=None,
+            return_features=False):
+        """Constructs the layers from X and integer labels y (m). lift: a lifting kernel (C, Cin, k)
+        / (C, Cin, kh, kw) applied first (circular cross-correlation + ReLU; kept in the model), X then
+        the raw signals. Defaults: SPEC 5 (10 layers, eta 0.5, eps2 0.1, lambda 500)."""
+        if not isinstance(ctx, Context):
+            raise TypeError("ctx: expected a wbcl.Context, got %s" % type(ctx).__name__)
+        Xt = ctx._in(X, "X", (3, 4))
+        lab = _labels(y, Xt.shape[0], "y")
+        Wt = ctx._in(lift, "lift", (3, 4)) if lift is not None else None
+        p = lib.wbcl_circulant_default_params()
+        for name, v in (("layers", layers), ("eta", eta), ("eps2", eps2), ("lambda_", lam)):
+            if v is not None:
+                setattr(p, name, v)
+        fn, errors = _fit_progress(progress)
+        zshape = (Xt.shape[0], Wt.shape[0]) + Xt.shape[2:] if Wt else Xt.shape
+        Z = Tensor(ctx, zshape) if return_features else None
+        h = ctypes.c_void_p()
+        st = lib.wbcl_circulant_fit(ctx._h(), Xt._h(), Wt._h() if Wt else None, lab.ctypes.data_as(_lib.IP),
+                                    int(lab.max()) + 1, ctypes.byref(p), fn, None, Z._h() if Z else None,
+                                    ctypes.byref(h))
+        if errors:
+            if h.value:
+                lib.wbcl_circulant_destroy(h.value)
+            raise errors[0]
+        ctx._call(st)
+        net = cls(ctx, h.value)
+        return (net, Z.numpy()) if return_features else net
+
+    def apply(self, X, keep=False):
+        """The stored layers (lifting first, if the model has a kernel) applied to X (m, Cin, ...):
+        Z (m, C, ...), C the model's channels."""
+        Xt = self._ctx._in(X, "X", (3, 4))
+        Z = Tensor(self._ctx, (Xt.shape[0], lib.wbcl_circulant_channels(self._h())) + Xt.shape[2:])
+        self._ctx._call(lib.wbcl_circulant_apply(self._ctx._h(), self._h(), Xt._h(), Z._h(), None, None))
+        return Context._out(Z, keep)
+
+    def save(self, path):
+        self._ctx._call(lib.wbcl_circulant_save(self._ctx._h(), self._h(), os.fspath(path).encode()))
+
+    @classmethod
+    def load(cls, ctx, path):
+        h = ctypes.c_void_p()
+        ctx._call(lib.wbcl_circulant_load(ctx._h(), os.fspath(path).encode(), ctypes.byref(h)))
         return cls(ctx, h.value)
 
 

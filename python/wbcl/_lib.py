@@ -159,6 +159,22 @@ _sig("wbcl_tost_load_file", I, vp, CP, ctypes.POINTER(ToSTConfig), ctypes.POINTE
 _sig("wbcl_tost_forward", I, vp, vp, vp, I, vp, vp)
 _sig("wbcl_tost_get_config", ctypes.POINTER(ToSTConfig), vp)
 _sig("wbcl_tost_destroy", None, vp)
+_sig("wbcl_aot_heads", I, vp, vp, I, F, vp)
+_sig("wbcl_energy_heads", I, vp, vp, vp, I, F, F, vp)
+
+
+class CirculantParams(ctypes.Structure):  # wbcl_circulant_params (circulant.h)
+    _fields_ = [("layers", I), ("eta", F), ("eps2", F), ("lambda_", F)]
+
+
+_sig("wbcl_circulant_default_params", CirculantParams)
+_sig("wbcl_circulant_fit", I, vp, vp, vp, IP, I, ctypes.POINTER(CirculantParams), PROGRESS_FN, vp, vp,
+     ctypes.POINTER(vp))
+_sig("wbcl_circulant_apply", I, vp, vp, vp, vp, IP, FP)
+_sig("wbcl_circulant_save", I, vp, vp, CP)
+_sig("wbcl_circulant_load", I, vp, CP, ctypes.POINTER(vp))
+_sig("wbcl_circulant_destroy", None, vp)
+_sig("wbcl_circulant_channels", S, vp)
 _sig("wbcl_redunet_default_params", RedunetParams)
 _sig("wbcl_redunet_fit", I, vp, vp, IP, I, ctypes.POINTER(RedunetParams), PROGRESS_FN, vp, vp, ctypes.POINTER(vp))
 _sig("wbcl_redunet_apply", I, vp, vp, vp, vp)
