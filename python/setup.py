@@ -1,6 +1,6 @@
 """Records where this checkout builds libwbcl (../build) in wbcl/_build_dir.py at install time, so that
-an installed package finds the libraries of the tree it was installed from. Everything else is in
-pyproject.toml; no compiler is involved."""
+an installed package finds the libraries of the tree it was installed from. The rest of the metadata is
+in pyproject.toml; no compiler is involved."""
 import os
 
 from setuptools import setup
@@ -17,4 +17,4 @@ class BuildPy(build_py):
             f.write("# written by python/setup.py at install time\nBUILD_DIR = %r\n" % os.path.abspath(build))
 
 
-setup(cmdclass={"build_py": BuildPy})
+setup(packages=["wbcl"], cmdclass={"build_py": BuildPy})
