@@ -1,4 +1,8 @@
 """Devices, contexts, tensors, errors and the module catalogue (ctx.run)."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -19,6 +23,19 @@ def test_bad_selector():
     assert e.value.status == "WBCL_ERROR_NO_DEVICE" and "no-such-device-name-xyz" in str(e.value)
     with pytest.raises(TypeError):
         wbcl.Context(3.5)
+
+
+@pytest.mark.parametrize("var,value", [("WBCL_LIBRARY", "/nonexistent/libwbcl.so"),
+                                       ("WBCL_BUILD_DIR", "/nonexistent")])
+def test_explicit_library_path_is_authoritative(var, value):
+    # A library asked for by name must not be silently replaced by another build: the import fails
+    # and names the variable and the path (a fresh interpreter: the library loads at import).
+    env = dict(os.environ, **{var: value})
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(wbcl.__file__)))
+    r = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, %r); import wbcl" % pkg],
+                       env=env, capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "ImportError" in r.stderr and "$" + var in r.stderr and "/nonexistent" in r.stderr
 
 
 def test_tensor_round_trip(ctx, rng):

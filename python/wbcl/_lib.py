@@ -6,7 +6,8 @@ Where the libraries are looked for, in order:
   2. $WBCL_BUILD_DIR: a CMake build tree of wbcl (libwbcl.so at its top, libwbcl_run.so in tools/);
   3. the build tree of the checkout this package was installed from (recorded by setup.py);
   4. the system's loader path (an installed wbcl: libwbcl.so.0, libwbcl_run.so.0).
-ImportError names every place tried when none works."""
+An explicitly set $WBCL_LIBRARY or $WBCL_BUILD_DIR that does not load is an ImportError naming it (no
+silent fallback to another build); otherwise ImportError names every place tried when none works."""
 import ctypes
 import ctypes.util
 import os
@@ -43,6 +44,9 @@ def _load():
             lib = ctypes.CDLL(path)
         except OSError as e:
             tried.append("%s: %s (%s)" % (label, path, e))
+            if label.startswith("$"):  # asked for explicitly: never fall back silently to another build
+                raise ImportError("wbcl: %s is set but libwbcl cannot be loaded from it: %s (%s)"
+                                  % (label, path, e)) from None
             continue
         run = None
         for rp in run_paths:
