@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Per-head fused attention, wbcl against PyTorch's CPU SDPA in the same process (issue 17's target:
+softmax, causal and MSSA >= 1.0x SDPA at B1 K8 N4096 p64 on this machine). Calls alternate
+(wbcl, torch, wbcl, ...) so both see the same load; median of --reps per side; float32; wbcl through
+its Python package (python/wbcl, in-process), inputs already on the device (Tensor, keep=True), so both
+sides time the attention alone. Run with a Python that has torch, numpy and the wbcl package:
+
+    PYTHONPATH=python WBCL_BUILD_DIR=build /tmp/torchenv/bin/python perf/peers/attention_sdpa_paired.py \\
+        [--shape 1,8,4096,64] [--reps 9] [--threads 2]
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import wbcl
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="1,8,4096,64")
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    B, K, N, p = (int(s) for s in a.shape.split(","))
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((B, K, N, p)).astype(np.float32) for _ in range(3))
+    tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
+    flops = 4.0 * B * K * N * N * p
+    with wbcl.Context() as ctx, torch.inference_mode():
+        dq, dk, dv = ctx.tensor(q), ctx.tensor(k), ctx.tensor(v)
+        cases = {
+            "softmax": (lambda: ctx.attention(dq, dk, dv, keep=True), lambda: F.scaled_dot_product_attention(tq, tk, tv), 1.0),
+            "causal": (lambda: ctx.attention(dq, dk, dv, causal=True, keep=True),
+                       lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=True), 0.5),
+            "mssa": (lambda: ctx.mssa(dq, keep=True), lambda: F.scaled_dot_product_attention(tq, tq, tq), 1.0),
+        }
+        print("device: %s; shape B%d K%d N%d p%d; torch %s, %d threads" % (ctx.device["name"], B, K, N, p,
+                                                                          torch.__version__, a.threads))
+        for name, (fw, ft, frac) in cases.items():
+            ow = fw()
+            ctx.finish()
+            ref = ft()
+            err = float(np.abs(ow.numpy() - ref.numpy()).max())
+            tw, tt = [], []
+            for _ in range(a.reps):
+                t = time.perf_counter()
+                o = fw()
+                ctx.finish()
+                tw.append(time.perf_counter() - t)
+                o.close()
+                t = time.perf_counter()
+                ft()
+                tt.append(time.perf_counter() - t)
+            mw, mt = statistics.median(tw), statistics.median(tt)
+            print("%-8s wbcl %8.2f ms (%6.1f GFLOP/s)  torch %8.2f ms (%6.1f GFLOP/s)  ratio %.2f  max|diff| %.1e"
+                  % (name, 1e3 * mw, frac * flops / mw / 1e9, 1e3 * mt, frac * flops / mt / 1e9, mt / mw, err))
+
+
+if __name__ == "__main__":
+    main()
