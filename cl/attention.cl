@@ -107,14 +107,6 @@ inline float wbcl_hmax16(float16 v)
     return max(c.x, c.y);
 }
 
-inline float wbcl_hsum16(float16 v)
-{
-    float8 a = v.lo + v.hi;
-    float4 b = a.lo + a.hi;
-    float2 c = b.lo + b.hi;
-    return c.x + c.y;
-}
-
 /* 2^x for x <= 0 (the online-softmax weights), in about 13 simple vector instructions instead
  * of a general exp2 (PoCL's exp2 and rint expand to long sequences): x is clamped below at -126
  * (2^-126 ~ 1e-38 instead of a smaller value or 0: negligible next to the row sum l >= 1, and

@@ -48,9 +48,7 @@ typedef float adv;
 inline float ad_hsum(const adv a)
 {
 #if AD_VW == 16
-    const float8 b = a.lo + a.hi;
-    const float4 c = b.lo + b.hi;
-    return (c.x + c.y) + (c.z + c.w);
+    return wbcl_hsum16(a);
 #elif AD_VW == 8
     const float4 c = a.lo + a.hi;
     return (c.x + c.y) + (c.z + c.w);
@@ -59,6 +57,15 @@ inline float ad_hsum(const adv a)
 #else
     return a;
 #endif
+}
+
+/* s = q·k for one key row (q already scaled) */
+inline float ad_score(const adv *qv, const __global float *kr)
+{
+    adv sv = qv[0] * AD_LOAD(0, kr);
+#pragma unroll
+    for (int i = 1; i < AD_NV; i++) sv = fma(qv[i], AD_LOAD(i, kr), sv);
+    return ad_hsum(sv);
 }
 
 __kernel void wbcl_attn_decode_part(__global const float *q, const ulong qo, const ulong qsb, const ulong qsh,
@@ -84,11 +91,8 @@ __kernel void wbcl_attn_decode_part(__global const float *q, const ulong qo, con
 #if WBCL_VARIANT_GPU
     /* one key at a time (no private score block: ptxas puts a 16-float array in a stack frame) */
     for (uint t = t0; t < t1; t++) {
-        const __global float *kr = kb + t * ksn, *vr = vb + t * vsn;
-        adv sv = qv[0] * AD_LOAD(0, kr);
-#pragma unroll
-        for (int i = 1; i < AD_NV; i++) sv = fma(qv[i], AD_LOAD(i, kr), sv);
-        const float s = ad_hsum(sv);
+        const __global float *vr = vb + t * vsn;
+        const float s = ad_score(qv, kb + t * ksn);
         if (s > m) { /* the first key always: l and acc are 0, the rescale keeps them 0 */
             const float corr = exp2(m - s);
             l *= corr;
@@ -108,11 +112,8 @@ __kernel void wbcl_attn_decode_part(__global const float *q, const ulong qo, con
         const uint nb = min((uint)AD_KB, t1 - tb);
         float sc[AD_KB];
         for (uint u = 0; u < AD_KB; u++) {
-            const __global float *kr = kb + (tb + min(u, nb - 1)) * ksn; /* past the chunk: a repeat, masked */
-            adv sv = qv[0] * AD_LOAD(0, kr);
-#pragma unroll
-            for (int i = 1; i < AD_NV; i++) sv = fma(qv[i], AD_LOAD(i, kr), sv);
-            sc[u] = u < nb ? ad_hsum(sv) : -FLT_MAX;
+            const float s = ad_score(qv, kb + (tb + min(u, nb - 1)) * ksn); /* past the chunk: a repeat, masked */
+            sc[u] = u < nb ? s : -FLT_MAX;
         }
         const float16 s16 = vload16(0, sc);
         const float8 m8 = fmax(s16.lo, s16.hi);

@@ -42,3 +42,12 @@ WBCL_DEFINE_GELU(float, 1)
 WBCL_DEFINE_GELU(float4, 4)
 WBCL_DEFINE_GELU(float8, 8)
 WBCL_DEFINE_GELU(float16, 16)
+
+/* Sum of the 16 lanes, halves first (the order every family's reductions use). */
+inline float wbcl_hsum16(const float16 v)
+{
+    const float8 a = v.lo + v.hi;
+    const float4 b = a.lo + a.hi;
+    const float2 c = b.lo + b.hi;
+    return c.x + c.y;
+}

@@ -18,14 +18,6 @@
 #define GEMV_R 4
 #define GEMV_WG 64
 
-inline float gemv_sum16(const float16 a)
-{
-    const float8 b = a.lo + a.hi;
-    const float4 c = b.lo + b.hi;
-    const float2 d = c.lo + c.hi;
-    return d.x + d.y;
-}
-
 inline float gemv_out(const float s, __global const float *bias, const int has_bias, const int gelu, const uint j)
 {
     const float z = has_bias ? s + bias[j] : s;
@@ -54,7 +46,7 @@ __kernel void wbcl_gemv_cpu(__global const float *X, __global const float *W, __
             a2 = fma(vload16(i, w2), xv, a2);
             a3 = fma(vload16(i, w3), xv, a3);
         }
-        float s0 = gemv_sum16(a0), s1 = gemv_sum16(a1), s2 = gemv_sum16(a2), s3 = gemv_sum16(a3);
+        float s0 = wbcl_hsum16(a0), s1 = wbcl_hsum16(a1), s2 = wbcl_hsum16(a2), s3 = wbcl_hsum16(a3);
         for (uint i = 16 * k16; i < k; i++) {
             const float xi = x[i];
             s0 = fma(w0[i], xi, s0);

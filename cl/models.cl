@@ -98,14 +98,6 @@ __kernel void wbcl_model_residual_scaled(__global float *x, __global const float
  * with wbcl_layernorm's corrected two-pass statistics (mean = m0 + s1/d, var = (s2 - s1^2/d)/d,
  * s1, s2 the sums of the deviations from the first-pass mean m0). One row per work-item (the
  * row stays in L1 between the passes), float16 vectors, d = 16 d16. Range (rows). */
-inline float model_hsum16(const float16 v)
-{
-    const float8 a = v.lo + v.hi;
-    const float4 b = a.lo + a.hi;
-    const float2 c = b.lo + b.hi;
-    return c.x + c.y;
-}
-
 __kernel void wbcl_model_residual_ln(__global float *x, __global const float *g, __global const float *a,
                                      __global const float *b, const int has_b, __global const float *gamma,
                                      __global const float *beta, const float eps, __global float *y, const uint rows,
@@ -123,14 +115,14 @@ __kernel void wbcl_model_residual_ln(__global float *x, __global const float *g,
         vstore16(t, v, p);
         s += t;
     }
-    const float dd = (float)(d16 * 16), m0 = model_hsum16(s) / dd;
+    const float dd = (float)(d16 * 16), m0 = wbcl_hsum16(s) / dd;
     float16 s1 = 0.0f, s2 = 0.0f;
     for (uint v = 0; v < d16; v++) {
         const float16 t = vload16(v, p) - m0;
         s1 += t;
         s2 += t * t;
     }
-    const float S1 = model_hsum16(s1), S2 = model_hsum16(s2);
+    const float S1 = wbcl_hsum16(s1), S2 = wbcl_hsum16(s2);
     const float var = fmax((S2 - S1 * (S1 / dd)) / dd, 0.0f), mean = m0 + S1 / dd, rstd = 1.0f / sqrt(var + eps);
     for (uint v = 0; v < d16; v++)
         vstore16((vload16(v, p) - mean) * rstd * vload16(v, gamma) + vload16(v, beta), v, q);

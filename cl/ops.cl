@@ -112,14 +112,6 @@ __kernel void wbcl_ew_add_bcast(__global const float *a, __global const float *b
 /* CPU-shaped row helpers: one work-item streams one contiguous row           */
 /* ------------------------------------------------------------------------- */
 
-inline float wbcl_hsum16(const float16 v)
-{
-    const float8 a = v.lo + v.hi;
-    const float4 b = a.lo + a.hi;
-    const float2 c = b.lo + b.hi;
-    return c.x + c.y;
-}
-
 inline float wbcl_hmax16(const float16 v)
 {
     const float8 a = fmax(v.lo, v.hi);

@@ -445,58 +445,6 @@ class Context:
         return out.reshape(Z.shape[:-2]) if len(Z.shape) > 2 else float(out[0])
 
 
-class ReduNet(_Owned):
-    """ReduNet (book Algorithm 5.1), constructed forward from data: ReduNet.fit(ctx, X, y, ...)."""
-    _free = staticmethod(lib.wbcl_redunet_destroy)
-
-    def __init__(self, ctx, handle):
-        self._attach(ctx, handle)
-
-    @classmethod
-    def fit(cls, ctx, X, y, layers=None, eta=None, eps2=None, lam=None, progress=None, return_features=False):
-        """Constructs the layers from X (m, d) and integer labels y (m) in [0, classes).
-        Defaults: book Example 5.1 (eta 0.5, eps2 0.1, lambda 500) with `layers` layers (2000).
-        progress(layer, dR, R, Rc) is called once per layer. Returns the ReduNet, or
-        (ReduNet, Z) with return_features (Z: the training features after the last layer)."""
-        if not isinstance(ctx, Context):
-            raise TypeError("ctx: expected a wbcl.Context, got %s" % type(ctx).__name__)
-        Xt = ctx._in(X, "X", 2)
-        lab = _labels(y, Xt.shape[0], "y")
-        classes = int(lab.max()) + 1 if lab.size else 0
-        p = lib.wbcl_redunet_default_params()
-        for name, v in (("layers", layers), ("eta", eta), ("eps2", eps2), ("lambda_", lam)):
-            if v is not None:
-                setattr(p, name, v)
-        fn, errors = _fit_progress(progress)  # an exception in progress() is raised after the C call
-        Z = Tensor(ctx, Xt.shape) if return_features else None
-        h = ctypes.c_void_p()
-        st = lib.wbcl_redunet_fit(ctx._h(), Xt._h(), lab.ctypes.data_as(_lib.IP), classes, ctypes.byref(p), fn, None,
-                                  Z._h() if Z else None, ctypes.byref(h))
-        if errors:
-            if h.value:
-                lib.wbcl_redunet_destroy(h.value)
-            raise errors[0]
-        ctx._call(st)
-        net = cls(ctx, h.value)
-        return (net, Z.numpy()) if return_features else net
-
-    def apply(self, X, keep=False):
-        """The layers applied to X (m, d): Z (m, d)."""
-        Xt = self._ctx._in(X, "X", 2)
-        Z = Tensor(self._ctx, Xt.shape)
-        self._ctx._call(lib.wbcl_redunet_apply(self._ctx._h(), self._h(), Xt._h(), Z._h()))
-        return Context._out(Z, keep)
-
-    def save(self, path):
-        self._ctx._call(lib.wbcl_redunet_save(self._ctx._h(), self._h(), os.fspath(path).encode()))
-
-    @classmethod
-    def load(cls, ctx, path):
-        h = ctypes.c_void_p()
-        ctx._call(lib.wbcl_redunet_load(ctx._h(), os.fspath(path).encode(), ctypes.byref(h)))
-        return cls(ctx, h.value)
-
-
 def _fit_progress(progress):
     """A C progress callback around a Python one; exceptions are kept and raised after the call."""
     errors = []
@@ -511,13 +459,80 @@ def _fit_progress(progress):
     return _lib.PROGRESS_FN(cb), errors
 
 
-class ShiftInvariantReduNet(_Owned):
-    """The shift-invariant ReduNet (book 5.1.2; SPEC 5): multi-channel 1-D signals (m, C, T) or 2-D
-    images (m, C, H, W), its operators diagonalized by the FFT (lengths with prime factors <= 13)."""
-    _free = staticmethod(lib.wbcl_circulant_destroy)
+class _Constructed(_Owned):
+    """A network constructed forward from data (ReduNet, ShiftInvariantReduNet): save / load, and the
+    parts of fit that both share. Subclasses set _free, _save, _load."""
 
     def __init__(self, ctx, handle):
         self._attach(ctx, handle)
+
+    @staticmethod
+    def _params(defaults, layers, eta, eps2, lam):
+        for name, v in (("layers", layers), ("eta", eta), ("eps2", eps2), ("lambda_", lam)):
+            if v is not None:
+                setattr(defaults, name, v)
+        return defaults
+
+    @classmethod
+    def _fitted(cls, ctx, st, handle, errors, Z):
+        """The fit's outcome: an exception from progress() first, then the library's status."""
+        if errors:
+            if handle.value:
+                cls._free(handle.value)
+            raise errors[0]
+        ctx._call(st)
+        net = cls(ctx, handle.value)
+        return (net, Z.numpy()) if Z is not None else net
+
+    def save(self, path):
+        self._ctx._call(type(self)._save(self._ctx._h(), self._h(), os.fspath(path).encode()))
+
+    @classmethod
+    def load(cls, ctx, path):
+        h = ctypes.c_void_p()
+        ctx._call(cls._load(ctx._h(), os.fspath(path).encode(), ctypes.byref(h)))
+        return cls(ctx, h.value)
+
+
+class ReduNet(_Constructed):
+    """ReduNet (book Algorithm 5.1), constructed forward from data: ReduNet.fit(ctx, X, y, ...)."""
+    _free = staticmethod(lib.wbcl_redunet_destroy)
+    _save = staticmethod(lib.wbcl_redunet_save)
+    _load = staticmethod(lib.wbcl_redunet_load)
+
+    @classmethod
+    def fit(cls, ctx, X, y, layers=None, eta=None, eps2=None, lam=None, progress=None, return_features=False):
+        """Constructs the layers from X (m, d) and integer labels y (m) in [0, classes).
+        Defaults: book Example 5.1 (eta 0.5, eps2 0.1, lambda 500) with `layers` layers (2000).
+        progress(layer, dR, R, Rc) is called once per layer. Returns the ReduNet, or
+        (ReduNet, Z) with return_features (Z: the training features after the last layer)."""
+        if not isinstance(ctx, Context):
+            raise TypeError("ctx: expected a wbcl.Context, got %s" % type(ctx).__name__)
+        Xt = ctx._in(X, "X", 2)
+        lab = _labels(y, Xt.shape[0], "y")
+        classes = int(lab.max()) + 1 if lab.size else 0
+        p = cls._params(lib.wbcl_redunet_default_params(), layers, eta, eps2, lam)
+        fn, errors = _fit_progress(progress)  # an exception in progress() is raised after the C call
+        Z = Tensor(ctx, Xt.shape) if return_features else None
+        h = ctypes.c_void_p()
+        st = lib.wbcl_redunet_fit(ctx._h(), Xt._h(), lab.ctypes.data_as(_lib.IP), classes, ctypes.byref(p), fn, None,
+                                  Z._h() if Z else None, ctypes.byref(h))
+        return cls._fitted(ctx, st, h, errors, Z)
+
+    def apply(self, X, keep=False):
+        """The layers applied to X (m, d): Z (m, d)."""
+        Xt = self._ctx._in(X, "X", 2)
+        Z = Tensor(self._ctx, Xt.shape)
+        self._ctx._call(lib.wbcl_redunet_apply(self._ctx._h(), self._h(), Xt._h(), Z._h()))
+        return Context._out(Z, keep)
+
+
+class ShiftInvariantReduNet(_Constructed):
+    """The shift-invariant ReduNet (book 5.1.2; SPEC 5): multi-channel 1-D signals (m, C, T) or 2-D
+    images (m, C, H, W), its operators diagonalized by the FFT (lengths with prime factors <= 13)."""
+    _free = staticmethod(lib.wbcl_circulant_destroy)
+    _save = staticmethod(lib.wbcl_circulant_save)
+    _load = staticmethod(lib.wbcl_circulant_load)
 
     @classmethod
     def fit(cls, ctx, X, y, lift=None, layers=None, eta=None, eps2=None, lam=None, progress=None,
@@ -530,10 +545,7 @@ class ShiftInvariantReduNet(_Owned):
         Xt = ctx._in(X, "X", (3, 4))
         lab = _labels(y, Xt.shape[0], "y")
         Wt = ctx._in(lift, "lift", (3, 4)) if lift is not None else None
-        p = lib.wbcl_circulant_default_params()
-        for name, v in (("layers", layers), ("eta", eta), ("eps2", eps2), ("lambda_", lam)):
-            if v is not None:
-                setattr(p, name, v)
+        p = cls._params(lib.wbcl_circulant_default_params(), layers, eta, eps2, lam)
         fn, errors = _fit_progress(progress)
         zshape = (Xt.shape[0], Wt.shape[0]) + Xt.shape[2:] if Wt else Xt.shape
         Z = Tensor(ctx, zshape) if return_features else None
@@ -541,13 +553,7 @@ class ShiftInvariantReduNet(_Owned):
         st = lib.wbcl_circulant_fit(ctx._h(), Xt._h(), Wt._h() if Wt else None, lab.ctypes.data_as(_lib.IP),
                                     int(lab.max()) + 1, ctypes.byref(p), fn, None, Z._h() if Z else None,
                                     ctypes.byref(h))
-        if errors:
-            if h.value:
-                lib.wbcl_circulant_destroy(h.value)
-            raise errors[0]
-        ctx._call(st)
-        net = cls(ctx, h.value)
-        return (net, Z.numpy()) if return_features else net
+        return cls._fitted(ctx, st, h, errors, Z)
 
     def apply(self, X, keep=False):
         """The stored layers (lifting first, if the model has a kernel) applied to X (m, Cin, ...):
@@ -556,15 +562,6 @@ class ShiftInvariantReduNet(_Owned):
         Z = Tensor(self._ctx, (Xt.shape[0], lib.wbcl_circulant_channels(self._h())) + Xt.shape[2:])
         self._ctx._call(lib.wbcl_circulant_apply(self._ctx._h(), self._h(), Xt._h(), Z._h(), None, None))
         return Context._out(Z, keep)
-
-    def save(self, path):
-        self._ctx._call(lib.wbcl_circulant_save(self._ctx._h(), self._h(), os.fspath(path).encode()))
-
-    @classmethod
-    def load(cls, ctx, path):
-        h = ctypes.c_void_p()
-        ctx._call(lib.wbcl_circulant_load(ctx._h(), os.fspath(path).encode(), ctypes.byref(h)))
-        return cls(ctx, h.value)
 
 
 def _ids_array(ids, what):
