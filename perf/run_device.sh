@@ -26,6 +26,14 @@
 # chol_bench, chol_peer (issue 16): bench_linalg on the Cholesky shapes of the GPU targets (one 4096, 1024 x
 # 64^2, d = 784 single and ReduNet's 11 inverses), then its per-kernel device times (120 s); the PyTorch
 # CUDA peer perf/peers/linalg_torch_cuda.py on the same shapes (60 s).
+# clblast_tune, gemm_peer, attention_peer, models_peer (issue 17): wbcl-tune --op clblast (CLBlast's Xgemm
+# sets and its direct/indirect threshold, checked and timed against CLBlast's own values; table written to
+# OUTDIR/clblast-tuned.txt, not the cache) (STEP_CLBLAST_TUNE, 240 s); perf/peers/gemm_matmul_paired.py
+# against cuBLAS (CLBlast with its own values, wbcl's packed kernel, then CLBlast with the tuned table)
+# (120 s); perf/peers/attention_sdpa_paired.py against CUDA SDPA on ATT_SHAPES (default
+# "4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128") (120 s); perf/peers/models_torch.py, CRATE-T and
+# ToST-T at batch 1, 8, 64 against PyTorch CUDA eager, with the tuned table (needs safetensors) (150 s).
+# These Python steps import python/wbcl with WBCL_BUILD_DIR=BUILD_DIR and run $PY (default python3).
 # SKIP="tests circulant ..." skips steps by name. ARCHIVE=FILE.tgz: OUTDIR is packed into FILE after every
 # step. A device with no package access needs the build, the runtime libraries and an ICD file brought
 # along (perf/RESULTS.md, "NVIDIA H200", says what that run carried).
@@ -54,6 +62,22 @@ tail -n +1 "$out/info.log" | head -40
 step tests "${STEP_TESTS:-240}" tests.log ctest --test-dir "$build" -j "${CTEST_J:-8}" --timeout 200 --output-on-failure ${CTEST_ARGS:-}
 grep -E "tests passed|Failed|\*\*\*|Timeout|Test +#" "$out/tests.log" 2>/dev/null | grep -v "Passed" | head -30
 grep -E "tests passed" "$out/tests.log" 2>/dev/null
+# issue 17: dense compute against the CUDA peers
+export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" WBCL_BUILD_DIR="$PWD/$build" PYTHONUNBUFFERED=1
+py=${PY:-python3} # a Python with torch (CUDA) and numpy
+step clblast_tune "${STEP_CLBLAST_TUNE:-240}" clblast_tune.log "$build/tools/wbcl-tune" --device "$WBCL_DEVICE" --op clblast \
+  --budget "${CLBLAST_BUDGET:-150}" --out "$out/clblast-tuned.txt"
+tail -n 12 "$out/clblast_tune.log" 2>/dev/null
+step gemm_peer "${STEP_GEMM_PEER:-120}" gemm_peer.log sh -c "p=perf/peers/gemm_matmul_paired.py
+  WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes 1024,2048,4096 --reps 20 --backends auto,packed
+  [ -s '$out/clblast-tuned.txt' ] && { echo '== with the tuned table'; WBCL_TUNING='$out/clblast-tuned.txt' '$py' \$p --torch-device cuda --sizes 1024,2048,4096 --reps 20; }; true"
+cat "$out/gemm_peer.log" 2>/dev/null
+step attention_peer "${STEP_ATTENTION_PEER:-120}" attention_peer.log "$py" perf/peers/attention_sdpa_paired.py --torch-device cuda \
+  --shape "${ATT_SHAPES:-4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128}" --reps 10
+cat "$out/attention_peer.log" 2>/dev/null
+step models_peer "${STEP_MODELS_PEER:-150}" models_peer.log env ${out:+WBCL_TUNING="$out/clblast-tuned.txt"} "$py" perf/peers/models_torch.py \
+  --lib "$build/libwbcl.so" --torch-device cuda --batch 1,8,64 --reps 5 --threads 1
+cat "$out/models_peer.log" 2>/dev/null | tail -8
 tssa_shapes=${TSSA_SHAPES:-8,12,4096,64;1,8,1024,64}
 step tssa_test "${STEP_TSSA_TEST:-150}" tssa_test.log "$build/tests/test_tssa"
 grep -E "Checks|Failure|Error" "$out/tssa_test.log" 2>/dev/null | head -10

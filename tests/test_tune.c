@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "blas.h"
+#include "internal.h"
 #include "testutil.h"
 #include "wbcl/wbcl.h"
 
@@ -71,7 +73,7 @@ static size_t read_params(const char *path, kv *out, size_t max)
     while (fgets(line, sizeof line, f) && n < max) {
         char key[48];
         long v;
-        if (line[0] != '#' && sscanf(line, "%47[a-z0-9_.] = %ld", key, &v) == 2 && strchr(key, '.')) {
+        if (line[0] != '#' && sscanf(line, "%47[a-zA-Z0-9_.] = %ld", key, &v) == 2 && strchr(key, '.')) {
             snprintf(out[n].key, sizeof out[n].key, "%s", key);
             out[n++].value = v;
         }
@@ -224,6 +226,136 @@ START_TEST(non_default_table_is_used_and_correct)
 }
 END_TEST
 
+/* CLBlast's Xgemm parameters and its direct/indirect threshold from a context's keys
+ * (clblast.*, host/core/blas.c): a context with a valid set runs CLBlast with it (CLBlast's
+ * current values read back after the call) and gets the reference GEMM; a context without
+ * keys on the same device gets CLBlast's own values back; an invalid set is noted and
+ * CLBlast's values used; a table file carrying the keys is loaded without notes. One CLBlast
+ * compilation per parameter set (a few seconds each on PoCL). */
+static const long xg_set[WBCL_CLBLAST_XGEMM_N] = {0, 1, 16, 2, 8, 8, 32, 8, 8, 32, 1, 1, 0, 0, 2, 2};
+
+static void clblast_current(wbcl_context *ctx, size_t *v)
+{
+    ck_assert_int_eq(wbcl__clblast_retrieve(ctx->device, "Xgemm", WBCL_CLBLAST_XGEMM_N, wbcl__clblast_xgemm_names, v),
+                     0);
+}
+
+static void check_clblast_gemm(wbcl_context *ctx, const char *what)
+{
+    ck_assert_int_eq(wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_CLBLAST), WBCL_SUCCESS);
+    tu_rng r;
+    tu_rng_seed(&r, 78);
+    const size_t m = 53, n = 70, k = 67, sa[2] = {m, k}, sb[2] = {n, k}, sc[2] = {m, n};
+    float *a = tu_random_f32(&r, m * k, -1, 1), *b = tu_random_f32(&r, n * k, -1, 1), *c0 = tu_random_f32(&r, m * n, -1, 1);
+    float *c = malloc(m * n * 4);
+    double *ad = tu_to_f64(a, m * k), *bd = tu_to_f64(b, n * k), *cd = tu_to_f64(c0, m * n);
+    wbcl_tensor *A, *B, *C;
+    ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sa, WBCL_F32, a, &A), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sb, WBCL_F32, b, &B), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sc, WBCL_F32, c0, &C), WBCL_SUCCESS);
+    /* C = 0.5 A Bᵀ - 2 C: the transposed B and beta exercise the padding and the epilogue */
+    ck_assert_int_eq(wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_TRANS, 0.5f, A, B, -2.0f, C), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_tensor_read(ctx, C, c, m * n), WBCL_SUCCESS);
+    wbcl_ref_gemm(0, 1, m, n, k, 0.5, ad, k, bd, k, -2.0, cd, n);
+    tu_assert_close(c, cd, m * n, 1e-4, 1e-4, what);
+    wbcl_tensor_destroy(A);
+    wbcl_tensor_destroy(B);
+    wbcl_tensor_destroy(C);
+    free(a), free(b), free(c0), free(c), free(ad), free(bd), free(cd);
+}
+
+START_TEST(clblast_parameters_follow_the_context)
+{
+    make_tmpdir();
+    wbcl_context *plain = plain_context(), *tuned = plain_context();
+    size_t own[WBCL_CLBLAST_XGEMM_N], cur[WBCL_CLBLAST_XGEMM_N];
+    clblast_current(plain, own);
+    long v;
+    wbcl_param_source src;
+    ck_assert_int_eq(wbcl_context_param_get(plain, "clblast.xgemm.MWG", &v, &src), WBCL_SUCCESS);
+    ck_assert_int_eq(v, (long)own[6]);
+    ck_assert_int_eq(src, WBCL_PARAM_DEFAULT);
+    int differs = 0;
+    for (int i = 0; i < WBCL_CLBLAST_XGEMM_N; i++) differs |= (long)own[i] != xg_set[i];
+    ck_assert_msg(differs, "the test's set equals CLBlast's own values on this device: pick another");
+    char key[64];
+    for (int i = 0; i < WBCL_CLBLAST_XGEMM_N; i++) {
+        snprintf(key, sizeof key, "clblast.xgemm.%s", wbcl__clblast_xgemm_names[i]);
+        ck_assert_int_eq(wbcl_context_set_param(tuned, key, xg_set[i]), WBCL_SUCCESS);
+    }
+    /* threshold 1: every size takes the Xgemm kernel the set configures */
+    ck_assert_int_eq(wbcl_context_set_param(tuned, "clblast.gemm.min_indirect", 1), WBCL_SUCCESS);
+    check_clblast_gemm(tuned, "CLBlast GEMM with the context's Xgemm set");
+    clblast_current(tuned, cur);
+    for (int i = 0; i < WBCL_CLBLAST_XGEMM_N; i++) ck_assert_int_eq((long)cur[i], xg_set[i]);
+    ck_assert_str_eq(wbcl_context_tuning_notes(tuned), "");
+    /* the context without keys, same device: CLBlast's own values again */
+    check_clblast_gemm(plain, "CLBlast GEMM with CLBlast's own parameters");
+    clblast_current(plain, cur);
+    for (int i = 0; i < WBCL_CLBLAST_XGEMM_N; i++) ck_assert_int_eq(cur[i], own[i]);
+    /* the set saved to a table and loaded by a new context: no notes, the set in use */
+    char path[512];
+    snprintf(path, sizeof path, "%s/clblast.txt", tmpdir);
+    ck_assert_int_eq(wbcl_context_save_params(tuned, path, NULL), WBCL_SUCCESS);
+    wbcl_context *loaded = context_with(path);
+    ck_assert_str_eq(wbcl_context_tuning_notes(loaded), "");
+    ck_assert_int_eq(wbcl_context_param_get(loaded, "clblast.xgemm.KWG", &v, &src), WBCL_SUCCESS);
+    ck_assert_int_eq(v, xg_set[2]);
+    ck_assert_int_eq(src, WBCL_PARAM_ENV);
+    check_clblast_gemm(loaded, "CLBlast GEMM with the loaded table's Xgemm set");
+    clblast_current(loaded, cur);
+    for (int i = 0; i < WBCL_CLBLAST_XGEMM_N; i++) ck_assert_int_eq((long)cur[i], xg_set[i]);
+    wbcl_context_destroy(loaded);
+    /* each value in range, the set invalid (MWG 40 is no multiple of MDIMC*VWM = 16): noted,
+     * CLBlast's own values used, results right */
+    ck_assert_int_eq(wbcl_context_set_param(tuned, "clblast.xgemm.MWG", 40), WBCL_SUCCESS);
+    check_clblast_gemm(tuned, "CLBlast GEMM after an invalid Xgemm set");
+    clblast_current(tuned, cur);
+    for (int i = 0; i < WBCL_CLBLAST_XGEMM_N; i++) ck_assert_int_eq(cur[i], own[i]);
+    ck_assert_ptr_nonnull(strstr(wbcl_context_tuning_notes(tuned), "clblast.xgemm.* rejected"));
+    ck_assert_ptr_nonnull(strstr(wbcl_context_tuning_notes(tuned), "MWG 40"));
+    /* a value out of its own range is refused when set */
+    ck_assert_int_eq(wbcl_context_set_param(tuned, "clblast.xgemm.VWM", 3), WBCL_ERROR_INVALID_ARGUMENT);
+    wbcl_context_destroy(tuned);
+    wbcl_context_destroy(plain);
+}
+END_TEST
+
+/* wbcl-tune's clblast families (quick: CLBlast's own set and one other, then two thresholds)
+ * write all 17 clblast.* keys; a context loading the table runs CLBlast with them, without
+ * notes, and gets the reference GEMM. */
+START_TEST(clblast_tuning_writes_a_set_a_context_uses)
+{
+    make_tmpdir();
+    unsetenv("WBCL_TUNING");
+    char out[512], path[4096];
+    snprintf(out, sizeof out, "%s/clblast-tuned.txt", tmpdir);
+    wbcl_tune_opts o;
+    memset(&o, 0, sizeof o);
+    o.family = "clblast";
+    o.budget_s = 120;
+    o.quick = 1;
+    o.out = out;
+    ck_assert_int_eq(wbcl_tune_run(&o, NULL, path, sizeof path), WBCL_SUCCESS);
+    ck_assert_str_eq(path, out);
+    kv p[32];
+    const size_t np = read_params(path, p, 32);
+    ck_assert_uint_eq(np, WBCL_CLBLAST_XGEMM_N + 1);
+    wbcl_context *ctx = context_with(path);
+    ck_assert_str_eq(wbcl_context_tuning_notes(ctx), "");
+    check_clblast_gemm(ctx, "CLBlast GEMM with the tuned table");
+    size_t cur[WBCL_CLBLAST_XGEMM_N];
+    clblast_current(ctx, cur);
+    for (size_t i = 0; i < np; i++)
+        for (int j = 0; j < WBCL_CLBLAST_XGEMM_N; j++)
+            if (!strcmp(p[i].key + 14, wbcl__clblast_xgemm_names[j]) && !strncmp(p[i].key, "clblast.xgemm.", 14))
+                ck_assert_msg((long)cur[j] == p[i].value, "%s: CLBlast runs %zu, the table says %ld", p[i].key, cur[j],
+                              p[i].value);
+    wbcl_context_destroy(ctx);
+    unlink(path);
+}
+END_TEST
+
 /* Corrupt and stale tables are rejected as a whole with a note naming the file and the
  * reason; the context opens and uses another source (never $WBCL_TUNING's). */
 START_TEST(corrupt_and_stale_tables_are_reported_and_ignored)
@@ -336,6 +468,8 @@ int main(void)
     tcase_add_test(tc, non_default_table_is_used_and_correct);
     tcase_add_test(tc, corrupt_and_stale_tables_are_reported_and_ignored);
     tcase_add_test(tc, out_of_limit_values_are_reported_and_ignored);
+    tcase_add_test(tc, clblast_parameters_follow_the_context);
+    tcase_add_test(tc, clblast_tuning_writes_a_set_a_context_uses);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

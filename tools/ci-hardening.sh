@@ -43,7 +43,7 @@ run_asan() {
   local cache=()
   [ -d build/cache/pocl ] && cache=(-DWBCL_TEST_CACHE_DIR="$root/build/cache")
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWBCL_BUILD_PERF=OFF "${cache[@]}" \
-        -DCMAKE_C_FLAGS="$san" \
+        -DCMAKE_C_FLAGS="$san" -DCMAKE_CXX_FLAGS="$san" \
         -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
         -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
   cmake --build build-asan -j"$jobs"

@@ -29,9 +29,12 @@ build() {
         # the kernels embedded as in the CMake build
         srcs=$(ls cl/*.cl | tr '\n' '|' | sed 's/|$//')
         cmake -DOUT="$OUT/kernels_embedded.c" "-DSOURCES=$srcs" -P cmake/embed_kernels.cmake
+        # host/core/clblast_params.cpp, the library's one C++ file, compiled on its own
+        ${CXX:-clang++} -std=c++11 -g -O1 -fsanitize=address,undefined -DCL_TARGET_OPENCL_VERSION=120 \
+            -c host/core/clblast_params.cpp -o "$OUT/clblast_params.o"
         $CC $FLAGS -DCL_TARGET_OPENCL_VERSION=120 -Iinclude -Ihost -Ihost/core tests/fuzz/fuzz_models.c \
-            $(find host -name '*.c' -not -path 'host/mpi/*' | sort) "$OUT/kernels_embedded.c" \
-            -lOpenCL -lclblast -lclFFT -lcjson -lpthread -lm -o "$OUT/fuzz_models" ;;
+            $(find host -name '*.c' -not -path 'host/mpi/*' | sort) "$OUT/kernels_embedded.c" "$OUT/clblast_params.o" \
+            -lOpenCL -lclblast -lclFFT -lcjson -lpthread -lstdc++ -lm -o "$OUT/fuzz_models" ;;
     *) echo "unknown target $1" >&2; exit 2 ;;
     esac
 }

@@ -45,10 +45,29 @@ static void show_params(size_t chosen)
            *origin ? " " : "", origin, getenv("WBCL_TUNING") ? "  [$WBCL_TUNING set]" : "");
     const char *family = "";
     wbcl_param_info pi;
+    char xg[512] = "";  /* CLBlast's 16 Xgemm parameters, on one line */
+    size_t xn = 0;
+    int xg_tuned = 0;
     for (size_t i = 0; wbcl_context_param(ctx, i, &pi); i++) {
         if (strcmp(family, pi.family) != 0) {
             printf("  %s:\n", pi.family);
             family = pi.family;
+        }
+        if (strncmp(pi.key, "clblast.xgemm.", 14) == 0) {
+            /* a value from a table is marked '*'; the others are CLBlast's own for this device */
+            xn += (size_t)snprintf(xg + xn, sizeof xg - xn, " %s=%ld%s", pi.key + 14, pi.value,
+                                   pi.source == WBCL_PARAM_DEFAULT ? "" : "*");
+            xg_tuned |= pi.source != WBCL_PARAM_DEFAULT;
+            if (xn >= sizeof xg) xn = sizeof xg - 1;
+            if (strcmp(pi.key, "clblast.xgemm.VWN") == 0)
+                printf("    clblast.xgemm         %s\n                          %s\n", xg,
+                       xg_tuned ? "(*: from the table; the set is checked as a whole when CLBlast runs)"
+                                : "CLBlast's own values for this device");
+            continue;
+        }
+        if (!strcmp(pi.family, "clblast") && pi.source == WBCL_PARAM_DEFAULT) {
+            printf("    %-22s %6ld  CLBlast's own\n", pi.key, pi.value);
+            continue;
         }
         char val[64];
         snprintf(val, sizeof val, "%ld", pi.value);

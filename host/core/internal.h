@@ -106,6 +106,7 @@ struct wbcl_context {
     int tuning_source;              /* wbcl_param_source of the table loaded (0: none) */
     wbcl_variant tuning_variant;    /* the kernel variant the table is for */
     char *tuning_origin;            /* its path or name (heap; NULL: none) */
+    int clblast_noted;              /* a note about this context's clblast.* keys was left (blas.c) */
     char *tuning_notes;             /* rejected tables and keys, one per line (heap; NULL: none) */
 };
 
@@ -163,6 +164,8 @@ void wbcl__tuning_release(wbcl_context *ctx);
  * (and *source if not NULL) when there is one, else 0. Table values apply only while the
  * context runs the table's variant; set values always. */
 int wbcl__tuned_value(const wbcl_context *ctx, const char *key, size_t p, long *value, int *source);
+/* Adds a line to the context's tuning notes (wbcl_context_tuning_notes, shown by wbcl-info). */
+void wbcl__tuning_note(wbcl_context *ctx, const char *fmt, ...) WBCL_PRINTF(2, 3);
 /* Fused attention's parameters for head dimension p (host/ops/attention.c): v[0..4] = qb, g, vw,
  * bq, bk; with tuned = 0 the built-in rule only, else with the tuned values applied. */
 void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[5]);

@@ -7,6 +7,7 @@
  * still ahead by half that margin; the winners are written to the device's parameter table. */
 #define _POSIX_C_SOURCE 200809L
 #include "wbcl/wbcl.h"
+#include "blas.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -15,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_KEYS 3
+#define MAX_KEYS (WBCL_CLBLAST_XGEMM_N) /* the largest family: CLBlast's Xgemm set */
 #define MAX_CANDS 24
 #define MAX_SHAPES 4
 #define WIN_MARGIN 1.02 /* a candidate must beat the current best by 2%, or by the noise floor if larger */
@@ -88,6 +89,7 @@ typedef struct family {
     shape shapes[MAX_SHAPES];
     int nshapes;
     double tol;
+    wbcl_gemm_backend backend; /* GEMM families: the backend they tune (AUTO for the others) */
     wbcl_status (*check)(wbcl_context *ctx, double *err);
     wbcl_status (*run)(wbcl_context *ctx, shape *s);
 } family;
@@ -205,24 +207,61 @@ static void add_shape(family *f, size_t a, size_t b, size_t c, const char *label
     snprintf(s->label, sizeof s->label, "%s", label);
 }
 
+static void add_cand_v(family *f, const long *v)
+{
+    for (int i = 0; i < f->ncand; i++)
+        if (!memcmp(f->cand[i], v, sizeof(long) * (size_t)f->nkeys)) return; /* the default again */
+    if (f->ncand < MAX_CANDS) memcpy(f->cand[f->ncand++], v, sizeof(long) * (size_t)f->nkeys);
+}
+
 static void add_cand(family *f, long a, long b, long c)
 {
     const long v[3] = {a, b, c};
-    for (int i = 0; i < f->ncand; i++)
-        if (!memcmp(f->cand[i], v, sizeof(long) * (size_t)f->nkeys)) return; /* the default again */
-    if (f->ncand < MAX_CANDS) memcpy(f->cand[f->ncand++], v, sizeof v);
+    add_cand_v(f, v);
 }
+
+/* CLBlast Xgemm sets to try (CLBlast's names and order, wbcl__clblast_xgemm_names): entries of
+ * CLBlast's own tuning database for other GPUs (the device each was tuned on in the comment;
+ * CLBlast picks one by device name and architecture, so a GPU newer than its database gets a
+ * vendor default), then larger tiles of 8 x 8 results per work-item. Sets this device cannot
+ * run (work-group size, local memory) are left out before the sweep. */
+static const long clblast_sets[][WBCL_CLBLAST_XGEMM_N] = {
+    {0, 1, 32, 2, 16, 16, 64, 16, 16, 64, 1, 1, 0, 0, 4, 4},    /* NVIDIA default of CLBlast 1.5  */
+    {0, 1, 32, 2, 8, 8, 32, 16, 16, 64, 1, 1, 0, 0, 4, 4},      /* A100 (SM 8.0)                  */
+    {0, 1, 32, 2, 32, 32, 128, 8, 8, 64, 0, 1, 1, 1, 4, 4},     /* RTX 4090 (SM 8.9)              */
+    {0, 1, 32, 2, 32, 16, 128, 8, 8, 64, 0, 0, 0, 0, 4, 8},     /* RTX 4060 Ti                    */
+    {0, 1, 16, 2, 8, 8, 32, 8, 16, 128, 1, 0, 1, 1, 4, 8},      /* RTX 4070 Ti, 4080              */
+    {0, 1, 32, 2, 16, 16, 64, 8, 8, 64, 1, 1, 0, 0, 4, 4},      /* RTX 3090                       */
+    {0, 1, 32, 2, 16, 16, 64, 8, 8, 32, 1, 1, 0, 0, 4, 4},      /* V100 (SM 7.0)                  */
+    {0, 1, 32, 2, 8, 8, 64, 32, 16, 128, 1, 1, 1, 1, 2, 2},     /* RTX 4050 Laptop                */
+    {1, 8, 1, 1, 8, 8, 64, 8, 8, 64, 0, 0, 0, 0, 4, 8},         /* SM 8.9 default (GEMMK 1)       */
+    {0, 1, 32, 2, 16, 16, 64, 16, 16, 64, 1, 1, 0, 0, 2, 4},    /* Radeon RX Vega                 */
+    {0, 1, 32, 2, 8, 8, 128, 16, 32, 128, 1, 1, 1, 1, 4, 2},    /* Radeon RX Vega 10              */
+    {1, 8, 1, 1, 32, 32, 64, 8, 8, 128, 0, 0, 0, 0, 2, 4},      /* Apple M1                       */
+    {1, 16, 1, 1, 16, 16, 64, 8, 8, 64, 0, 0, 0, 0, 2, 8},      /* Intel Arc A750                 */
+    {0, 1, 16, 2, 16, 16, 128, 16, 16, 128, 1, 1, 1, 1, 4, 4},  /* 128 x 128 tiles, 8 x 8 each    */
+    {0, 1, 32, 2, 16, 16, 128, 16, 16, 128, 1, 1, 1, 1, 4, 4},  /*   the same with KWG 32         */
+    {0, 1, 16, 2, 16, 16, 128, 16, 16, 128, 1, 1, 0, 0, 4, 4},  /*   contiguous per work-item     */
+};
 
 /* The default candidate (current values after a reset), then the sweep's list for this device. */
 static void setup_family(wbcl_context *ctx, family *f, int quick)
 {
-    long d[3] = {0, 0, 0};
+    long d[MAX_KEYS] = {0};
     for (int i = 0; i < f->nkeys; i++) wbcl_context_param_get(ctx, f->keys[i], &d[i], NULL);
     f->ncand = 0;
-    add_cand(f, d[0], d[1], d[2]);
+    add_cand_v(f, d);
     const wbcl_device_info *dev = wbcl_context_device(ctx);
     const int gpu = wbcl_context_variant(ctx) == WBCL_VARIANT_GPU;
-    if (!strcmp(f->name, "gemm L2 block")) {
+    if (!strcmp(f->name, "clblast")) {
+        for (size_t i = 0; i < sizeof clblast_sets / sizeof clblast_sets[0]; i++)
+            if (!wbcl__clblast_xgemm_check(dev, clblast_sets[i], NULL, 0) && (!quick || f->ncand < 2))
+                add_cand_v(f, clblast_sets[i]);
+    } else if (!strcmp(f->name, "clblast indirect")) {
+        /* m*n*k from this size cubed up: the Xgemm kernel (with its padding copies) instead of the direct one */
+        static const long t[] = {1, 256, 512, 768, 1024, 2048};
+        for (size_t i = 0; i < sizeof t / sizeof t[0] && (!quick || f->ncand < 2); i++) add_cand(f, t[i], 0, 0);
+    } else if (!strcmp(f->name, "gemm L2 block")) {
         /* KiB of packed A panels per block (no new program: the same kernel, another launch grid order) */
         static const long t[] = {256, 512, 2048, 4096};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i], 0, 0);
@@ -243,7 +282,18 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
                                     {5, 2, 16}, {6, 1, 16}, {2, 2, 8},  {4, 2, 8},  {1, 4, 16}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], t[i][2]);
     }
-    if (f->run == gemm_run) {
+    if (f->backend == WBCL_GEMM_CLBLAST) {
+        if (quick) add_shape(f, 40, 48, 24, "40x24->48");
+        else if (gpu) {
+            add_shape(f, 1576, 1536, 384, "(8*197)x384->1536");
+            add_shape(f, 12608, 1536, 384, "(64*197)x384->1536");
+            add_shape(f, 1024, 1024, 1024, "1024^3");
+            add_shape(f, 4096, 4096, 4096, "4096^3");
+        } else {
+            add_shape(f, 256, 256, 256, "256^3");
+            add_shape(f, 512, 512, 512, "512^3");
+        }
+    } else if (f->run == gemm_run) {
         if (quick) add_shape(f, 40, 48, 24, "40x24->48");
         else {
             add_shape(f, 1576, 1536, 384, "(8*197)x384->1536");
@@ -289,6 +339,7 @@ static wbcl_status set_cand(wbcl_context *ctx, const family *f, const long *v, c
             return st;
         }
     }
+    if (f->backend == WBCL_GEMM_CLBLAST) wbcl__clblast_apply(ctx); /* not inside the timed call */
     return WBCL_SUCCESS;
 }
 
@@ -358,7 +409,7 @@ static wbcl_status sweep(wbcl_context *ctx, family *f, double deadline, int reps
     FILE *tlog = out;
     memset(r, 0, sizeof *r);
     double tv[MAX_SHAPES], td[MAX_SHAPES], best_score = 1.0, margin = WIN_MARGIN;
-    char cs[96];
+    char cs[320];
     const long *dflt = f->cand[0];
     memcpy(r->best, dflt, sizeof r->best);
     for (int c = 0; c < f->ncand; c++) {
@@ -435,8 +486,8 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
 {
     if (path_out && path_len) path_out[0] = 0;
     const int all = !o->family || !strcmp(o->family, "all");
-    if (!all && strcmp(o->family, "gemm") && strcmp(o->family, "attention")) {
-        LOG("wbcl-tune: unknown family '%s' (gemm, attention or all)\n", o->family);
+    if (!all && strcmp(o->family, "gemm") && strcmp(o->family, "attention") && strcmp(o->family, "clblast")) {
+        LOG("wbcl-tune: unknown family '%s' (gemm, attention, clblast or all)\n", o->family);
         return WBCL_ERROR_INVALID_ARGUMENT;
     }
     int reps = o->reps > 0 ? o->reps : o->quick ? 1 : 5;
@@ -458,16 +509,15 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
     }
     /* the sweep measures against the built-in defaults, whatever table this context loaded */
     wbcl_context_reset_params(ctx);
-    if (wbcl_context_gemm_backend(ctx) != WBCL_GEMM_PACKED && (all || !strcmp(o->family, "gemm"))) {
-        LOG("note: GEMM runs on CLBlast on this device by default; tuning wbcl's packed kernel (the one the\n"
-            "      table's gemm.* keys control, selected with wbcl_context_set_gemm_backend)\n");
-        wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_PACKED);
-    }
+    const wbcl_gemm_backend own_backend = wbcl_context_gemm_backend(ctx);
+    if (own_backend != WBCL_GEMM_PACKED && (all || !strcmp(o->family, "gemm")))
+        LOG("note: GEMM runs on CLBlast on this device by default; the gemm family tunes wbcl's packed kernel\n"
+            "      (selected with wbcl_context_set_gemm_backend), the clblast family CLBlast's parameters\n");
     LOG("wbcl-tune: device '%s' (%s, driver %s), %s variant, budget %.0f s, %d timed call(s) per shape\n"
         "  (wall-clock medians; on a machine shared with other work the figures move with its load)\n",
         dev->name, dev->vendor, dev->driver_version, wbcl_variant_name(wbcl_context_variant(ctx)), o->budget_s, reps);
 
-    family fams[3];
+    family fams[5];
     memset(fams, 0, sizeof fams);
     int nf = 0;
     if (all || !strcmp(o->family, "gemm")) {
@@ -476,6 +526,7 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         f->keys[0] = "gemm.mr", f->keys[1] = "gemm.nr";
         f->nkeys = 2;
         f->tol = 1e-4;
+        f->backend = WBCL_GEMM_PACKED;
         f->check = gemm_check;
         f->run = gemm_run;
         /* then the L2 blocking, with the winning tile */
@@ -484,6 +535,31 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         f->keys[0] = "gemm.a_block_kib";
         f->nkeys = 1;
         f->tol = 1e-4;
+        f->backend = WBCL_GEMM_PACKED;
+        f->check = gemm_check;
+        f->run = gemm_run;
+    }
+    /* CLBlast's Xgemm set, then its direct/indirect threshold with the winning set: where CLBlast is
+     * the GEMM (GPUs), or when asked for by name */
+    if ((all && own_backend == WBCL_GEMM_CLBLAST) || (o->family && !strcmp(o->family, "clblast"))) {
+        family *f = &fams[nf++];
+        f->name = "clblast";
+        static char xkeys[WBCL_CLBLAST_XGEMM_N][32];
+        for (int i = 0; i < WBCL_CLBLAST_XGEMM_N; i++) {
+            snprintf(xkeys[i], sizeof xkeys[i], "clblast.xgemm.%s", wbcl__clblast_xgemm_names[i]);
+            f->keys[i] = xkeys[i];
+        }
+        f->nkeys = WBCL_CLBLAST_XGEMM_N;
+        f->tol = 1e-4;
+        f->backend = WBCL_GEMM_CLBLAST;
+        f->check = gemm_check;
+        f->run = gemm_run;
+        f = &fams[nf++];
+        f->name = "clblast indirect";
+        f->keys[0] = "clblast.gemm.min_indirect";
+        f->nkeys = 1;
+        f->tol = 1e-4;
+        f->backend = WBCL_GEMM_CLBLAST;
         f->check = gemm_check;
         f->run = gemm_run;
     }
@@ -502,12 +578,13 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         f->run = att_run;
     }
     const double t0 = now_s();
-    result res[3];
+    result res[5];
     char summary[4096] = "";
     size_t sn = 0;
     int failed = 0;
     for (int i = 0; i < nf && !failed; i++) {
         family *f = &fams[i];
+        wbcl_context_set_gemm_backend(ctx, f->backend ? f->backend : own_backend);
         setup_family(ctx, f, o->quick);
         /* the budget left is shared evenly by the families still to sweep */
         const double deadline = now_s() + (o->budget_s - (now_s() - t0)) / (nf - i);
@@ -529,7 +606,7 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         for (int i = 0; i < nf; i++) {
             family *f = &fams[i];
             result *r = &res[i];
-            char cs[96], ds[96];
+            char cs[320], ds[320];
             cand_str(f, r->best, cs, sizeof cs);
             cand_str(f, f->cand[0], ds, sizeof ds);
             set_cand(ctx, f, r->best, f->cand[0]);

@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 #include "wbcl/tuning.h"
+#include "blas.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -46,6 +47,27 @@ static const pdesc registry[] = {
     {"attention.vw", "attention", K_SET, 0, 0, {4, 8, 16, 0}, 0, 0, 1, "fused attention: accumulator vector width"},
     {"attention.bq", "attention", K_POW2, 1, 1 << 16, {0}, 1, 0, 1, "GPU fused attention: queries per work-group"},
     {"attention.bk", "attention", K_RANGE, 1, 256, {0}, 0, 0, 1, "GPU fused attention: keys per local-memory tile"},
+    /* CLBlast's Xgemm kernel (its names; host/core/blas.c applies them, checks the set as a whole) */
+#define XG(name, kind, lo, hi, doc) {"clblast.xgemm." name, "clblast", kind, lo, hi, {1, 2, 4, 8, 16, 0}, 0, 0, 0, doc}
+    XG("GEMMK", K_RANGE, 0, 1, "CLBlast Xgemm: kernel form (0: 2-D register tiles, 1: 1-D, KREG)"),
+    XG("KREG", K_RANGE, 1, 64, "CLBlast Xgemm: k values per register (GEMMK 1)"),
+    XG("KWG", K_RANGE, 1, 512, "CLBlast Xgemm: k per work-group tile"),
+    XG("KWI", K_RANGE, 1, 64, "CLBlast Xgemm: k unroll factor"),
+    XG("MDIMA", K_RANGE, 1, 1024, "CLBlast Xgemm: work-items along m loading A"),
+    XG("MDIMC", K_RANGE, 1, 1024, "CLBlast Xgemm: work-items along m computing C"),
+    XG("MWG", K_RANGE, 1, 2048, "CLBlast Xgemm: rows of C per work-group"),
+    XG("NDIMB", K_RANGE, 1, 1024, "CLBlast Xgemm: work-items along n loading B"),
+    XG("NDIMC", K_RANGE, 1, 1024, "CLBlast Xgemm: work-items along n computing C"),
+    XG("NWG", K_RANGE, 1, 2048, "CLBlast Xgemm: columns of C per work-group"),
+    XG("SA", K_RANGE, 0, 1, "CLBlast Xgemm: A tile in local memory"),
+    XG("SB", K_RANGE, 0, 1, "CLBlast Xgemm: B tile in local memory"),
+    XG("STRM", K_RANGE, 0, 1, "CLBlast Xgemm: strided access along m"),
+    XG("STRN", K_RANGE, 0, 1, "CLBlast Xgemm: strided access along n"),
+    XG("VWM", K_SET, 0, 0, "CLBlast Xgemm: vector width along m"),
+    XG("VWN", K_SET, 0, 0, "CLBlast Xgemm: vector width along n"),
+#undef XG
+    {"clblast.gemm.min_indirect", "clblast", K_RANGE, 0, 1 << 20, {0}, 0, 0, 0,
+     "CLBlast GEMM: m*n*k from this size cubed up takes the Xgemm kernel, below it the direct one"},
 };
 #define N_REG (sizeof registry / sizeof registry[0])
 
@@ -155,6 +177,14 @@ static void vnote(char **notes, const char *fmt, va_list ap)
 
 static void note(wbcl_context *ctx, const char *fmt, ...) WBCL_PRINTF(2, 3);
 static void note(wbcl_context *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vnote(&ctx->tuning_notes, fmt, ap);
+    va_end(ap);
+}
+
+void wbcl__tuning_note(wbcl_context *ctx, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -461,6 +491,11 @@ static void resolve(const wbcl_context *ctx, const pdesc *d, size_t p, long *val
         wbcl__tuned_value(ctx, d->key, p, &t, source);
         return;
     }
+    if (!strcmp(d->family, "clblast")) { /* CLBlast's own value is the default */
+        *dflt = wbcl__clblast_default(ctx, d->key);
+        if (!wbcl__tuned_value(ctx, d->key, 0, value, source)) *value = *dflt;
+        return;
+    }
     /* params without tuning: recompute the defaults on a copy */
     wbcl_context tmp = *ctx;
     tmp.n_tuned = 0;
@@ -546,6 +581,7 @@ wbcl_status wbcl_context_set_param(wbcl_context *ctx, const char *key, long valu
     }
     ctx->tuned[i].value = value;
     ctx->tuned[i].source = WBCL_PARAM_SET;
+    ctx->clblast_noted = 0; /* a new set of clblast.* keys may be noted again */
     wbcl__params_init(ctx);
     return WBCL_SUCCESS;
 }
@@ -554,6 +590,7 @@ wbcl_status wbcl_context_reset_params(wbcl_context *ctx)
 {
     if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
     ctx->n_tuned = 0;
+    ctx->clblast_noted = 0;
     ctx->tuning_source = WBCL_PARAM_DEFAULT;
     free(ctx->tuning_origin);
     ctx->tuning_origin = NULL;

@@ -53,6 +53,19 @@
  *   attention.bk       GPU fused attention: keys per local-memory tile (-DWBCL_ATT_BK), 1..256,
  *                      2*bk*p floats within the local memory (scoped key: checked at load;
  *                      unscoped: halved at use until it fits that p)
+ *   clblast.xgemm.NAME CLBlast's Xgemm kernel (the GEMM backend WBCL_GEMM_CLBLAST, the default on
+ *                      GPUs), NAME one of CLBlast's 16: GEMMK KREG KWG KWI MDIMA MDIMC MWG NDIMB
+ *                      NDIMC NWG SA SB STRM STRN VWM VWN. Keys missing from a table keep CLBlast's own
+ *                      value for the device (its database; wbcl_context_param_get shows it as the
+ *                      default); the set is checked as a whole (CLBlast's tuner constraints, the
+ *                      device's work-group size and local memory) when CLBlast runs, and an invalid
+ *                      set leaves a note and CLBlast's own values.
+ *   clblast.gemm.min_indirect  CLBlast's XGEMM_MIN_INDIRECT_SIZE: a GEMM with m*n*k at or above its
+ *                      cube runs the Xgemm kernel (with padding copies), a smaller one the direct
+ *                      kernel. 0..2^20
+ *                      CLBlast keeps these per device for the whole process; wbcl makes the calling
+ *                      context's values current before each CLBlast call (and CLBlast's own again
+ *                      for a context without keys), so contexts with different tables coexist.
  * Values in a table apply only while the context runs the table's kernel variant
  * (wbcl_context_set_variant to the other one: the defaults of that variant).
  *

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Per-head fused attention, wbcl against PyTorch's CPU SDPA in the same process (issue 17's target:
-softmax, causal and MSSA >= 1.0x SDPA at B1 K8 N4096 p64 on this machine). Calls alternate
-(wbcl, torch, wbcl, ...) so both see the same load; median of --reps per side; float32; wbcl through
-its Python package (python/wbcl, in-process), inputs already on the device (Tensor, keep=True), so both
-sides time the attention alone. Run with a Python that has torch, numpy and the wbcl package:
+"""Per-head fused attention, wbcl against PyTorch's SDPA in the same process (issue 17's targets:
+softmax, causal and MSSA >= 1.0x SDPA at B1 K8 N4096 p64 on this machine's CPU; at B4 K12 N4096 p64
+and B8 K6 N1024 p64, p = 32...128, on H100/H200 against CUDA SDPA in float32). Calls alternate
+(wbcl, torch, wbcl, ...) so both see the same load; median of --reps per side; float32 (TF32 off
+on CUDA); wbcl through its Python package (python/wbcl, in-process; device $WBCL_DEVICE), inputs
+already on the device (Tensor, keep=True), so both sides time the attention alone (each call waits
+for its device). Run with a Python that has torch, numpy and the wbcl package:
 
     PYTHONPATH=python WBCL_BUILD_DIR=build /tmp/torchenv/bin/python perf/peers/attention_sdpa_paired.py \\
-        [--shape 1,8,4096,64] [--reps 9] [--threads 2]
+        [--shape 1,8,4096,64[;B,K,N,p...]] [--reps 9] [--threads 2] [--torch-device cpu|cuda]
 """
 import argparse
 import statistics
@@ -24,28 +26,46 @@ def main():
     ap.add_argument("--shape", default="1,8,4096,64")
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--torch-device", default="cpu")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    B, K, N, p = (int(s) for s in a.shape.split(","))
+    dev = torch.device(a.torch_device)
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    for shape in a.shape.split(";"):
+        run_shape(a, dev, *(int(s) for s in shape.split(",")))
+
+
+def run_shape(a, dev, B, K, N, p):
+    cuda = dev.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((B, K, N, p)).astype(np.float32) for _ in range(3))
-    tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
+    tq, tk, tv = (torch.from_numpy(x).to(dev) for x in (q, k, v))
+
+    def sdpa(*args, **kw):
+        r = F.scaled_dot_product_attention(*args, **kw)
+        sync()
+        return r
+
     flops = 4.0 * B * K * N * N * p
     with wbcl.Context() as ctx, torch.inference_mode():
         dq, dk, dv = ctx.tensor(q), ctx.tensor(k), ctx.tensor(v)
         cases = {
-            "softmax": (lambda: ctx.attention(dq, dk, dv, keep=True), lambda: F.scaled_dot_product_attention(tq, tk, tv), 1.0),
+            "softmax": (lambda: ctx.attention(dq, dk, dv, keep=True), lambda: sdpa(tq, tk, tv), 1.0),
             "causal": (lambda: ctx.attention(dq, dk, dv, causal=True, keep=True),
-                       lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=True), 0.5),
-            "mssa": (lambda: ctx.mssa(dq, keep=True), lambda: F.scaled_dot_product_attention(tq, tq, tq), 1.0),
+                       lambda: sdpa(tq, tk, tv, is_causal=True), 0.5),
+            "mssa": (lambda: ctx.mssa(dq, keep=True), lambda: sdpa(tq, tq, tq), 1.0),
         }
-        print("device: %s; shape B%d K%d N%d p%d; torch %s, %d threads" % (ctx.device["name"], B, K, N, p,
-                                                                          torch.__version__, a.threads))
+        print("wbcl device: %s; shape B%d K%d N%d p%d; torch %s on %s" % (
+            ctx.device["name"], B, K, N, p, torch.__version__,
+            torch.cuda.get_device_name(dev) if cuda else "cpu, %d threads" % a.threads))
         for name, (fw, ft, frac) in cases.items():
             ow = fw()
             ctx.finish()
             ref = ft()
-            err = float(np.abs(ow.numpy() - ref.numpy()).max())
+            err = float(np.abs(ow.numpy() - ref.cpu().numpy()).max())
             tw, tt = [], []
             for _ in range(a.reps):
                 t = time.perf_counter()
@@ -57,7 +77,7 @@ def main():
                 ft()
                 tt.append(time.perf_counter() - t)
             mw, mt = statistics.median(tw), statistics.median(tt)
-            print("%-8s wbcl %8.2f ms (%6.1f GFLOP/s)  torch %8.2f ms (%6.1f GFLOP/s)  ratio %.2f  max|diff| %.1e"
+            print("%-8s wbcl %9.3f ms (%8.1f GFLOP/s)  torch %9.3f ms (%8.1f GFLOP/s)  ratio %.2f  max|diff| %.1e"
                   % (name, 1e3 * mw, frac * flops / mw / 1e9, 1e3 * mt, frac * flops / mt / 1e9, mt / mw, err))
 
 

@@ -138,6 +138,8 @@ def main():
     ap.add_argument("--threads", default="1,2", help="torch thread counts to time (the best is the peer)")
     ap.add_argument("--image", type=int, default=224)
     ap.add_argument("--csv")
+    ap.add_argument("--torch-device", default="cpu",
+                    help="cuda: PyTorch on the GPU (float32, TF32 off; each call waits for it); wbcl's device is $WBCL_DEVICE")
     ap.add_argument("--base-lib", help="a second wbcl build timed in the same rounds (A/B)")
     a = ap.parse_args()
     import numpy as np
@@ -145,6 +147,11 @@ def main():
     import make_models as mm
     from safetensors.torch import save_file
     threads = [int(t) for t in a.threads.split(",")]
+    dev = torch.device(a.torch_device)
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        threads = threads[:1]  # the thread count does not apply
     w = Wbcl(a.lib)
     wb = Wbcl(a.base_lib) if a.base_lib else None
     rows = []
@@ -153,6 +160,7 @@ def main():
         tm = build(model, a.image)
         path = os.path.join(tmp, model + ".safetensors")
         save_file(mm.f32_state(tm), path)
+        tm = tm.to(dev)
         mh, fwd = load(w, model, path)
         if wb:
             mhb, fwdb = load(wb, model, path)
@@ -175,15 +183,20 @@ def main():
                     wb.check(wb.L.wbcl_context_finish(wb.ctx), "finish")
                 run_base()
 
+            img_t = img.to(dev)
+
             def run_torch():
                 with torch.inference_mode():
-                    return tm(img, {})
+                    r = tm(img_t, {})
+                if dev.type == "cuda":
+                    torch.cuda.synchronize()
+                return r
 
             run_wbcl()
             for th in threads:
                 torch.set_num_threads(th)
                 ref = run_torch()
-            diff = float(np.max(np.abs(w.read(y, (B, 1000)) - ref.numpy())))
+            diff = float(np.max(np.abs(w.read(y, (B, 1000)) - ref.cpu().numpy())))
             tw, tb, tt = [], [], {th: [] for th in threads}
             cw, cb = [], []  # process CPU time (all threads) per call
             for _ in range(a.reps):

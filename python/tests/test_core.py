@@ -17,6 +17,24 @@ def test_devices_and_context(ctx):
     assert dev["variant"] in ("cpu", "gpu")
 
 
+def test_gemm_backend_is_selectable(ctx, rng):
+    # Both backends give the float64 product to float32 rounding (k = 37 terms of O(1): ~1e-6).
+    default = ctx.gemm_backend
+    assert default == ("packed" if ctx.device["type"] == "cpu" else "clblast")
+    a, b = rng.standard_normal((19, 37)), rng.standard_normal((37, 23))
+    ref = a @ b
+    try:
+        for name in ("packed", "clblast"):
+            ctx.gemm_backend = name
+            assert ctx.gemm_backend == name
+            np.testing.assert_allclose(ctx.gemm(a, b), ref, rtol=0, atol=1e-4 * np.abs(ref).max())
+        with pytest.raises(ValueError):
+            ctx.gemm_backend = "cublas"
+    finally:
+        ctx.gemm_backend = "auto"
+    assert ctx.gemm_backend == default
+
+
 def test_bad_selector():
     with pytest.raises(wbcl.Error) as e:
         wbcl.Context("no-such-device-name-xyz")

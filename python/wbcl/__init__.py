@@ -240,6 +240,21 @@ class Context:
         d["variant"] = lib.wbcl_variant_name(lib.wbcl_context_variant(self._h())).decode()
         return d
 
+    _BACKENDS = {"packed": 1, "clblast": 2}
+
+    @property
+    def gemm_backend(self):
+        """The GEMM backend in use: "packed" (wbcl's kernel, the default on CPUs) or "clblast"
+        (the default on GPUs). Settable; "auto" restores the device's default."""
+        b = lib.wbcl_context_gemm_backend(self._h())
+        return {v: k for k, v in self._BACKENDS.items()}.get(b, str(b))
+
+    @gemm_backend.setter
+    def gemm_backend(self, name):
+        if name != "auto" and name not in self._BACKENDS:
+            raise ValueError("gemm_backend: 'packed', 'clblast' or 'auto', not %r" % (name,))
+        self._call(lib.wbcl_context_set_gemm_backend(self._h(), self._BACKENDS.get(name, 0)))
+
     def finish(self):
         """Waits for the device's queued work."""
         self._call(lib.wbcl_context_finish(self._h()))

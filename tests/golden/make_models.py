@@ -192,13 +192,14 @@ class PositionalEncodingFourier(nn.Module):
 
     def forward(self, B, H, W):
         dt = self.token_projection.weight.dtype  # float64 for the golden data, float32 in the benchmark
-        not_mask = torch.ones(B, H, W, dtype=torch.bool)
+        dev = self.token_projection.weight.device  # the benchmark's CUDA peer (perf/peers/models_torch.py)
+        not_mask = torch.ones(B, H, W, dtype=torch.bool, device=dev)
         y_embed = not_mask.cumsum(1, dtype=dt)
         x_embed = not_mask.cumsum(2, dtype=dt)
         eps = 1e-6
         y_embed = y_embed / (y_embed[:, -1:, :] + eps) * self.scale
         x_embed = x_embed / (x_embed[:, :, -1:] + eps) * self.scale
-        dim_t = torch.arange(self.hidden_dim, dtype=dt)
+        dim_t = torch.arange(self.hidden_dim, dtype=dt, device=dev)
         dim_t = self.temperature ** (2 * torch.div(dim_t, 2, rounding_mode="floor") / self.hidden_dim)
         pos_x = x_embed[:, :, :, None] / dim_t
         pos_y = y_embed[:, :, :, None] / dim_t

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Square SGEMM C = A B, wbcl against PyTorch's matmul in the same process (issue 17's targets: this
+machine's CPU >= 0.95x MKL at 1024^3 and 2048^3; H100/H200 >= 0.9x cuBLAS at 4096^3, >= 0.8x at 1024^3).
+Calls alternate (wbcl, torch, wbcl, ...) so both see the same load; median of --reps per side;
+float32 (TF32 off on CUDA); wbcl through its Python package with A, B and C already on the device
+(C overwritten, beta = 0), so both sides time the multiplication alone (each call waits for its
+device). wbcl's device: $WBCL_DEVICE (default device if unset); its parameter table: $WBCL_TUNING
+or the device's own. --backends lists wbcl GEMM backends to measure (auto: the device's default):
+
+    PYTHONPATH=python WBCL_BUILD_DIR=build /tmp/torchenv/bin/python perf/peers/gemm_matmul_paired.py \\
+        [--sizes 1024,2048] [--reps 11] [--threads 2] [--torch-device cpu|cuda] [--backends auto,packed]
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+
+import wbcl
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="1024,2048")
+    ap.add_argument("--reps", type=int, default=11)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--torch-device", default="cpu")
+    ap.add_argument("--backends", default="auto")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    dev = torch.device(a.torch_device)
+    cuda = dev.type == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    rng = np.random.default_rng(0)
+    with wbcl.Context() as ctx, torch.inference_mode():
+        print("wbcl device: %s (%s variant); torch %s on %s%s" % (
+            ctx.device["name"], ctx.device["variant"], torch.__version__,
+            torch.cuda.get_device_name(dev) if cuda else "cpu", "" if cuda else ", %d threads" % a.threads))
+        for n in (int(s) for s in a.sizes.split(",")):
+            A = rng.standard_normal((n, n)).astype(np.float32)
+            B = rng.standard_normal((n, n)).astype(np.float32)
+            tA, tB = torch.from_numpy(A).to(dev), torch.from_numpy(B).to(dev)
+            tC = torch.empty((n, n), device=dev)
+            dA, dB, dC = ctx.tensor(A), ctx.tensor(B), ctx.tensor(np.zeros((n, n), np.float32))
+            ref = A.astype(np.float64) @ B.astype(np.float64)
+            scale = np.abs(ref).max()
+
+            def ft():
+                torch.matmul(tA, tB, out=tC)
+                sync()
+
+            for backend in a.backends.split(","):
+                ctx.gemm_backend = backend
+                used = ctx.gemm_backend
+
+                def fw():
+                    ctx.gemm(dA, dB, C=dC, keep=True)
+                    ctx.finish()
+
+                fw()
+                ft()
+                ew = float(np.abs(dC.numpy() - ref).max() / scale)
+                et = float(np.abs(tC.cpu().numpy() - ref).max() / scale)
+                tw, tt = [], []
+                for _ in range(a.reps):
+                    t = time.perf_counter()
+                    fw()
+                    tw.append(time.perf_counter() - t)
+                    t = time.perf_counter()
+                    ft()
+                    tt.append(time.perf_counter() - t)
+                mw, mt = statistics.median(tw), statistics.median(tt)
+                fl = 2.0 * n ** 3
+                print("%5d^3  wbcl %-7s %9.3f ms (%8.1f GFLOP/s)  torch %9.3f ms (%8.1f GFLOP/s)  ratio %.2f  "
+                      "rel err vs float64: wbcl %.1e torch %.1e" % (n, used, 1e3 * mw, fl / mw / 1e9, 1e3 * mt,
+                                                                   fl / mt / 1e9, mt / mw, ew, et))
+            ctx.gemm_backend = "auto"
+
+
+if __name__ == "__main__":
+    main()
