@@ -42,7 +42,13 @@
  * this many bytes: they then stay in a core's L2 cache while every column
  * panel of B streams past them (n = 2048 on Zen 4: mcb = 16, 1.0-1.15x faster
  * than whole columns; perf/RESULTS.md). The size is ctx->params.gemm_a_block_kib KiB:
- * 1024 by default, a tuned value from the device's parameter table (wbcl/tuning.h). */
+ * 1024 by default, a tuned value from the device's parameter table (wbcl/tuning.h).
+ * A block has at least MIN_BLOCK_PANELS row panels, however long k: the first tile
+ * that meets a column panel of B reads it from memory, at about half the speed of
+ * the tiles that find it in cache, so with few panels per block (k = 2048: the
+ * 1 MiB rule gives 10) those cold passes cost 6-21 % at n = 1536-4096 on the
+ * Xeon (perf/RESULTS.md, 2026-11-27); blocks past ~100 panels lose A's reuse. */
+#define MIN_BLOCK_PANELS 40
 /* Largest dimension the kernels index with 32-bit integers. */
 #define DIM_MAX ((size_t)INT_MAX)
 
@@ -191,7 +197,8 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
                           n, pa, pb);
     size_t mcb_ = (size_t)(ctx->params.gemm_a_block_kib > 0 ? ctx->params.gemm_a_block_kib : 1024) * 1024 /
                   (MR * k * sizeof(float));
-    const cl_uint mcb = (cl_uint)(mcb_ < 1 ? 1 : mcb_ > pa ? pa : mcb_);
+    if (mcb_ < MIN_BLOCK_PANELS) mcb_ = MIN_BLOCK_PANELS;
+    const cl_uint mcb = (cl_uint)(mcb_ > pa ? pa : mcb_);
     size_t chunk = batch;
     if (a_batched && chunk > limit / ea) chunk = limit / ea;
     if (b_batched && chunk > limit / eb) chunk = limit / eb;

@@ -44,7 +44,8 @@
  *                      4*wg bytes <= local memory
  *   gemm.mr, gemm.nr   packed GEMM register tile, rows x columns of C per work-item
  *                      (-DWBCL_GEMM_MR 1..16, -DWBCL_GEMM_NR 4, 8, 16, 32 or 64)
- *   gemm.a_block_kib   packed GEMM: KiB of packed A panels visited per block (L2 blocking), 16..65536
+ *   gemm.a_block_kib   packed GEMM: KiB of packed A panels visited per block (L2 blocking), 16..65536;
+ *                      a block never has fewer than 40 row panels (host/ops/gemm.c MIN_BLOCK_PANELS)
  *   attention.qb       CPU fused attention: queries per register group (-DWBCL_ATT_QB), 1..8
  *   attention.g        CPU fused attention: register groups per work-item (-DWBCL_ATT_G), 1..4
  *   attention.vw       fused attention accumulator vector width (-DWBCL_ATT_VW): 4, 8 or 16
