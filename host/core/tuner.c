@@ -519,6 +519,7 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
 
     family fams[5];
     memset(fams, 0, sizeof fams);
+    char xkeys[WBCL_CLBLAST_XGEMM_N][32]; /* the clblast family's key names (fams points into it) */
     int nf = 0;
     if (all || !strcmp(o->family, "gemm")) {
         family *f = &fams[nf++];
@@ -544,7 +545,6 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
     if ((all && own_backend == WBCL_GEMM_CLBLAST) || (o->family && !strcmp(o->family, "clblast"))) {
         family *f = &fams[nf++];
         f->name = "clblast";
-        static char xkeys[WBCL_CLBLAST_XGEMM_N][32];
         for (int i = 0; i < WBCL_CLBLAST_XGEMM_N; i++) {
             snprintf(xkeys[i], sizeof xkeys[i], "clblast.xgemm.%s", wbcl__clblast_xgemm_names[i]);
             f->keys[i] = xkeys[i];
