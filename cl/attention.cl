@@ -388,3 +388,190 @@ __kernel __attribute__((reqd_work_group_size(BQ, 1, 1))) void wbcl_attn_fused_gp
         for (uint c = 0; c < P; c++) ST_O(acc[c] * inv, c, orow);
     }
 }
+
+/* ---- GPU-shaped, register-tiled (P = 32 or 64) ------------------------------------------------
+ * wbcl_attn_fused_gpu above gives each work-item one query, so every score and every output
+ * update reads one local-memory value per FMA. Here a work-group of 128 work-items takes TQ = 64
+ * queries and visits the keys in tiles of TK = 32, and each work-item computes small register
+ * tiles of the two products, reading each local value once for several FMAs:
+ *   S = Q Kᵀ   work-item (r, c) of a 16 x 8 grid: queries r + 16 i and keys c + 8 j (i, j < 4),
+ *              4 channels at a time: 4 + 4 float4 loads for 64 FMAs;
+ *   O += P V   queries 4 r .. 4 r + 3 and channels 4 c + 32 u (u < P / 32): per key one float4 of
+ *              P and P / 32 float4 of V for 4 * P / 8 FMAs.
+ * The row statistics go through local memory: each work-item's per-query maximum (then sum) over
+ * its 4 keys into part[c][q]; work-items q < 64 fold the 8 partials of row q into the running
+ * maximum m[q], the rescale factor alpha[q] = 2^(m_old - m_new) and the running sum l[q].
+ * Rows of Qs and Ks are P + 4 floats long and rows of Ps 68, so that the float4 reads of 32
+ * consecutive work-items (r of 4 values, c of 8) fall in distinct banks or broadcast. Local
+ * memory: 4 (64 (P+4) + 32 (P+4) + 32 P + 32 * 68 + 8 * 64 + 3 * 64) bytes, 44.8 KiB at P = 64,
+ * 28.8 KiB at P = 32. Masking as in the kernels above: masked scores get -FLT_MAX for the
+ * maximum and a weight of exactly 0. Rows past n_q compute on zero queries and are not written.
+ * Chosen by host/ops/attention.c for GPU-variant contexts when the parameter attention.tiled is 1
+ * and the device has the work-group size and local memory. */
+#if WBCL_ATT_P == 32 || WBCL_ATT_P == 64
+#define TQ 64
+#define TK 32
+#define TPS (P + 4)  /* row stride of Qs and Ks     */
+#define TPP (TQ + 4) /* row stride of Ps: [key][q]  */
+#define TU (P / 32)  /* float4 channel groups per work-item in O */
+
+__kernel __attribute__((reqd_work_group_size(128, 1, 1))) void wbcl_attn_tiled_gpu(
+    __global const Q_T *restrict q, const ulong q_off, const ulong q_sb, const ulong q_sh, const ulong q_sn,
+    __global const K_T *restrict k, const ulong k_off, const ulong k_sb, const ulong k_sh, const ulong k_sn,
+    __global const V_T *restrict v, const ulong v_off, const ulong v_sb, const ulong v_sh, const ulong v_sn,
+    __global O_T *restrict o, const ulong o_off, const ulong o_sb, const ulong o_sh, const ulong o_sn,
+    const uint H, const uint BH, const uint Nq, const uint Nk, const uint causal, const float qscale)
+{
+    __local float Qs[TQ * TPS], Ks[TK * TPS], Vs[TK * P], Ps[TK * TPP];
+    __local float part[8 * TQ], mrow[TQ], arow[TQ], lrow[TQ];
+    const uint lid = get_local_id(0), bh = get_global_id(1);
+    if (bh >= BH) return; /* uniform over the work-group */
+    const uint b = bh / H, h = bh % H;
+    const uint q0 = get_group_id(0) * TQ, shift = Nk - Nq;
+    const uint glast = min(q0 + TQ, Nq) - 1;
+    const uint kend = causal ? min(Nk, glast + shift + 1) : Nk; /* uniform */
+    const uint r = lid / 8, c = lid % 8;
+
+    const __global Q_T *qb = q + q_off + b * q_sb + h * q_sh;
+    const __global K_T *kb = k + k_off + b * k_sb + h * k_sh;
+    const __global V_T *vb = v + v_off + b * v_sb + h * v_sh;
+    for (uint e = lid; e < TQ * P; e += 128) { /* coalesced along the channels */
+        const uint qq = e / P, ch = e % P;
+        Qs[qq * TPS + ch] = q0 + qq < Nq ? LD_Q((ulong)(q0 + qq) * q_sn + ch, qb) * qscale : 0.0f;
+    }
+    if (lid < TQ) {
+        mrow[lid] = NEG_BIG;
+        lrow[lid] = 0.0f;
+    }
+    float4 O[4][TU];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int u = 0; u < TU; u++) O[i][u] = (float4)(0.0f);
+    /* the visibility limits of the S-tile's 4 queries (causal), and past n_k */
+    int lim[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint qi = q0 + r + 16 * i;
+        lim[i] = causal ? (int)min(Nk - 1, qi + shift) : (int)Nk - 1;
+    }
+
+    for (uint j0 = 0; j0 < kend; j0 += TK) {
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile's readers of Ks, Vs, Ps are done */
+        for (uint e = lid; e < TK * P; e += 128) {
+            const uint jj = e / P, ch = e % P;
+            const int in = j0 + jj < Nk;
+            Ks[jj * TPS + ch] = in ? LD_K((ulong)(j0 + jj) * k_sn + ch, kb) : 0.0f;
+            Vs[jj * P + ch] = in ? LD_V((ulong)(j0 + jj) * v_sn + ch, vb) : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        /* S: queries r + 16 i, keys c + 8 j */
+        float s[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) s[i][j] = 0.0f;
+        for (uint ch = 0; ch < P; ch += 4) {
+            float4 qv[4], kv[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) qv[i] = vload4(0, Qs + (r + 16 * i) * TPS + ch);
+#pragma unroll
+            for (int j = 0; j < 4; j++) kv[j] = vload4(0, Ks + (c + 8 * j) * TPS + ch);
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    s[i][j] = fma(qv[i].x, kv[j].x, s[i][j]);
+                    s[i][j] = fma(qv[i].y, kv[j].y, s[i][j]);
+                    s[i][j] = fma(qv[i].z, kv[j].z, s[i][j]);
+                    s[i][j] = fma(qv[i].w, kv[j].w, s[i][j]);
+                }
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float mx = NEG_BIG;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int key = (int)(j0 + c + 8 * j);
+                if (key > lim[i]) s[i][j] = NEG_BIG;
+                mx = fmax(mx, s[i][j]);
+            }
+            part[c * TQ + r + 16 * i] = mx;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < TQ) { /* row lid: the new running maximum and the rescale factor */
+            float mx = mrow[lid];
+#pragma unroll
+            for (int cc = 0; cc < 8; cc++) mx = fmax(mx, part[cc * TQ + lid]);
+            arow[lid] = exp2(fmax(mrow[lid] - mx, EXP2_FLOOR));
+            mrow[lid] = mx;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint qq = r + 16 * i;
+            const float mq = mrow[qq];
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int key = (int)(j0 + c + 8 * j);
+                const float p = key <= lim[i] ? exp2(s[i][j] - mq) : 0.0f;
+                Ps[(c + 8 * j) * TPP + qq] = p;
+                sum += p;
+            }
+            part[c * TQ + qq] = sum;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < TQ) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int cc = 0; cc < 8; cc++) sum += part[cc * TQ + lid];
+            lrow[lid] = lrow[lid] * arow[lid] + sum;
+        }
+        /* O: queries 4 r .. 4 r + 3, channels 4 c + 32 u */
+        const float4 al = vload4(0, arow + 4 * r);
+#pragma unroll
+        for (int u = 0; u < TU; u++) {
+            O[0][u] *= al.x;
+            O[1][u] *= al.y;
+            O[2][u] *= al.z;
+            O[3][u] *= al.w;
+        }
+        const uint nk = min((uint)TK, kend - j0);
+        for (uint jj = 0; jj < nk; jj++) {
+            const float4 pv = vload4(0, Ps + jj * TPP + 4 * r);
+#pragma unroll
+            for (int u = 0; u < TU; u++) {
+                const float4 vv = vload4(0, Vs + jj * P + 4 * c + 32 * u);
+                O[0][u] = fma((float4)(pv.x), vv, O[0][u]);
+                O[1][u] = fma((float4)(pv.y), vv, O[1][u]);
+                O[2][u] = fma((float4)(pv.z), vv, O[2][u]);
+                O[3][u] = fma((float4)(pv.w), vv, O[3][u]);
+            }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE); /* the last tile's l */
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint qi = q0 + 4 * r + i;
+        if (qi >= Nq) continue;
+        const float inv = 1.0f / lrow[4 * r + i];
+        __global O_T *orow = o + o_off + b * o_sb + h * o_sh + (ulong)qi * o_sn;
+#pragma unroll
+        for (int u = 0; u < TU; u++) {
+            const float4 x = O[i][u] * inv;
+            const uint ch = 4 * c + 32 * u;
+            ST_O(x.x, ch, orow);
+            ST_O(x.y, ch + 1, orow);
+            ST_O(x.z, ch + 2, orow);
+            ST_O(x.w, ch + 3, orow);
+        }
+    }
+}
+#undef TQ
+#undef TK
+#undef TPS
+#undef TPP
+#undef TU
+#endif

@@ -31,7 +31,8 @@
 # OUTDIR/clblast-tuned.txt, not the cache) (STEP_CLBLAST_TUNE, 240 s); perf/peers/gemm_matmul_paired.py
 # against cuBLAS (CLBlast with its own values, wbcl's packed kernel, then CLBlast with the tuned table)
 # (120 s); perf/peers/attention_sdpa_paired.py against CUDA SDPA on ATT_SHAPES (default
-# "4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128") (120 s); perf/peers/models_torch.py, CRATE-T and
+# "4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128"), once with the default kernels and once with
+# attention.tiled=1 (the register-tiled kernel for p = 32, 64) (120 s); perf/peers/models_torch.py, CRATE-T and
 # ToST-T at batch 1, 8, 64 against PyTorch CUDA eager, with the tuned table (needs safetensors) (150 s).
 # These Python steps import python/wbcl with WBCL_BUILD_DIR=BUILD_DIR and run $PY (default python3).
 # SKIP="tests circulant ..." skips steps by name. ARCHIVE=FILE.tgz: OUTDIR is packed into FILE after every
@@ -72,8 +73,10 @@ step gemm_peer "${STEP_GEMM_PEER:-120}" gemm_peer.log sh -c "p=perf/peers/gemm_m
   WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes 1024,2048,4096 --reps 20 --backends auto,packed
   [ -s '$out/clblast-tuned.txt' ] && { echo '== with the tuned table'; WBCL_TUNING='$out/clblast-tuned.txt' '$py' \$p --torch-device cuda --sizes 1024,2048,4096 --reps 20; }; true"
 cat "$out/gemm_peer.log" 2>/dev/null
-step attention_peer "${STEP_ATTENTION_PEER:-120}" attention_peer.log "$py" perf/peers/attention_sdpa_paired.py --torch-device cuda \
-  --shape "${ATT_SHAPES:-4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128}" --reps 10
+step attention_peer "${STEP_ATTENTION_PEER:-120}" attention_peer.log sh -c "s='${ATT_SHAPES:-4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128}'
+  '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10
+  echo '== the register-tiled kernel (attention.tiled = 1; p = 32, 64)'
+  '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10 --param attention.tiled=1"
 cat "$out/attention_peer.log" 2>/dev/null
 step models_peer "${STEP_MODELS_PEER:-150}" models_peer.log env ${out:+WBCL_TUNING="$out/clblast-tuned.txt"} "$py" perf/peers/models_torch.py \
   --lib "$build/libwbcl.so" --torch-device cuda --batch 1,8,64 --reps 5 --threads 1

@@ -136,6 +136,50 @@ START_TEST(heads_mssa_vs_ref)
 }
 END_TEST
 
+/* The register-tiled GPU kernel (attention.tiled = 1, p = 32 and 64) on PoCL with the GPU
+ * variant, against the double reference: one query, primes and non-multiples of its 64-query
+ * and 32-key tiles, several tiles each way, fewer queries than keys (causal: the last n_q),
+ * MSSA, and logits of 1e3 (the running maximum changes between tiles). The per-kernel profile
+ * shows that the tiled kernel, not the one-query kernel, ran. */
+static uint64_t launches_of(wbcl_context *ctx, const char *kernel)
+{
+    uint64_t total = 0, n;
+    const char *name;
+    for (size_t i = 0; wbcl_context_kernel_profile(ctx, i, &name, NULL, &n); i++)
+        if (!strcmp(name, kernel)) total += n;
+    return total;
+}
+
+START_TEST(tiled_gpu_vs_ref)
+{
+    wbcl_context *ctx = tu_context();
+    tu_rng rng;
+    tu_rng_seed(&rng, 14);
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.tiled", 1), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_set_timing(ctx, 1), WBCL_SUCCESS);
+    const heads_case cases[] = {{1, 1, 1, 1, 64},    {2, 3, 45, 45, 64}, {1, 2, 64, 64, 32},
+                                {1, 1, 131, 131, 64}, {2, 1, 97, 97, 32}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int causal = 0; causal < 2; causal++) check_heads_case(ctx, &cases[i], causal, 0, &rng, 1.0);
+    const heads_case rect[] = {{1, 2, 5, 37, 64}, {1, 1, 40, 97, 32}, {1, 1, 70, 70, 64}};
+    for (size_t i = 0; i < 3; i++)
+        for (int causal = 0; causal < 2; causal++) check_heads_case(ctx, &rect[i], causal, 0, &rng, 1.0);
+    const heads_case ms = {1, 3, 71, 71, 64};
+    for (int causal = 0; causal < 2; causal++) check_heads_case(ctx, &ms, causal, 1, &rng, 1.0);
+    /* |q.k| up to 64 * 16 * 8 = 8192 at scale 1/8: logits ~1e3, weights far from uniform */
+    const heads_case big = {1, 2, 100, 100, 64};
+    for (int causal = 0; causal < 2; causal++) check_heads_case(ctx, &big, causal, 0, &rng, 16.0);
+    ck_assert_uint_gt(launches_of(ctx, "wbcl_attn_tiled_gpu"), 0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_fused_gpu"), 0);
+    /* p = 48: not a tiled shape, the one-query kernel runs */
+    const heads_case other = {1, 1, 20, 20, 48};
+    check_heads_case(ctx, &other, 0, 0, &rng, 1.0);
+    ck_assert_uint_gt(launches_of(ctx, "wbcl_attn_fused_gpu"), 0);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 /* Logits of order 1e4 (scale 1, |q.k| up to 1e4): a naive exp overflows; the online softmax must
  * stay finite. Entries are +-25, so q.k is a multiple of 1250 up to 16*625 = 1e4.
  * (a) q = k with distinct sign patterns per token: query i's own key scores 1e4, every other key
@@ -856,6 +900,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, heads_softmax_vs_ref);
     tcase_add_test(tc, heads_mssa_vs_ref);
+    tcase_add_test(tc, tiled_gpu_vs_ref);
     tcase_add_test(tc, large_logits);
     tcase_add_test(tc, heads_decode_vs_ref);
     tcase_add_test(tc, modules_vs_ref);

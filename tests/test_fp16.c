@@ -575,6 +575,12 @@ START_TEST(attention_half)
         if (m == 15 || m == 1 || m == 4) run_attention(ctx, m, 2, 3, 37, 37, 16, 0, 0, 500 + i);
         if (m == 15 || m == 2 || m == 8 || m == 6) run_attention(ctx, m, 1, 2, 29, 70, 40, 1, 0, 510 + i);
     }
+    if (gpu) { /* the register-tiled kernel (attention.tiled, p = 32): all four half, and k + v half */
+        ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.tiled", 1), WBCL_SUCCESS);
+        run_attention(ctx, 15, 1, 2, 29, 70, 32, 1, 0, 530);
+        run_attention(ctx, 6, 2, 1, 65, 65, 32, 0, 0, 531);
+        ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.tiled", 0), WBCL_SUCCESS);
+    }
     /* MSSA: w half with a float32 o, and both half */
     run_attention(ctx, 7, 2, 2, 45, 45, 24, 0, 1, 520);
     run_attention(ctx, 15, 1, 3, 33, 33, 16, 1, 1, 521);

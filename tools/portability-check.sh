@@ -15,7 +15,8 @@
 # The specializations (keep in step with host/core/program.c prelude and host/ops/*.c):
 #   prelude   CPU variant (wbcl_params cpu) and GPU variant (gpu), with fp64 on, and off for the
 #             families whose code depends on it
-#   attention -DWBCL_ATT_P/PP/VW/QB/G/BQ/BK from choose_params() for p in 16 64 128 (VW 16, QB 4/1/1);
+#   attention -DWBCL_ATT_P/PP/VW/QB/G/BQ/BK from choose_params() for p in 32 64 128 (VW 16, QB 4/1/1;
+#             p = 32 and 64 also hold the register-tiled GPU kernel);
 #             float16 storage: p = 64 with -DWBCL_ATT_HALF=15 (q, k, v, o half) and =8 (o only)
 #   tssa      generic; -DWBCL_TSSA_P/K (+ALIGNED) for (p, K) in (64, 8) (17, 3) (128, 12); P alone (32: more
 #             than WBCL_TSSA_K_MAX heads), K alone (4, aligned: p above WBCL_TSSA_P_MAX); GPU variant also with
@@ -64,7 +65,7 @@ att_opts() { # p variant
 
 specs() { # family variant -> one line per extra option set ("-" = none)
   case $1 in
-    attention) for p in 16 64 128; do att_opts $p "$2"; done
+    attention) for p in 32 64 128; do att_opts $p "$2"; done
           echo "$(att_opts 64 "$2") -DWBCL_ATT_HALF=15"; echo "$(att_opts 64 "$2") -DWBCL_ATT_HALF=8" ;;
     tssa) echo "-"; echo "-DWBCL_TSSA_P=64 -DWBCL_TSSA_K=8 -DWBCL_TSSA_ALIGNED=1"; echo "-DWBCL_TSSA_P=17 -DWBCL_TSSA_K=3"
           echo "-DWBCL_TSSA_P=128 -DWBCL_TSSA_K=12"

@@ -275,6 +275,8 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
             for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], 0);
         }
     } else if (gpu) {
+        /* the register-tiled kernel first (its bq, bk are unused), then the one-query kernel's tiles */
+        add_cand(f, d[0], d[1], 1);
         static const long t[][2] = {{64, 32}, {32, 32}, {128, 32}, {64, 16}, {128, 16}, {256, 16}, {64, 64}, {32, 64}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], 0);
     } else {
@@ -567,8 +569,8 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         family *f = &fams[nf++];
         f->name = "attention";
         if (wbcl_context_variant(ctx) == WBCL_VARIANT_GPU) {
-            f->keys[0] = "attention.p64.bq", f->keys[1] = "attention.p64.bk";
-            f->nkeys = 2;
+            f->keys[0] = "attention.p64.bq", f->keys[1] = "attention.p64.bk", f->keys[2] = "attention.p64.tiled";
+            f->nkeys = 3;
         } else {
             f->keys[0] = "attention.p64.qb", f->keys[1] = "attention.p64.g", f->keys[2] = "attention.p64.vw";
             f->nkeys = 3;

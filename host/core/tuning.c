@@ -47,6 +47,8 @@ static const pdesc registry[] = {
     {"attention.vw", "attention", K_SET, 0, 0, {4, 8, 16, 0}, 0, 0, 1, "fused attention: accumulator vector width"},
     {"attention.bq", "attention", K_POW2, 1, 1 << 16, {0}, 1, 0, 1, "GPU fused attention: queries per work-group"},
     {"attention.bk", "attention", K_RANGE, 1, 256, {0}, 0, 0, 1, "GPU fused attention: keys per local-memory tile"},
+    {"attention.tiled", "attention", K_RANGE, 0, 1, {0}, 0, 0, 1,
+     "GPU fused attention, p = 32 or 64: 1 the register-tiled kernel, 0 one query per work-item"},
     /* CLBlast's Xgemm kernel (its names; host/core/blas.c applies them, checks the set as a whole) */
 #define XG(name, kind, lo, hi, doc) {"clblast.xgemm." name, "clblast", kind, lo, hi, {1, 2, 4, 8, 16, 0}, 0, 0, 0, doc}
     XG("GEMMK", K_RANGE, 0, 1, "CLBlast Xgemm: kernel form (0: 2-D register tiles, 1: 1-D, KREG)"),
@@ -479,10 +481,10 @@ static void resolve(const wbcl_context *ctx, const pdesc *d, size_t p, long *val
 {
     *source = WBCL_PARAM_DEFAULT;
     if (d->attention) {
-        static const char *const order[5] = {"attention.qb", "attention.g", "attention.vw", "attention.bq",
-                                             "attention.bk"};
-        int v0[5], v1[5], i = 0;
-        while (i < 5 && strcmp(order[i], d->key) != 0) i++;
+        static const char *const order[6] = {"attention.qb", "attention.g", "attention.vw", "attention.bq",
+                                             "attention.bk", "attention.tiled"};
+        int v0[6], v1[6], i = 0;
+        while (i < 6 && strcmp(order[i], d->key) != 0) i++;
         wbcl__attention_params(ctx, p, 0, v0);
         wbcl__attention_params(ctx, p, 1, v1);
         *dflt = v0[i];

@@ -8,7 +8,10 @@
  *        scores and output accumulators in vector registers
  *        (../shared/PERF-NOTES.md, "fused softmax attention").
  *   GPU  wbcl_attn_fused_gpu: one query per work-item, K/V tiles in local
- *        memory; reads q, k, v in place (no packing).
+ *        memory; reads q, k, v in place (no packing). With attention.tiled = 1
+ *        and p = 32 or 64: wbcl_attn_tiled_gpu, 64 queries x 32-key tiles per
+ *        work-group of 128 in register tiles (not yet measured on a GPU, so off
+ *        by default).
  * Kernel parameters are compile-time (-D): the head dimension p and the
  * tile shapes derived from it, so each distinct p builds one program.
  * One query per (batch, head) in float32 (a decode step) takes neither: host/ops/attn_decode.c
@@ -43,9 +46,10 @@ typedef struct att_params {
     size_t p, pp;   /* head dim, padded to vw */
     int vw, qb, g;  /* CPU */
     int bq, bk;     /* GPU */
+    int tiled;      /* GPU, p = 32 or 64: the register-tiled kernel */
 } att_params;
 
-void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[5])
+void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[6])
 {
     const int vw = p <= 4 ? 4 : p <= 8 ? 8 : 16;
     v[2] = vw;
@@ -66,9 +70,13 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
     while (bq > 1 && bq > ctx->info.max_work_group_size) bq /= 2;
     v[3] = (int)bq;
     v[4] = 32;
+    /* the register-tiled GPU kernel (p = 32, 64): off until a GPU run has measured it against the
+     * one-query kernel (perf/RESULTS.md); attention.tiled = 1 selects it */
+    v[5] = 0;
     if (tuned) {
-        static const char *const keys[5] = {"attention.qb", "attention.g", NULL, "attention.bq", "attention.bk"};
-        for (int i = 0; i < 5; i++) {
+        static const char *const keys[6] = {"attention.qb", "attention.g", NULL, "attention.bq", "attention.bk",
+                                            "attention.tiled"};
+        for (int i = 0; i < 6; i++) {
             long t;
             if (keys[i] && wbcl__tuned_value(ctx, keys[i], p, &t, NULL)) v[i] = (int)t;
         }
@@ -81,7 +89,7 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
 
 static void choose_params(const wbcl_context *ctx, size_t p, att_params *a)
 {
-    int v[5];
+    int v[6];
     wbcl__attention_params(ctx, p, 1, v);
     a->p = p;
     a->vw = v[2];
@@ -90,6 +98,7 @@ static void choose_params(const wbcl_context *ctx, size_t p, att_params *a)
     a->g = v[1];
     a->bq = v[3];
     a->bk = v[4];
+    a->tiled = v[5];
 }
 
 static void options(const att_params *a, int half, char *buf, size_t len)
@@ -272,7 +281,29 @@ static wbcl_status gpu_kernel(wbcl_context *ctx, att_params *a, int half, char *
     return WBCL_SUCCESS; /* no fitting work-group size: *kf NULL, the caller takes the CPU-shaped path */
 }
 
-static wbcl_status run_gpu(wbcl_context *ctx, const wbcl_attention_desc *d, const att_params *a, wbcl_kern *kf,
+/* The register-tiled kernel (wbcl_attn_tiled_gpu: 128 work-items, 64 queries per work-group) where
+ * attention.tiled asks for it, p is 32 or 64, and the device and the compiled kernel take the
+ * work-group and its local memory; else *kf NULL. */
+#define TILED_WG 128
+#define TILED_Q 64
+static wbcl_status tiled_kernel(wbcl_context *ctx, const att_params *a, const char *opts, wbcl_kern **kf)
+{
+    *kf = NULL;
+    if (!a->tiled || (a->p != 32 && a->p != 64) || ctx->info.max_work_group_size < TILED_WG) return WBCL_SUCCESS;
+    const uint64_t lmem = 4u * (64u * (a->p + 4) + 32u * (a->p + 4) + 32u * a->p + 32u * 68u + 8u * 64u + 3u * 64u);
+    if (ctx->info.local_mem_size < lmem) return WBCL_SUCCESS;
+    wbcl_kern *k;
+    size_t limit;
+    wbcl_status st = wbcl__kernel(ctx, FAMILY, opts, "wbcl_attn_tiled_gpu", &k);
+    if (!st) st = wbcl__kernel_wg_limit(ctx, k, &limit);
+    if (st) return st;
+    if (limit >= TILED_WG) *kf = k;
+    return WBCL_SUCCESS;
+}
+
+/* global (g0, B*K), local (l0, 1): the one-query kernel g0 = n_q, l0 = BQ; the tiled one
+ * g0 = 128 per 64 queries, l0 = 128. */
+static wbcl_status run_gpu(wbcl_context *ctx, const wbcl_attention_desc *d, size_t g0, size_t l0, wbcl_kern *kf,
                            const wbcl_tensor *q, const wbcl_tensor *k, const wbcl_tensor *v, wbcl_tensor *o)
 {
     const size_t BH = d->batch * d->heads;
@@ -310,7 +341,7 @@ static wbcl_status run_gpu(wbcl_context *ctx, const wbcl_attention_desc *d, cons
     WBCL_ARG(ctx, kf, i++, Nk);
     WBCL_ARG(ctx, kf, i++, causal);
     WBCL_ARG(ctx, kf, i++, qscale);
-    const size_t g[2] = {d->n_q, BH}, l[2] = {(size_t)a->bq, 1};
+    const size_t g[2] = {g0, BH}, l[2] = {l0, 1};
     return wbcl__launch(ctx, kf, 2, g, l);
 }
 
@@ -329,12 +360,14 @@ static wbcl_status attention(wbcl_context *ctx, const char *op, const wbcl_atten
     options(&a, half, opts, sizeof opts);
     if (ctx->variant == WBCL_VARIANT_GPU) {
         wbcl_kern *kf;
+        if ((st = tiled_kernel(ctx, &a, opts, &kf))) return st;
+        if (kf) return run_gpu(ctx, d, (d->n_q + TILED_Q - 1) / TILED_Q * TILED_WG, TILED_WG, kf, q, k, v, o);
         att_params g = a;
         char gopts[256];
         memcpy(gopts, opts, sizeof gopts);
         st = gpu_kernel(ctx, &g, half, gopts, sizeof gopts, &kf);
         if (st) return st;
-        if (kf) return run_gpu(ctx, d, &g, kf, q, k, v, o);
+        if (kf) return run_gpu(ctx, d, d->n_q, (size_t)g.bq, kf, q, k, v, o);
     }
     return run_cpu(ctx, op, d, &a, opts, q, k, v, o);
 }

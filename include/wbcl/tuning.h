@@ -54,6 +54,10 @@
  *   attention.bk       GPU fused attention: keys per local-memory tile (-DWBCL_ATT_BK), 1..256,
  *                      2*bk*p floats within the local memory (scoped key: checked at load;
  *                      unscoped: halved at use until it fits that p)
+ *   attention.tiled    GPU fused attention for p = 32 and 64: 1 the register-tiled kernel (64 queries
+ *                      x 32-key tiles per work-group of 128, wbcl_attn_tiled_gpu), 0 (default) the
+ *                      one-query-per-work-item kernel; the tiled one needs 128 work-items and 29-45 KiB
+ *                      of local memory, else the other runs
  *   clblast.xgemm.NAME CLBlast's Xgemm kernel (the GEMM backend WBCL_GEMM_CLBLAST, the default on
  *                      GPUs), NAME one of CLBlast's 16: GEMMK KREG KWG KWI MDIMA MDIMC MWG NDIMB
  *                      NDIMC NWG SA SB STRM STRN VWM VWN. Keys missing from a table keep CLBlast's own

@@ -9,6 +9,10 @@ for its device). Run with a Python that has torch, numpy and the wbcl package:
 
     PYTHONPATH=python WBCL_BUILD_DIR=build /tmp/torchenv/bin/python perf/peers/attention_sdpa_paired.py \\
         [--shape 1,8,4096,64[;B,K,N,p...]] [--reps 9] [--threads 2] [--torch-device cpu|cuda]
+        [--param KEY=VALUE ...]
+
+--param sets a kernel parameter on wbcl's context (e.g. attention.tiled=1: the register-tiled GPU
+kernel for p = 32 and 64; include/wbcl/tuning.h lists the keys).
 """
 import argparse
 import statistics
@@ -27,6 +31,7 @@ def main():
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--torch-device", default="cpu")
+    ap.add_argument("--param", action="append", default=[], help="KEY=VALUE, a wbcl kernel parameter")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     dev = torch.device(a.torch_device)
@@ -51,6 +56,9 @@ def run_shape(a, dev, B, K, N, p):
 
     flops = 4.0 * B * K * N * N * p
     with wbcl.Context() as ctx, torch.inference_mode():
+        for kv in a.param:
+            key, _, value = kv.partition("=")
+            ctx.set_param(key, int(value))
         dq, dk, dv = ctx.tensor(q), ctx.tensor(k), ctx.tensor(v)
         cases = {
             "softmax": (lambda: ctx.attention(dq, dk, dv, keep=True), lambda: sdpa(tq, tk, tv), 1.0),
@@ -58,8 +66,8 @@ def run_shape(a, dev, B, K, N, p):
                        lambda: sdpa(tq, tk, tv, is_causal=True), 0.5),
             "mssa": (lambda: ctx.mssa(dq, keep=True), lambda: sdpa(tq, tq, tq), 1.0),
         }
-        print("wbcl device: %s; shape B%d K%d N%d p%d; torch %s on %s" % (
-            ctx.device["name"], B, K, N, p, torch.__version__,
+        print("wbcl device: %s%s; shape B%d K%d N%d p%d; torch %s on %s" % (
+            ctx.device["name"], "".join(" " + kv for kv in a.param), B, K, N, p, torch.__version__,
             torch.cuda.get_device_name(dev) if cuda else "cpu, %d threads" % a.threads))
         for name, (fw, ft, frac) in cases.items():
             ow = fw()

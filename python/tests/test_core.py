@@ -35,6 +35,25 @@ def test_gemm_backend_is_selectable(ctx, rng):
     assert ctx.gemm_backend == default
 
 
+def test_kernel_parameters(ctx, rng):
+    # A parameter set on the context is in use; a bad key or value is an Error naming it.
+    old = ctx.param("attention.p64.g")
+    q = rng.standard_normal((1, 2, 45, 64)).astype(np.float32)
+    ref = ctx.attention(q, q, q)
+    try:
+        ctx.set_param("attention.p64.g", 1 if old != 1 else 2)
+        assert ctx.param("attention.p64.g") != old
+        np.testing.assert_allclose(ctx.attention(q, q, q), ref, rtol=0, atol=1e-5)  # another kernel build
+        with pytest.raises(wbcl.Error) as e:
+            ctx.set_param("attention.p64.g", 99)
+        assert "attention.p64.g" in str(e.value)
+        with pytest.raises(wbcl.Error) as e:
+            ctx.set_param("no.such.key", 1)
+        assert "no.such.key" in str(e.value)
+    finally:
+        ctx.set_param("attention.p64.g", old)
+
+
 def test_bad_selector():
     with pytest.raises(wbcl.Error) as e:
         wbcl.Context("no-such-device-name-xyz")

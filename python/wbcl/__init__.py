@@ -255,6 +255,18 @@ class Context:
             raise ValueError("gemm_backend: 'packed', 'clblast' or 'auto', not %r" % (name,))
         self._call(lib.wbcl_context_set_gemm_backend(self._h(), self._BACKENDS.get(name, 0)))
 
+    def param(self, key):
+        """The value in use of a kernel parameter ("gemm.mr", "attention.p64.tiled", ...; the keys
+        of include/wbcl/tuning.h, which wbcl-info lists)."""
+        v = ctypes.c_long()
+        self._call(lib.wbcl_context_param_get(self._h(), key.encode(), ctypes.byref(v), None))
+        return v.value
+
+    def set_param(self, key, value):
+        """Sets a kernel parameter on this context (validated against the device; an Error names
+        what is wrong). Kernels built afterwards use it."""
+        self._call(lib.wbcl_context_set_param(self._h(), key.encode(), int(value)))
+
     def finish(self):
         """Waits for the device's queued work."""
         self._call(lib.wbcl_context_finish(self._h()))
