@@ -108,7 +108,13 @@ static wbcl_status map_status(CLBlastStatusCode s)
 const char *const wbcl__clblast_xgemm_names[WBCL_CLBLAST_XGEMM_N] = {
     "GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB",
     "NDIMC", "NWG", "SA", "SB", "STRM", "STRN", "VWM", "VWN"};
-#define NP (WBCL_CLBLAST_XGEMM_N + 1) /* the Xgemm set, then GemmRoutine's XGEMM_MIN_INDIRECT_SIZE */
+const char *const wbcl__clblast_keys[WBCL_CLBLAST_NKEYS] = {
+    "clblast.xgemm.GEMMK", "clblast.xgemm.KREG",  "clblast.xgemm.KWG",  "clblast.xgemm.KWI",
+    "clblast.xgemm.MDIMA", "clblast.xgemm.MDIMC", "clblast.xgemm.MWG",  "clblast.xgemm.NDIMB",
+    "clblast.xgemm.NDIMC", "clblast.xgemm.NWG",   "clblast.xgemm.SA",   "clblast.xgemm.SB",
+    "clblast.xgemm.STRM",  "clblast.xgemm.STRN",  "clblast.xgemm.VWM",  "clblast.xgemm.VWN",
+    "clblast.gemm.min_indirect"};
+#define NP WBCL_CLBLAST_NKEYS /* the Xgemm set, then GemmRoutine's XGEMM_MIN_INDIRECT_SIZE */
 #define MAX_DEVICES 16
 
 typedef struct clblast_dev {
@@ -119,12 +125,6 @@ typedef struct clblast_dev {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static clblast_dev g_devs[MAX_DEVICES];
 static int g_ndev, g_overridden; /* g_overridden: some device has wbcl's values */
-
-static void key_of(int i, char *buf, size_t n)
-{
-    if (i < WBCL_CLBLAST_XGEMM_N) snprintf(buf, n, "clblast.xgemm.%s", wbcl__clblast_xgemm_names[i]);
-    else snprintf(buf, n, "clblast.gemm.min_indirect");
-}
 
 /* The device's record, created (CLBlast's values read) on first use. NULL: more devices than
  * MAX_DEVICES. Under g_lock. */
@@ -147,11 +147,8 @@ long wbcl__clblast_default(const wbcl_context *ctx, const char *key)
     long v = -1;
     pthread_mutex_lock(&g_lock);
     clblast_dev *d = dev_state(ctx->device);
-    for (int i = 0; d && d->have_dflt && i < NP; i++) {
-        char k[48];
-        key_of(i, k, sizeof k);
-        if (!strcmp(k, key)) v = (long)d->dflt[i];
-    }
+    for (int i = 0; d && d->have_dflt && i < NP; i++)
+        if (!strcmp(wbcl__clblast_keys[i], key)) v = (long)d->dflt[i];
     pthread_mutex_unlock(&g_lock);
     return v;
 }
@@ -191,9 +188,7 @@ static void sync_params(wbcl_context *ctx)
     long want[NP];
     int given = 0;
     for (int i = 0; i < NP; i++) {
-        char k[48];
-        key_of(i, k, sizeof k);
-        if (wbcl__tuned_value(ctx, k, 0, &want[i], NULL)) given |= i < WBCL_CLBLAST_XGEMM_N ? 1 : 2;
+        if (wbcl__tuned_value(ctx, wbcl__clblast_keys[i], 0, &want[i], NULL)) given |= i < WBCL_CLBLAST_XGEMM_N ? 1 : 2;
         else want[i] = -1;
     }
     if (!given && !g_overridden) return;
@@ -219,6 +214,7 @@ static void sync_params(wbcl_context *ctx)
     memcpy(xgemm, wbcl__clblast_xgemm_names, sizeof xgemm);
     for (int part = 0; part < 2; part++) {
         const int lo = part ? WBCL_CLBLAST_XGEMM_N : 0, cnt = part ? 1 : WBCL_CLBLAST_XGEMM_N;
+        const char *kernel = part ? "GemmRoutine" : "Xgemm", **names = part ? routine : xgemm;
         size_t v[WBCL_CLBLAST_XGEMM_N];
         int same = d->applied;
         for (int i = 0; i < cnt; i++) {
@@ -226,16 +222,14 @@ static void sync_params(wbcl_context *ctx)
             same &= d->cur[lo + i] == v[i];
         }
         if (same) continue;
-        CLBlastStatusCode s = CLBlastOverrideParameters(ctx->device, part ? "GemmRoutine" : "Xgemm", CLBlastPrecisionSingle,
-                                                        (size_t)cnt, part ? routine : xgemm, v);
+        CLBlastStatusCode s = CLBlastOverrideParameters(ctx->device, kernel, CLBlastPrecisionSingle, (size_t)cnt, names, v);
         if (s != CLBlastSuccess) {
             if (!ctx->clblast_noted)
-                wbcl__tuning_note(ctx, "CLBlast refused the %s parameters (%s); its own values used",
-                                  part ? "GemmRoutine" : "Xgemm", wbcl__clblast_status_name(s));
+                wbcl__tuning_note(ctx, "CLBlast refused the %s parameters (%s); its own values used", kernel,
+                                  wbcl__clblast_status_name(s));
             ctx->clblast_noted = 1;
             for (int i = 0; i < cnt; i++) v[i] = d->dflt[lo + i];
-            s = CLBlastOverrideParameters(ctx->device, part ? "GemmRoutine" : "Xgemm", CLBlastPrecisionSingle,
-                                          (size_t)cnt, part ? routine : xgemm, v);
+            s = CLBlastOverrideParameters(ctx->device, kernel, CLBlastPrecisionSingle, (size_t)cnt, names, v);
         }
         if (s == CLBlastSuccess)
             for (int i = 0; i < cnt; i++) d->cur[lo + i] = v[i];

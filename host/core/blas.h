@@ -33,7 +33,10 @@ wbcl_status wbcl__blas_sgemm(wbcl_context *ctx, const char *op, int ta, int tb, 
  * (GemmRoutine's XGEMM_MIN_INDIRECT_SIZE: m*n*k at or above its cube takes the Xgemm kernel,
  * below it the direct one). Applied by wbcl__blas_sgemm before each call (host/core/blas.c). */
 #define WBCL_CLBLAST_XGEMM_N 16
+#define WBCL_CLBLAST_NKEYS (WBCL_CLBLAST_XGEMM_N + 1)
 extern const char *const wbcl__clblast_xgemm_names[WBCL_CLBLAST_XGEMM_N];
+/* The full keys: "clblast.xgemm.<NAME>" in the order above, then "clblast.gemm.min_indirect". */
+extern const char *const wbcl__clblast_keys[WBCL_CLBLAST_NKEYS];
 /* CLBlast's current values of parameters `names` of `kernel` ("Xgemm", "GemmRoutine") on
  * `device` in single precision (host/core/clblast_params.cpp): 0, a negative CLBlast status, or
  * 1 if a name is not the kernel's. After an override these are the overriding values. */

@@ -484,6 +484,18 @@ static wbcl_status sweep(wbcl_context *ctx, family *f, double deadline, int reps
 }
 
 /* ---- the run ----------------------------------------------------------------------------- */
+/* The next GEMM family: checked and timed through wbcl_gemm on `backend`; keys set by the caller. */
+static family *gemm_family(family *fams, int *nf, const char *name, wbcl_gemm_backend backend)
+{
+    family *f = &fams[(*nf)++];
+    f->name = name;
+    f->tol = 1e-4;
+    f->backend = backend;
+    f->check = gemm_check;
+    f->run = gemm_run;
+    return f;
+}
+
 wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, size_t path_len)
 {
     if (path_out && path_len) path_out[0] = 0;
@@ -521,49 +533,25 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
 
     family fams[5];
     memset(fams, 0, sizeof fams);
-    char xkeys[WBCL_CLBLAST_XGEMM_N][32]; /* the clblast family's key names (fams points into it) */
     int nf = 0;
     if (all || !strcmp(o->family, "gemm")) {
-        family *f = &fams[nf++];
-        f->name = "gemm";
+        family *f = gemm_family(fams, &nf, "gemm", WBCL_GEMM_PACKED);
         f->keys[0] = "gemm.mr", f->keys[1] = "gemm.nr";
         f->nkeys = 2;
-        f->tol = 1e-4;
-        f->backend = WBCL_GEMM_PACKED;
-        f->check = gemm_check;
-        f->run = gemm_run;
         /* then the L2 blocking, with the winning tile */
-        f = &fams[nf++];
-        f->name = "gemm L2 block";
+        f = gemm_family(fams, &nf, "gemm L2 block", WBCL_GEMM_PACKED);
         f->keys[0] = "gemm.a_block_kib";
         f->nkeys = 1;
-        f->tol = 1e-4;
-        f->backend = WBCL_GEMM_PACKED;
-        f->check = gemm_check;
-        f->run = gemm_run;
     }
     /* CLBlast's Xgemm set, then its direct/indirect threshold with the winning set: where CLBlast is
      * the GEMM (GPUs), or when asked for by name */
     if ((all && own_backend == WBCL_GEMM_CLBLAST) || (o->family && !strcmp(o->family, "clblast"))) {
-        family *f = &fams[nf++];
-        f->name = "clblast";
-        for (int i = 0; i < WBCL_CLBLAST_XGEMM_N; i++) {
-            snprintf(xkeys[i], sizeof xkeys[i], "clblast.xgemm.%s", wbcl__clblast_xgemm_names[i]);
-            f->keys[i] = xkeys[i];
-        }
+        family *f = gemm_family(fams, &nf, "clblast", WBCL_GEMM_CLBLAST);
+        for (int i = 0; i < WBCL_CLBLAST_XGEMM_N; i++) f->keys[i] = wbcl__clblast_keys[i];
         f->nkeys = WBCL_CLBLAST_XGEMM_N;
-        f->tol = 1e-4;
-        f->backend = WBCL_GEMM_CLBLAST;
-        f->check = gemm_check;
-        f->run = gemm_run;
-        f = &fams[nf++];
-        f->name = "clblast indirect";
-        f->keys[0] = "clblast.gemm.min_indirect";
+        f = gemm_family(fams, &nf, "clblast indirect", WBCL_GEMM_CLBLAST);
+        f->keys[0] = wbcl__clblast_keys[WBCL_CLBLAST_XGEMM_N];
         f->nkeys = 1;
-        f->tol = 1e-4;
-        f->backend = WBCL_GEMM_CLBLAST;
-        f->check = gemm_check;
-        f->run = gemm_run;
     }
     if (all || !strcmp(o->family, "attention")) {
         family *f = &fams[nf++];
