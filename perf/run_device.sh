@@ -29,8 +29,9 @@
 # clblast_tune, gemm_peer, attention_peer, models_peer (issue 17): wbcl-tune --op clblast (CLBlast's Xgemm
 # sets and its direct/indirect threshold, checked and timed against CLBlast's own values; table written to
 # OUTDIR/clblast-tuned.txt, not the cache) (STEP_CLBLAST_TUNE, 240 s); perf/peers/gemm_matmul_paired.py
-# against cuBLAS (CLBlast with its own values, wbcl's packed kernel, then CLBlast with the tuned table)
-# (120 s); perf/peers/attention_sdpa_paired.py against CUDA SDPA on ATT_SHAPES (default
+# against cuBLAS (CLBlast with its own values, wbcl's packed kernel, wbcl's tiled kernel (WBCL_GEMM_TILED,
+# cl/gemm_tiled.cl) at its default 128 x 128 x 8 and with gemm.tiled.tk = 16 and gemm.tiled.tile = 64, then
+# CLBlast with the tuned table) (150 s); perf/peers/attention_sdpa_paired.py against CUDA SDPA on ATT_SHAPES (default
 # "4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128"), once with the default kernels and once with
 # attention.tiled=1 (the register-tiled kernel for p = 32, 64) (120 s); perf/peers/models_torch.py, CRATE-T and
 # ToST-T at batch 1, 8, 64 against PyTorch CUDA eager, with the tuned table (needs safetensors) (150 s).
@@ -69,8 +70,10 @@ py=${PY:-python3} # a Python with torch (CUDA) and numpy
 step clblast_tune "${STEP_CLBLAST_TUNE:-240}" clblast_tune.log "$build/tools/wbcl-tune" --device "$WBCL_DEVICE" --op clblast \
   --budget "${CLBLAST_BUDGET:-150}" --out "$out/clblast-tuned.txt"
 tail -n 12 "$out/clblast_tune.log" 2>/dev/null
-step gemm_peer "${STEP_GEMM_PEER:-120}" gemm_peer.log sh -c "p=perf/peers/gemm_matmul_paired.py
-  WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes 1024,2048,4096 --reps 20 --backends auto,packed
+step gemm_peer "${STEP_GEMM_PEER:-150}" gemm_peer.log sh -c "p=perf/peers/gemm_matmul_paired.py
+  WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes 1024,2048,4096 --reps 20 --backends auto,packed,tiled
+  for t in 'gemm.tiled.tk=16' 'gemm.tiled.tile=64'; do echo \"== tiled kernel, \$t\"
+    WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes 1024,4096 --reps 20 --backends tiled --param \$t; done
   [ -s '$out/clblast-tuned.txt' ] && { echo '== with the tuned table'; WBCL_TUNING='$out/clblast-tuned.txt' '$py' \$p --torch-device cuda --sizes 1024,2048,4096 --reps 20; }; true"
 cat "$out/gemm_peer.log" 2>/dev/null
 step attention_peer "${STEP_ATTENTION_PEER:-120}" attention_peer.log sh -c "s='${ATT_SHAPES:-4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128}'

@@ -1,4 +1,4 @@
-/* float16 storage: host conversion, F16 tensors, GEMM with any mix of F16/F32 operands on both
+/* float16 storage: host conversion, F16 tensors, GEMM with any mix of F16/F32 operands on the three
  * backends, and the refusal of F16 by ops that compute on float32 storage only.
  *
  * Independent reference for the conversions: the compiler's _Float16 (GCC/Clang on x86-64: the
@@ -28,8 +28,9 @@
 #include "internal.h"
 #include "testutil.h"
 
-static const wbcl_gemm_backend backends[2] = {WBCL_GEMM_PACKED, WBCL_GEMM_CLBLAST};
-static const char *backend_names[2] = {"packed", "CLBlast"};
+static const wbcl_gemm_backend backends[3] = {WBCL_GEMM_PACKED, WBCL_GEMM_CLBLAST, WBCL_GEMM_TILED};
+static const char *backend_names[3] = {"packed", "CLBlast", "tiled"};
+#define N_BACKENDS 3
 
 static uint32_t fbits(float f)
 {
@@ -304,7 +305,7 @@ static double run_half(wbcl_context *ctx, const hspec *s, uint64_t seed, double 
     snprintf(what, sizeof what, "gemm %s%s m=%zu n=%zu k=%zu batch=%zu A %s B %s C %s alpha=%g beta=%g %s",
              s->ta ? "T" : "N", s->tb ? "T" : "N", m, n, k, bt, wbcl__dtype_name(s->da), wbcl__dtype_name(s->db),
              wbcl__dtype_name(s->dc), (double)s->alpha, (double)s->beta,
-             backend_names[wbcl_context_gemm_backend(ctx) == WBCL_GEMM_CLBLAST]);
+             backend_names[wbcl_context_gemm_backend(ctx) - 1]);
     wbcl_status st = wbcl_gemm(ctx, s->ta, s->tb, s->alpha, A, B, s->beta, C);
     ck_assert_msg(st == WBCL_SUCCESS, "%s: %s", what, wbcl_context_last_error(ctx));
     float *got = tu_guarded_alloc(nc);
@@ -599,10 +600,10 @@ static Suite *suite(void)
     tcase_add_test(tc, tensor_rne);
     tcase_add_test(tc, tensor_fill_reshape_limits);
     tcase_add_test(tc, ops_refuse_f16);
-    tcase_add_loop_test(tc, gemm_mixes, 0, 2);
+    tcase_add_loop_test(tc, gemm_mixes, 0, N_BACKENDS);
     tcase_add_test(tc, gemm_tile_6x64_half);
-    tcase_add_loop_test(tc, gemm_strided_half, 0, 2);
-    tcase_add_loop_test(tc, gemm_accuracy, 0, 2);
+    tcase_add_loop_test(tc, gemm_strided_half, 0, N_BACKENDS);
+    tcase_add_loop_test(tc, gemm_accuracy, 0, N_BACKENDS);
     tcase_add_loop_test(tc, attention_half, 0, 2);
     suite_add_tcase(s, tc);
     return s;

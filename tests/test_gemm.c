@@ -1,8 +1,10 @@
-/* GEMM: wbcl_gemm and wbcl_gemm_strided on both backends (packed kernel and
- * CLBlast) against the double-precision reference, plus bad input.
+/* GEMM: wbcl_gemm and wbcl_gemm_strided on the three backends (packed kernel,
+ * CLBlast, tiled kernel) against the double-precision reference, plus bad input.
  *
- * Every numeric case runs twice through tcase_add_loop_test: _i = 0 with
- * WBCL_GEMM_PACKED, _i = 1 with WBCL_GEMM_CLBLAST. Where CLBlast cannot run
+ * Every numeric case runs three times through tcase_add_loop_test: _i = 0 with
+ * WBCL_GEMM_PACKED, _i = 1 with WBCL_GEMM_CLBLAST, _i = 2 with WBCL_GEMM_TILED
+ * (its GPU-shaped kernel runs on PoCL too: the CI checks it there, and on the
+ * GPU variant's contexts alike). Where CLBlast cannot run
  * (no compiler, unsupported device) the CLBlast half fails with CLBlast's
  * status name; it is never skipped. CLBlast compiles its kernels on first use
  * in each process (Check forks one per test), so its shapes stay small.
@@ -27,8 +29,18 @@
 #include "internal.h"
 #include "testutil.h"
 
-static const wbcl_gemm_backend backends[2] = {WBCL_GEMM_PACKED, WBCL_GEMM_CLBLAST};
-static const char *backend_names[2] = {"packed", "CLBlast"};
+static const wbcl_gemm_backend backends[3] = {WBCL_GEMM_PACKED, WBCL_GEMM_CLBLAST, WBCL_GEMM_TILED};
+#define N_BACKENDS 3
+
+static const char *backend_name(const wbcl_context *ctx)
+{
+    switch (wbcl_context_gemm_backend(ctx)) {
+    case WBCL_GEMM_PACKED: return "packed";
+    case WBCL_GEMM_CLBLAST: return "CLBlast";
+    case WBCL_GEMM_TILED: return "tiled";
+    default: return "?";
+    }
+}
 
 static wbcl_context *ctx_for(int bi)
 {
@@ -41,7 +53,7 @@ static wbcl_context *ctx_for(int bi)
 static void gemm_ok(wbcl_context *ctx, wbcl_status st, const char *what)
 {
     ck_assert_msg(st == WBCL_SUCCESS, "%s (%s backend): %s: %s", what,
-                  backend_names[wbcl_context_gemm_backend(ctx) == WBCL_GEMM_CLBLAST], wbcl_status_name(st),
+                  backend_name(ctx), wbcl_status_name(st),
                   wbcl_context_last_error(ctx));
 }
 
@@ -108,7 +120,7 @@ static void run_dense(wbcl_context *ctx, const gspec *s, uint64_t seed)
     char what[160];
     snprintf(what, sizeof what, "gemm %s%s m=%zu n=%zu k=%zu batch=%zu (A %dD, B %dD) alpha=%g beta=%g %s",
              s->ta ? "T" : "N", s->tb ? "T" : "N", m, n, k, batch, da, db, (double)s->alpha, (double)s->beta,
-             backend_names[wbcl_context_gemm_backend(ctx) == WBCL_GEMM_CLBLAST]);
+             backend_name(ctx));
     const cl_ulong saved = ctx->info.max_alloc_size;
     if (s->max_alloc) ctx->info.max_alloc_size = s->max_alloc;
     wbcl_status st = wbcl_gemm(ctx, s->ta, s->tb, s->alpha, A, B, s->beta, C);
@@ -154,7 +166,7 @@ START_TEST(shapes)
         gspec s = plain(sh[i][0], sh[i][1], sh[i][2]);
         run_dense(ctx, &s, 100 + i);
     }
-    if (backends[_i] == WBCL_GEMM_PACKED) { /* CLBlast: keep compile classes few */
+    if (backends[_i] != WBCL_GEMM_CLBLAST) { /* CLBlast: keep compile classes few */
         gspec s = plain(256, 200, 300);
         run_dense(ctx, &s, 7);
         /* long k: the packed kernel then visits tiles in blocks of
@@ -284,7 +296,7 @@ static void run_strided(wbcl_context *ctx, const wbcl_gemm_desc *d, const size_t
     char what[200];
     snprintf(what, sizeof what, "strided %s%s m=%zu n=%zu k=%zu batch=%zu lda=%zu ldb=%zu ldc=%zu beta=%g %s",
              d->ta ? "T" : "N", d->tb ? "T" : "N", d->m, d->n, d->k, d->batch, d->lda, d->ldb, d->ldc, (double)d->beta,
-             backend_names[wbcl_context_gemm_backend(ctx) == WBCL_GEMM_CLBLAST]);
+             backend_name(ctx));
     gemm_ok(ctx, wbcl_gemm_strided(ctx, d, A, B, C), what);
     float *got = tu_guarded_alloc(nc);
     ck_assert_int_eq(wbcl_tensor_read(ctx, C, got, nc), WBCL_SUCCESS);
@@ -400,6 +412,71 @@ START_TEST(packed_tile_sizes)
     ctx->params.gemm_mr = 0;
     ctx->params.gemm_nr = 32;
     tu_assert_status(ctx, wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1, A, B, 0, C), WBCL_ERROR_UNSUPPORTED, "MR=0");
+    wbcl_tensor_destroy(A); wbcl_tensor_destroy(B); wbcl_tensor_destroy(C);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
+/* ---- tiled kernel: its parameter sets, chunked launches, device limits ---------------- */
+START_TEST(tiled_parameters)
+{
+    wbcl_context *ctx = ctx_for(2);
+    /* both tiles and the other slices besides the default 128 x 8 (which every other case
+     * runs): several row and column tiles with ragged edges, k not a multiple of tk and several
+     * slices, three of the transposes */
+    const int sets[][2] = {{64, 8}, {64, 32}, {128, 16}}; /* a cold compile of ~7 s each on PoCL */
+    for (size_t t = 0; t < sizeof sets / sizeof sets[0]; t++) {
+        ctx->params.gemm_tiled = sets[t][0];
+        ctx->params.gemm_tiled_k = sets[t][1];
+        gspec s = plain(sets[t][0] == 64 ? 150 : 260, 140, 77);
+        s.ta = (t & 1) ? WBCL_TRANS : WBCL_NO_TRANS;
+        s.tb = (t & 2) ? WBCL_TRANS : WBCL_NO_TRANS;
+        s.beta = 0.5f;
+        s.alpha = -0.75f;
+        run_dense(ctx, &s, 700 + t);
+    }
+    ctx->params.gemm_tiled = 64;
+    ctx->params.gemm_tiled_k = 8;
+    {
+        /* more batch entries than one launch takes (32768): two launches, the second's
+         * operands offset by its first entry (A transposed: no merge into one tall GEMM) */
+        gspec s = plain(2, 3, 2);
+        s.ta = WBCL_TRANS;
+        s.nda = s.ndc = 3;
+        s.bd[0] = 33000;
+        s.beta = 1.0f;
+        run_dense(ctx, &s, 710);
+        /* more row tiles than one launch takes: 32768 * 64 + 36 rows, two launches */
+        s = plain((size_t)32768 * 64 + 36, 1, 1);
+        run_dense(ctx, &s, 711);
+    }
+    /* sets the kernel does not have, and devices too small for it, are refused with a message */
+    size_t sh[2] = {4, 4};
+    wbcl_tensor *A, *B, *C;
+    ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sh, WBCL_F32, NULL, &A), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sh, WBCL_F32, NULL, &B), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sh, WBCL_F32, NULL, &C), WBCL_SUCCESS);
+    ctx->params.gemm_tiled = 96;
+    tu_assert_status(ctx, wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1, A, B, 0, C), WBCL_ERROR_INVALID_ARGUMENT,
+                     "(have 96, 8)");
+    ctx->params.gemm_tiled = 128;
+    ctx->params.gemm_tiled_k = 32; /* 4 * 32 * (2 * 128 + 8) = 33792 bytes of local memory */
+    const uint64_t lmem = ctx->info.local_mem_size;
+    ctx->info.local_mem_size = 32768;
+    tu_assert_status(ctx, wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1, A, B, 0, C), WBCL_ERROR_DEVICE_LIMIT,
+                     "33792 bytes of local memory");
+    ck_assert_int_eq(wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_PACKED), WBCL_SUCCESS);
+    tu_assert_status(ctx, wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_TILED), WBCL_ERROR_DEVICE_LIMIT,
+                     "33792 bytes of local memory");
+    ck_assert_int_eq(wbcl_context_gemm_backend(ctx), WBCL_GEMM_PACKED); /* unchanged */
+    ctx->info.local_mem_size = lmem;
+    const size_t wg = ctx->info.max_work_group_size;
+    ctx->info.max_work_group_size = 128;
+    ctx->params.gemm_tiled_k = 16;
+    tu_assert_status(ctx, wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_TILED), WBCL_ERROR_DEVICE_LIMIT,
+                     "allows 128");
+    ctx->info.max_work_group_size = wg;
+    ck_assert_int_eq(wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_TILED), WBCL_SUCCESS);
     wbcl_tensor_destroy(A); wbcl_tensor_destroy(B); wbcl_tensor_destroy(C);
     wbcl_context_destroy(ctx);
 }
@@ -593,15 +670,16 @@ static Suite *suite(void)
     Suite *s = suite_create("gemm");
     TCase *tc = tcase_create("gemm");
     tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, shapes, 0, 2);
-    tcase_add_loop_test(tc, transposes, 0, 2);
-    tcase_add_loop_test(tc, alpha_beta, 0, 2);
-    tcase_add_loop_test(tc, batched, 0, 2);
-    tcase_add_loop_test(tc, strided, 0, 2);
-    tcase_add_loop_test(tc, bad_input, 0, 2);
-    tcase_add_loop_test(tc, timing, 0, 2);
+    tcase_add_loop_test(tc, shapes, 0, N_BACKENDS);
+    tcase_add_loop_test(tc, transposes, 0, N_BACKENDS);
+    tcase_add_loop_test(tc, alpha_beta, 0, N_BACKENDS);
+    tcase_add_loop_test(tc, batched, 0, N_BACKENDS);
+    tcase_add_loop_test(tc, strided, 0, N_BACKENDS);
+    tcase_add_loop_test(tc, bad_input, 0, N_BACKENDS);
+    tcase_add_loop_test(tc, timing, 0, N_BACKENDS);
     tcase_add_test(tc, packed_tile_sizes);
     tcase_add_test(tc, packed_splits);
+    tcase_add_test(tc, tiled_parameters);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -132,6 +132,7 @@ static wbcl_status gemm_packed_prep(env *e, op_case *c, char *w, size_t l) { ret
 static wbcl_status gemm_clblast_prep(env *e, op_case *c, char *w, size_t l) { return gemm_prep(e, c, w, l, WBCL_GEMM_CLBLAST, WBCL_F32); }
 static wbcl_status gemm_packed_f16_prep(env *e, op_case *c, char *w, size_t l) { return gemm_prep(e, c, w, l, WBCL_GEMM_PACKED, WBCL_F16); }
 static wbcl_status gemm_clblast_f16_prep(env *e, op_case *c, char *w, size_t l) { return gemm_prep(e, c, w, l, WBCL_GEMM_CLBLAST, WBCL_F16); }
+static wbcl_status gemm_tiled_prep(env *e, op_case *c, char *w, size_t l) { return gemm_prep(e, c, w, l, WBCL_GEMM_TILED, WBCL_F32); }
 
 /* ---- basic ops (row-wise and elementwise) ---------------------------------------------------- */
 enum { B_LAYERNORM, B_GELU, B_SOFTMAX, B_ADD, B_SCALE, B_RELU, B_AXPBY, B_REDUCE_ROWS, B_REDUCE_COLS };
@@ -861,6 +862,7 @@ static wbcl_status tost_fwd_prep(env *e, op_case *c, char *w, size_t l) { return
 const bench_op wbcl_bench_ops[] = {
     {"gemm.packed", "gemm", gemm_packed_prep},
     {"gemm.clblast", "gemm", gemm_clblast_prep},
+    {"gemm.tiled", "gemm", gemm_tiled_prep},
     {"gemm.packed.f16", "gemm", gemm_packed_f16_prep},
     {"gemm.clblast.f16", "gemm", gemm_clblast_f16_prep},
     {"layernorm", "ops", layernorm_prep},

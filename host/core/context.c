@@ -226,8 +226,12 @@ wbcl_status wbcl_context_set_gemm_backend(wbcl_context *ctx, wbcl_gemm_backend b
 {
     if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
     if (b == WBCL_GEMM_AUTO) b = ctx->info.type == WBCL_DEVICE_CPU ? WBCL_GEMM_PACKED : WBCL_GEMM_CLBLAST;
-    if (b != WBCL_GEMM_PACKED && b != WBCL_GEMM_CLBLAST)
+    if (b != WBCL_GEMM_PACKED && b != WBCL_GEMM_CLBLAST && b != WBCL_GEMM_TILED)
         return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "wbcl_context_set_gemm_backend: unknown backend %d", (int)b);
+    if (b == WBCL_GEMM_TILED) {
+        wbcl_status st = wbcl__gemm_tiled_fits(ctx, "wbcl_context_set_gemm_backend");
+        if (st) return st;
+    }
     ctx->gemm_backend = b;
     return WBCL_SUCCESS;
 }

@@ -37,6 +37,8 @@ typedef struct wbcl_params {
     int reduce_rows;  /* CPU row-block reductions: rows streamed per work-item   */
     int reduce_wg;    /* GPU work-group reductions: work-group size              */
     int gemm_a_block_kib; /* packed GEMM: KiB of packed A panels per block (L2)    */
+    int gemm_tiled;   /* tiled GEMM (cl/gemm_tiled.cl): rows = columns of C per work-group, 64 or 128 */
+    int gemm_tiled_k; /* tiled GEMM: k per local-memory slice, 8, 16 or 32    */
 } wbcl_params;
 
 /* ---- tuned parameters (host/core/tuning.c; include/wbcl/tuning.h documents keys and files) ---- */
@@ -189,6 +191,10 @@ const char *wbcl__embedded_family(size_t i);
  * X read in place (WBCL_GEMM_EPILOGUE, WBCL_GEMM_A_ROWS in cl/gemm.cl). Otherwise (CLBlast,
  * or ctx->gemm_linear_mode 2) the GEMM, then one pass for bias and GELU. Validates like
  * wbcl_gemm_strided (shapes, sizes, Y distinct from X and W). */
+/* Whether the tiled GEMM backend (WBCL_GEMM_TILED) with the context's gemm.tiled.* parameters fits the
+ * device: work-groups of 256 and 4 tk (2 tile + 8) bytes of local memory. WBCL_ERROR_DEVICE_LIMIT (an
+ * error naming the limit, prefixed with op) otherwise. host/ops/gemm.c. */
+wbcl_status wbcl__gemm_tiled_fits(wbcl_context *ctx, const char *op);
 wbcl_status wbcl__gemm_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t m, size_t k, const wbcl_tensor *W,
                               size_t n, const wbcl_tensor *bias, int gelu, wbcl_tensor *Y);
 /* Up to WBCL_GEMV_ROWS rows (a decode step's projections) with X, W and Y in float32, mode 0: the

@@ -261,6 +261,10 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
         /* m*n*k from this size cubed up: the Xgemm kernel (with its padding copies) instead of the direct one */
         static const long t[] = {1, 256, 512, 768, 1024, 2048};
         for (size_t i = 0; i < sizeof t / sizeof t[0] && (!quick || f->ncand < 2); i++) add_cand(f, t[i], 0, 0);
+    } else if (!strcmp(f->name, "gemm tiled")) {
+        /* tile of C per work-group x k per local-memory slice (cl/gemm_tiled.cl) */
+        static const long t[][2] = {{128, 16}, {64, 8}, {64, 16}, {64, 32}, {128, 32}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0] && (!quick || f->ncand < 2); i++) add_cand(f, t[i][0], t[i][1], 0);
     } else if (!strcmp(f->name, "gemm L2 block")) {
         /* KiB of packed A panels per block (no new program: the same kernel, another launch grid order) */
         static const long t[] = {256, 512, 2048, 4096};
@@ -284,7 +288,7 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
                                     {5, 2, 16}, {6, 1, 16}, {2, 2, 8},  {4, 2, 8},  {1, 4, 16}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], t[i][2]);
     }
-    if (f->backend == WBCL_GEMM_CLBLAST) {
+    if (f->backend == WBCL_GEMM_CLBLAST || f->backend == WBCL_GEMM_TILED) {
         if (quick) add_shape(f, 40, 48, 24, "40x24->48");
         else if (gpu) {
             add_shape(f, 1576, 1536, 384, "(8*197)x384->1536");
@@ -500,8 +504,9 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
 {
     if (path_out && path_len) path_out[0] = 0;
     const int all = !o->family || !strcmp(o->family, "all");
-    if (!all && strcmp(o->family, "gemm") && strcmp(o->family, "attention") && strcmp(o->family, "clblast")) {
-        LOG("wbcl-tune: unknown family '%s' (gemm, attention, clblast or all)\n", o->family);
+    if (!all && strcmp(o->family, "gemm") && strcmp(o->family, "attention") && strcmp(o->family, "clblast") &&
+        strcmp(o->family, "gemm_tiled")) {
+        LOG("wbcl-tune: unknown family '%s' (gemm, gemm_tiled, attention, clblast or all)\n", o->family);
         return WBCL_ERROR_INVALID_ARGUMENT;
     }
     int reps = o->reps > 0 ? o->reps : o->quick ? 1 : 5;
@@ -531,7 +536,7 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         "  (wall-clock medians; on a machine shared with other work the figures move with its load)\n",
         dev->name, dev->vendor, dev->driver_version, wbcl_variant_name(wbcl_context_variant(ctx)), o->budget_s, reps);
 
-    family fams[5];
+    family fams[6];
     memset(fams, 0, sizeof fams);
     int nf = 0;
     if (all || !strcmp(o->family, "gemm")) {
@@ -553,6 +558,16 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         f->keys[0] = wbcl__clblast_keys[WBCL_CLBLAST_XGEMM_N];
         f->nkeys = 1;
     }
+    /* wbcl's tiled GEMM (WBCL_GEMM_TILED): where CLBlast is the GEMM (GPUs), or when asked for by name;
+     * not on a device too small for it */
+    if (((all && own_backend == WBCL_GEMM_CLBLAST) || (o->family && !strcmp(o->family, "gemm_tiled"))) &&
+        wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_TILED) == WBCL_SUCCESS) {
+        family *f = gemm_family(fams, &nf, "gemm tiled", WBCL_GEMM_TILED);
+        f->keys[0] = "gemm.tiled.tile", f->keys[1] = "gemm.tiled.tk";
+        f->nkeys = 2;
+    } else if (o->family && !strcmp(o->family, "gemm_tiled"))
+        LOG("wbcl-tune: gemm_tiled: %s\n", wbcl_context_last_error(ctx));
+    wbcl_context_set_gemm_backend(ctx, own_backend);
     if (all || !strcmp(o->family, "attention")) {
         family *f = &fams[nf++];
         f->name = "attention";
@@ -568,7 +583,7 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         f->run = att_run;
     }
     const double t0 = now_s();
-    result res[5];
+    result res[6];
     char summary[4096] = "";
     size_t sn = 0;
     int failed = 0;

@@ -42,6 +42,10 @@ static const pdesc registry[] = {
     {"gemm.nr", "gemm", K_SET, 0, 0, {4, 8, 16, 32, 64, 0}, 0, 0, 0,
      "packed GEMM: columns of C per work-item (WBCL_GEMM_NR)"},
     {"gemm.a_block_kib", "gemm", K_RANGE, 16, 65536, {0}, 0, 0, 0, "packed GEMM: KiB of packed A panels per block"},
+    {"gemm.tiled.tile", "gemm_tiled", K_SET, 0, 0, {64, 128, 0}, 0, 0, 0,
+     "tiled GEMM: rows and columns of C per work-group (WBCL_GT_TM = WBCL_GT_TN)"},
+    {"gemm.tiled.tk", "gemm_tiled", K_SET, 0, 0, {8, 16, 32, 0}, 0, 0, 0,
+     "tiled GEMM: k per local-memory slice (WBCL_GT_TK)"},
     {"attention.qb", "attention", K_RANGE, 1, 8, {0}, 0, 0, 1, "CPU fused attention: queries per register group"},
     {"attention.g", "attention", K_RANGE, 1, 4, {0}, 0, 0, 1, "CPU fused attention: register groups per work-item"},
     {"attention.vw", "attention", K_SET, 0, 0, {4, 8, 16, 0}, 0, 0, 1, "fused attention: accumulator vector width"},
@@ -509,6 +513,8 @@ static void resolve(const wbcl_context *ctx, const pdesc *d, size_t p, long *val
     else if (!strcmp(d->key, "reduce.wg")) pa = &a->reduce_wg, pb = &b->reduce_wg;
     else if (!strcmp(d->key, "gemm.mr")) pa = &a->gemm_mr, pb = &b->gemm_mr;
     else if (!strcmp(d->key, "gemm.nr")) pa = &a->gemm_nr, pb = &b->gemm_nr;
+    else if (!strcmp(d->key, "gemm.tiled.tile")) pa = &a->gemm_tiled, pb = &b->gemm_tiled;
+    else if (!strcmp(d->key, "gemm.tiled.tk")) pa = &a->gemm_tiled_k, pb = &b->gemm_tiled_k;
     else pa = &a->gemm_a_block_kib, pb = &b->gemm_a_block_kib;
     *dflt = *pa;
     *value = *pb;

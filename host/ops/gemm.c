@@ -1,12 +1,18 @@
 /* GEMM: C = alpha op(A) op(B) + beta C, row-major float32, batched/strided.
  *
- * Validation is complete before anything is enqueued. Then one of two
+ * Validation is complete before anything is enqueued. Then one of three
  * backends (ctx->gemm_backend, resolved at context creation):
  *   WBCL_GEMM_PACKED   cl/gemm.cl: pack op(A) into MR-row panels (scratch slot
  *                      0) and op(B) into NR-column panels (scratch slot 1),
  *                      then one work-item per MR x NR register tile of C.
  *                      The CPU fast path (../shared/PERF-NOTES.md).
- *   WBCL_GEMM_CLBLAST  CLBlast's SGEMM (host/core/blas.c). The GPU path.
+ *   WBCL_GEMM_CLBLAST  CLBlast's SGEMM (host/core/blas.c). The GPU default.
+ *   WBCL_GEMM_TILED    cl/gemm_tiled.cl: 16 x 16 work-items per 128 x 128
+ *                      tile of C through local memory, operands read in
+ *                      place (any transpose, stride, offset, half storage;
+ *                      one program per tile size, transposes and C dtype):
+ *                      one launch, no scratch. GPU-shaped, ours, selectable
+ *                      against CLBlast by measurement (perf/run_device.sh).
  * wbcl_gemm is wbcl_gemm_strided on whole tensors. wbcl__gemm_linear (the
  * linear layers of the models) adds an epilogue to the packed kernel: bias,
  * GELU, and A read in place instead of packed (cl/gemm.cl; a float32 A only);
@@ -273,6 +279,88 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
     return st;
 }
 
+/* ---- tiled backend (GPU-shaped) ------------------------------------------------ */
+#define TILED_WG 16 /* work-groups of 16 x 16 (cl/gemm_tiled.cl) */
+/* CUDA-based OpenCL drivers cap the 2nd and 3rd grid dimensions at 65535 work-groups:
+ * the m tiles and the batch are launched in chunks of at most this many. */
+#define TILED_GROUPS_MAX 32768
+
+wbcl_status wbcl__gemm_tiled_fits(wbcl_context *ctx, const char *op)
+{
+    const int tile = ctx->params.gemm_tiled, tk = ctx->params.gemm_tiled_k;
+    if ((tile != 64 && tile != 128) || (tk != 8 && tk != 16 && tk != 32))
+        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT,
+                          "%s: tiled GEMM needs gemm.tiled.tile 64 or 128 and gemm.tiled.tk 8, 16 or 32 (have %d, %d)",
+                          op, tile, tk);
+    const uint64_t lmem = 4ull * (uint64_t)tk * (2ull * (uint64_t)tile + 8);
+    if (ctx->info.max_work_group_size < (size_t)TILED_WG * TILED_WG)
+        return wbcl__fail(ctx, WBCL_ERROR_DEVICE_LIMIT,
+                          "%s: tiled GEMM needs work-groups of %d work-items; '%s' allows %zu", op, TILED_WG * TILED_WG,
+                          ctx->info.name, ctx->info.max_work_group_size);
+    if (lmem > ctx->info.local_mem_size)
+        return wbcl__fail(ctx, WBCL_ERROR_DEVICE_LIMIT,
+                          "%s: tiled GEMM with gemm.tiled.tile %d and gemm.tiled.tk %d needs %llu bytes of local memory; "
+                          "'%s' has %llu",
+                          op, tile, tk, (unsigned long long)lmem, ctx->info.name,
+                          (unsigned long long)ctx->info.local_mem_size);
+    return WBCL_SUCCESS;
+}
+
+/* One launch per chunk of at most TILED_GROUPS_MAX row tiles and batch entries; the
+ * operands' offsets move to the chunk's first row (A, C) and batch entry (A, B, C). */
+static wbcl_status run_tiled(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *d, const wbcl_tensor *A,
+                             const wbcl_tensor *B, wbcl_tensor *C)
+{
+    wbcl_status st = wbcl__gemm_tiled_fits(ctx, op);
+    if (st) return st;
+    const size_t tile = (size_t)ctx->params.gemm_tiled, tk = (size_t)ctx->params.gemm_tiled_k;
+    char opts[128];
+    snprintf(opts, sizeof opts, "-DWBCL_GT_TM=%zu -DWBCL_GT_TN=%zu -DWBCL_GT_TK=%zu -DWBCL_GT_TA=%d -DWBCL_GT_TB=%d "
+             "-DWBCL_GT_C_HALF=%d", tile, tile, tk, d->ta == WBCL_TRANS, d->tb == WBCL_TRANS, C->dtype == WBCL_F16);
+    /* cl/gemm_tiled.cl GT_A_HALF, GT_B_HALF */
+    cl_uint flags = (A->dtype == WBCL_F16 ? 1u : 0u) | (B->dtype == WBCL_F16 ? 2u : 0u);
+    wbcl_kern *kt;
+    st = wbcl__kernel(ctx, "gemm_tiled", opts, "wbcl_gemm_tiled", &kt);
+    if (st) return st;
+    const size_t mt = (d->m + tile - 1) / tile, nt = (d->n + tile - 1) / tile;
+    cl_ulong lda = d->lda, ldb = d->ldb, ldc = d->ldc, sa = d->stride_a, sb = d->stride_b, sc = d->stride_c;
+    cl_uint n_ = (cl_uint)d->n, k_ = (cl_uint)d->k;
+    float alpha = d->alpha, beta = d->beta;
+    WBCL_ARG(ctx, kt, 0, A->mem);
+    WBCL_ARG(ctx, kt, 2, lda);
+    WBCL_ARG(ctx, kt, 3, sa);
+    WBCL_ARG(ctx, kt, 4, B->mem);
+    WBCL_ARG(ctx, kt, 6, ldb);
+    WBCL_ARG(ctx, kt, 7, sb);
+    WBCL_ARG(ctx, kt, 8, C->mem);
+    WBCL_ARG(ctx, kt, 10, ldc);
+    WBCL_ARG(ctx, kt, 11, sc);
+    WBCL_ARG(ctx, kt, 13, n_);
+    WBCL_ARG(ctx, kt, 14, k_);
+    WBCL_ARG(ctx, kt, 15, alpha);
+    WBCL_ARG(ctx, kt, 16, beta);
+    WBCL_ARG(ctx, kt, 17, flags);
+    /* op(A)'s row i starts at element i*lda (N) or i (T) */
+    const size_t a_row = d->ta == WBCL_TRANS ? 1 : d->lda;
+    for (size_t b0 = 0; !st && b0 < d->batch; b0 += TILED_GROUPS_MAX) {
+        const size_t nb = d->batch - b0 < TILED_GROUPS_MAX ? d->batch - b0 : TILED_GROUPS_MAX;
+        for (size_t t0 = 0; !st && t0 < mt; t0 += TILED_GROUPS_MAX) {
+            const size_t ntiles = mt - t0 < TILED_GROUPS_MAX ? mt - t0 : TILED_GROUPS_MAX;
+            const size_t i0 = t0 * tile, rows = d->m - i0 < ntiles * tile ? d->m - i0 : ntiles * tile;
+            cl_ulong off_a = d->off_a + b0 * d->stride_a + i0 * a_row, off_b = d->off_b + b0 * d->stride_b,
+                     off_c = d->off_c + b0 * d->stride_c + i0 * d->ldc;
+            cl_uint m_ = (cl_uint)rows;
+            WBCL_ARG(ctx, kt, 1, off_a);
+            WBCL_ARG(ctx, kt, 5, off_b);
+            WBCL_ARG(ctx, kt, 9, off_c);
+            WBCL_ARG(ctx, kt, 12, m_);
+            size_t global[3] = {nt * TILED_WG, ntiles * TILED_WG, nb}, local[3] = {TILED_WG, TILED_WG, 1};
+            st = wbcl__launch(ctx, kt, 3, global, local);
+        }
+    }
+    return st;
+}
+
 /* ---- CLBlast backend ------------------------------------------------------------ */
 /* Elements from an operand's offset to one past the last element it touches (validated). */
 static size_t span(size_t ld, size_t stride, size_t rows, size_t cols, size_t batch)
@@ -351,6 +439,7 @@ static wbcl_status run(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *
     }
     if (ctx->gemm_backend == WBCL_GEMM_CLBLAST) return run_clblast(ctx, op, d, A, B, C);
     if (ctx->gemm_backend == WBCL_GEMM_PACKED) return run_packed(ctx, op, d, A, B, C, NULL);
+    if (ctx->gemm_backend == WBCL_GEMM_TILED) return run_tiled(ctx, op, d, A, B, C);
     return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: unknown GEMM backend %d", op, (int)ctx->gemm_backend);
 }
 

@@ -74,9 +74,22 @@ wbcl_status wbcl_variant_parse(const char *name, wbcl_variant *out);
  * same message in err, when $WBCL_VARIANT holds anything else. */
 wbcl_status wbcl_variant_default(const wbcl_device_info *dev, wbcl_variant *out, char *err, size_t errlen);
 
-/* GEMM backend: our packed register-tile kernel, CLBlast, or AUTO (packed on
- * CPU devices, CLBlast elsewhere; see perf/RESULTS.md for the measurements). */
-typedef enum wbcl_gemm_backend { WBCL_GEMM_AUTO = 0, WBCL_GEMM_PACKED = 1, WBCL_GEMM_CLBLAST = 2 } wbcl_gemm_backend;
+/* GEMM backend:
+ *   PACKED   our packed register-tile kernel (cl/gemm.cl), the CPU-shaped one;
+ *   CLBLAST  CLBlast's SGEMM with the context's clblast.* parameters;
+ *   TILED    our local-memory tiled kernel (cl/gemm_tiled.cl), GPU-shaped: work-groups of
+ *            16 x 16 work-items over 128 x 128 tiles of C, k in slices of 8 (gemm.tiled.tile,
+ *            gemm.tiled.tk).
+ *            Setting it fails with WBCL_ERROR_DEVICE_LIMIT on a device whose work-groups
+ *            or local memory are too small for it;
+ *   AUTO     packed on CPU devices, CLBlast elsewhere (perf/RESULTS.md has the measurements).
+ * All give the same results to rounding, for every shape, transpose and dtype. */
+typedef enum wbcl_gemm_backend {
+    WBCL_GEMM_AUTO = 0,
+    WBCL_GEMM_PACKED = 1,
+    WBCL_GEMM_CLBLAST = 2,
+    WBCL_GEMM_TILED = 3
+} wbcl_gemm_backend;
 wbcl_status wbcl_context_set_gemm_backend(wbcl_context *ctx, wbcl_gemm_backend backend);
 wbcl_gemm_backend wbcl_context_gemm_backend(const wbcl_context *ctx); /* resolved: never AUTO */
 

@@ -5,10 +5,12 @@ Calls alternate (wbcl, torch, wbcl, ...) so both see the same load; median of --
 float32 (TF32 off on CUDA); wbcl through its Python package with A, B and C already on the device
 (C overwritten, beta = 0), so both sides time the multiplication alone (each call waits for its
 device). wbcl's device: $WBCL_DEVICE (default device if unset); its parameter table: $WBCL_TUNING
-or the device's own. --backends lists wbcl GEMM backends to measure (auto: the device's default):
+or the device's own. --backends lists wbcl GEMM backends to measure (auto: the device's default;
+packed, clblast, tiled); --param KEY=VALUE sets a kernel parameter first (repeatable):
 
     PYTHONPATH=python WBCL_BUILD_DIR=build /tmp/torchenv/bin/python perf/peers/gemm_matmul_paired.py \\
-        [--sizes 1024,2048] [--reps 11] [--threads 2] [--torch-device cpu|cuda] [--backends auto,packed]
+        [--sizes 1024,2048] [--reps 11] [--threads 2] [--torch-device cpu|cuda] [--backends auto,packed,tiled]
+        [--param gemm.tiled.tk=16]
 """
 import argparse
 import statistics
@@ -27,6 +29,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--torch-device", default="cpu")
     ap.add_argument("--backends", default="auto")
+    ap.add_argument("--param", action="append", default=[],
+                    help="KEY=VALUE, a kernel parameter set on the wbcl context (gemm.tiled.tk=16, ...)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     dev = torch.device(a.torch_device)
@@ -37,6 +41,9 @@ def main():
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     rng = np.random.default_rng(0)
     with wbcl.Context() as ctx, torch.inference_mode():
+        for kv in a.param:
+            key, _, value = kv.partition("=")
+            ctx.set_param(key, int(value))
         print("wbcl device: %s (%s variant); torch %s on %s%s" % (
             ctx.device["name"], ctx.device["variant"], torch.__version__,
             torch.cuda.get_device_name(dev) if cuda else "cpu", "" if cuda else ", %d threads" % a.threads))

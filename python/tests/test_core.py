@@ -18,13 +18,13 @@ def test_devices_and_context(ctx):
 
 
 def test_gemm_backend_is_selectable(ctx, rng):
-    # Both backends give the float64 product to float32 rounding (k = 37 terms of O(1): ~1e-6).
+    # All three backends give the float64 product to float32 rounding (k = 37 terms of O(1): ~1e-6).
     default = ctx.gemm_backend
     assert default == ("packed" if ctx.device["type"] == "cpu" else "clblast")
     a, b = rng.standard_normal((19, 37)), rng.standard_normal((37, 23))
     ref = a @ b
     try:
-        for name in ("packed", "clblast"):
+        for name in ("packed", "clblast", "tiled"):
             ctx.gemm_backend = name
             assert ctx.gemm_backend == name
             np.testing.assert_allclose(ctx.gemm(a, b), ref, rtol=0, atol=1e-4 * np.abs(ref).max())

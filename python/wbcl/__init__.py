@@ -240,19 +240,20 @@ class Context:
         d["variant"] = lib.wbcl_variant_name(lib.wbcl_context_variant(self._h())).decode()
         return d
 
-    _BACKENDS = {"packed": 1, "clblast": 2}
+    _BACKENDS = {"packed": 1, "clblast": 2, "tiled": 3}
 
     @property
     def gemm_backend(self):
-        """The GEMM backend in use: "packed" (wbcl's kernel, the default on CPUs) or "clblast"
-        (the default on GPUs). Settable; "auto" restores the device's default."""
+        """The GEMM backend in use: "packed" (wbcl's CPU-shaped kernel, the default on CPUs),
+        "clblast" (the default on GPUs) or "tiled" (wbcl's GPU-shaped kernel). Settable; "auto"
+        restores the device's default."""
         b = lib.wbcl_context_gemm_backend(self._h())
         return {v: k for k, v in self._BACKENDS.items()}.get(b, str(b))
 
     @gemm_backend.setter
     def gemm_backend(self, name):
         if name != "auto" and name not in self._BACKENDS:
-            raise ValueError("gemm_backend: 'packed', 'clblast' or 'auto', not %r" % (name,))
+            raise ValueError("gemm_backend: 'packed', 'clblast', 'tiled' or 'auto', not %r" % (name,))
         self._call(lib.wbcl_context_set_gemm_backend(self._h(), self._BACKENDS.get(name, 0)))
 
     def param(self, key):
