@@ -40,6 +40,22 @@
  * (two work-groups per SM), 150 at x 16, 197 at x 32, 57 at 64 x 64 x 8.
  * OpenCL C 1.2. */
 
+/* defaults: the host's (128 x 128 x 8, no transpose), so that the family builds without options */
+#ifndef WBCL_GT_TM
+#define WBCL_GT_TM 128
+#endif
+#ifndef WBCL_GT_TN
+#define WBCL_GT_TN WBCL_GT_TM
+#endif
+#ifndef WBCL_GT_TK
+#define WBCL_GT_TK 8
+#endif
+#ifndef WBCL_GT_TA
+#define WBCL_GT_TA 0
+#endif
+#ifndef WBCL_GT_TB
+#define WBCL_GT_TB 0
+#endif
 #define TM WBCL_GT_TM
 #define TN WBCL_GT_TN
 #define TK WBCL_GT_TK

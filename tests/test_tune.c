@@ -226,6 +226,87 @@ START_TEST(non_default_table_is_used_and_correct)
 }
 END_TEST
 
+/* Launches of the kernel `name` since the last reset (timing on). */
+static uint64_t launches_of(const wbcl_context *ctx, const char *name)
+{
+    const char *kn;
+    uint64_t ns, l, total = 0;
+    for (size_t i = 0; wbcl_context_kernel_profile(ctx, i, &kn, &ns, &l); i++)
+        if (!strcmp(kn, name)) total += l;
+    return total;
+}
+
+/* gemm.backend: a table picks a device's GEMM backend (issue 17: per device, decided by
+ * measurement). A context's key, or a table file carrying it, selects the backend that runs
+ * (the tiled kernel's launches counted, its product against the reference); an explicit
+ * wbcl_context_set_gemm_backend wins over the key until it is set back to AUTO; resetting the
+ * parameters restores the device-type default; values outside 1..3 are refused. */
+START_TEST(gemm_backend_from_the_table)
+{
+    make_tmpdir();
+    wbcl_context *ctx = plain_context();
+    const wbcl_gemm_backend dflt = wbcl_context_gemm_backend(ctx);
+    long v;
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "gemm.backend", WBCL_GEMM_TILED), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_gemm_backend(ctx), WBCL_GEMM_TILED);
+    if (wbcl_context_device(ctx)->has_profiling) {
+        ck_assert_int_eq(wbcl_context_set_timing(ctx, 1), WBCL_SUCCESS);
+        wbcl_context_reset_kernel_ns(ctx);
+        check_kernels(ctx);
+        ck_assert_uint_eq(launches_of(ctx, "wbcl_gemm_tiled"), 1);
+        ck_assert_uint_eq(launches_of(ctx, "wbcl_gemm_packed"), 0);
+        ck_assert_int_eq(wbcl_context_set_timing(ctx, 0), WBCL_SUCCESS);
+    }
+    /* explicit wins over the key, AUTO gives the key back */
+    ck_assert_int_eq(wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_PACKED), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "gemm.backend", WBCL_GEMM_CLBLAST), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_gemm_backend(ctx), WBCL_GEMM_PACKED);
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "gemm.backend", &v, NULL), WBCL_SUCCESS);
+    ck_assert_int_eq(v, WBCL_GEMM_PACKED); /* the value in use */
+    ck_assert_int_eq(wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_AUTO), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_gemm_backend(ctx), WBCL_GEMM_CLBLAST);
+    /* out of range */
+    tu_assert_status(ctx, wbcl_context_set_param(ctx, "gemm.backend", 4), WBCL_ERROR_INVALID_ARGUMENT, "gemm.backend");
+    tu_assert_status(ctx, wbcl_context_set_param(ctx, "gemm.backend", 0), WBCL_ERROR_INVALID_ARGUMENT, "gemm.backend");
+    ck_assert_int_eq(wbcl_context_gemm_backend(ctx), WBCL_GEMM_CLBLAST);
+    /* a table file carrying the key */
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "gemm.backend", WBCL_GEMM_TILED), WBCL_SUCCESS);
+    char path[512];
+    snprintf(path, sizeof path, "%s/backend.txt", tmpdir);
+    ck_assert_int_eq(wbcl_context_save_params(ctx, path, "gemm.backend test"), WBCL_SUCCESS);
+    wbcl_context_destroy(ctx);
+    ctx = context_with(path);
+    ck_assert_str_eq(wbcl_context_tuning_notes(ctx), "");
+    ck_assert_int_eq(wbcl_context_gemm_backend(ctx), WBCL_GEMM_TILED);
+    wbcl_param_source s;
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "gemm.backend", &v, &s), WBCL_SUCCESS);
+    ck_assert_int_eq(v, WBCL_GEMM_TILED);
+    ck_assert_int_eq(s, WBCL_PARAM_ENV);
+    check_kernels(ctx);
+    ck_assert_int_eq(wbcl_context_reset_params(ctx), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_gemm_backend(ctx), dflt);
+    wbcl_context_destroy(ctx);
+
+    /* wbcl-tune --op gemm_backend: every backend checked against the reference and timed; the
+     * table names one, which a new context then uses */
+    wbcl_tune_opts o;
+    memset(&o, 0, sizeof o);
+    o.family = "gemm_backend";
+    o.budget_s = 60;
+    o.quick = 1;
+    snprintf(path, sizeof path, "%s/backend-tuned.txt", tmpdir);
+    o.out = path;
+    ck_assert_int_eq(wbcl_tune_run(&o, NULL, NULL, 0), WBCL_SUCCESS);
+    kv p[4];
+    ck_assert_uint_eq(read_params(path, p, 4), 1);
+    ck_assert_str_eq(p[0].key, "gemm.backend");
+    ck_assert(p[0].value >= WBCL_GEMM_PACKED && p[0].value <= WBCL_GEMM_TILED);
+    ctx = context_with(path);
+    ck_assert_int_eq(wbcl_context_gemm_backend(ctx), (wbcl_gemm_backend)p[0].value);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 /* CLBlast's Xgemm parameters and its direct/indirect threshold from a context's keys
  * (clblast.*, host/core/blas.c): a context with a valid set runs CLBlast with it (CLBlast's
  * current values read back after the call) and gets the reference GEMM; a context without
@@ -466,6 +547,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, tuning_run_writes_a_table_a_context_loads);
     tcase_add_test(tc, non_default_table_is_used_and_correct);
+    tcase_add_test(tc, gemm_backend_from_the_table);
     tcase_add_test(tc, corrupt_and_stale_tables_are_reported_and_ignored);
     tcase_add_test(tc, out_of_limit_values_are_reported_and_ignored);
     tcase_add_test(tc, clblast_parameters_follow_the_context);

@@ -148,7 +148,7 @@ int main(int argc, char **argv)
         char from[64] = "";
         if (!bad_variant) wbcl_variant_default(d, &v, NULL, 0);
         if (forced && !bad_variant) snprintf(from, sizeof from, " ($WBCL_VARIANT=%s)", env_variant);
-        printf("    kernel variants: %s%s, GEMM via %s\n",
+        printf("    kernel variants: %s%s, GEMM by default via %s (a table's gemm.backend may pick another)\n",
                bad_variant ? "none (WBCL_VARIANT is invalid)" : v == WBCL_VARIANT_CPU ? "CPU-shaped ops" : "GPU-shaped ops",
                from, d->type == WBCL_DEVICE_CPU ? "wbcl packed register-tile kernel" : "CLBlast");
     }

@@ -225,7 +225,11 @@ wbcl_variant wbcl_context_variant(const wbcl_context *ctx) { return ctx ? ctx->v
 wbcl_status wbcl_context_set_gemm_backend(wbcl_context *ctx, wbcl_gemm_backend b)
 {
     if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
-    if (b == WBCL_GEMM_AUTO) b = ctx->info.type == WBCL_DEVICE_CPU ? WBCL_GEMM_PACKED : WBCL_GEMM_CLBLAST;
+    if (b == WBCL_GEMM_AUTO) { /* the parameter table's gemm.backend, else by device type */
+        ctx->gemm_backend_explicit = 0;
+        wbcl__gemm_backend_resolve(ctx);
+        return WBCL_SUCCESS;
+    }
     if (b != WBCL_GEMM_PACKED && b != WBCL_GEMM_CLBLAST && b != WBCL_GEMM_TILED)
         return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "wbcl_context_set_gemm_backend: unknown backend %d", (int)b);
     if (b == WBCL_GEMM_TILED) {
@@ -233,6 +237,7 @@ wbcl_status wbcl_context_set_gemm_backend(wbcl_context *ctx, wbcl_gemm_backend b
         if (st) return st;
     }
     ctx->gemm_backend = b;
+    ctx->gemm_backend_explicit = 1;
     return WBCL_SUCCESS;
 }
 

@@ -39,6 +39,7 @@ typedef struct wbcl_params {
     int gemm_a_block_kib; /* packed GEMM: KiB of packed A panels per block (L2)    */
     int gemm_tiled;   /* tiled GEMM (cl/gemm_tiled.cl): rows = columns of C per work-group, 64 or 128 */
     int gemm_tiled_k; /* tiled GEMM: k per local-memory slice, 8, 16 or 32    */
+    int gemm_backend; /* the GEMM backend a context uses unless set explicitly (gemm.backend) */
 } wbcl_params;
 
 /* ---- tuned parameters (host/core/tuning.c; include/wbcl/tuning.h documents keys and files) ---- */
@@ -85,6 +86,8 @@ struct wbcl_context {
     wbcl_params params;
     wbcl_variant variant;           /* resolved */
     wbcl_gemm_backend gemm_backend; /* resolved */
+    int gemm_backend_explicit;      /* set by wbcl_context_set_gemm_backend (not AUTO): the table's
+                                     * gemm.backend no longer applies */
     int timing;
     uint64_t kernel_ns;
     uint64_t build_ns;
@@ -195,6 +198,11 @@ const char *wbcl__embedded_family(size_t i);
  * device: work-groups of 256 and 4 tk (2 tile + 8) bytes of local memory. WBCL_ERROR_DEVICE_LIMIT (an
  * error naming the limit, prefixed with op) otherwise. host/ops/gemm.c. */
 wbcl_status wbcl__gemm_tiled_fits(wbcl_context *ctx, const char *op);
+/* ctx->gemm_backend from the parameters (gemm.backend, else by device type) unless it was set
+ * explicitly; a tiled backend the device cannot take gives the default. host/core/program.c. */
+void wbcl__gemm_backend_resolve(wbcl_context *ctx);
+/* The same without recording an error: the reason (unprefixed) in why. */
+wbcl_status wbcl__gemm_tiled_limits(const wbcl_context *ctx, char *why, size_t n);
 wbcl_status wbcl__gemm_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t m, size_t k, const wbcl_tensor *W,
                               size_t n, const wbcl_tensor *bias, int gelu, wbcl_tensor *Y);
 /* Up to WBCL_GEMV_ROWS rows (a decode step's projections) with X, W and Y in float32, mode 0: the

@@ -20,12 +20,14 @@ void wbcl__params_init(wbcl_context *ctx)
      * on Zen 4, and 12 x 32 measured 1.03-1.07x faster than 8 x 32 at
      * n = 1024-2048 on this project's Xeon: perf/RESULTS.md), no local
      * memory, work-groups of >= 64 items. */
-    static const wbcl_params cpu = {64, 12, 32, 16, 64, 64, 1024, 128, 8};
-    static const wbcl_params gpu = {256, 8, 32, 16, 1, 256, 1024, 128, 8};
-    static const wbcl_params acc = {64, 8, 32, 8, 1, 64, 1024, 128, 8};
+    static const wbcl_params cpu = {64, 12, 32, 16, 64, 64, 1024, 128, 8, 0};
+    static const wbcl_params gpu = {256, 8, 32, 16, 1, 256, 1024, 128, 8, 0};
+    static const wbcl_params acc = {64, 8, 32, 8, 1, 64, 1024, 128, 8, 0};
     wbcl_params p = ctx->variant == WBCL_VARIANT_CPU ? cpu
                   : ctx->info.type == WBCL_DEVICE_GPU ? gpu
                   : ctx->info.type == WBCL_DEVICE_CPU ? gpu : acc;
+    /* the GEMM backend: packed on CPU devices, CLBlast elsewhere, unless the table says (gemm.backend) */
+    p.gemm_backend = ctx->info.type == WBCL_DEVICE_CPU ? WBCL_GEMM_PACKED : WBCL_GEMM_CLBLAST;
     if (ctx->info.type == WBCL_DEVICE_CPU) {
         /* The register tile must fit the SIMD register file (32 registers with
          * AVX-512, 16 with AVX2 and SSE): about 3/4 of the registers hold C.
@@ -50,12 +52,26 @@ void wbcl__params_init(wbcl_context *ctx)
         {"reduce.wg", offsetof(wbcl_params, reduce_wg)},      {"gemm.mr", offsetof(wbcl_params, gemm_mr)},
         {"gemm.nr", offsetof(wbcl_params, gemm_nr)},          {"gemm.a_block_kib", offsetof(wbcl_params, gemm_a_block_kib)},
         {"gemm.tiled.tile", offsetof(wbcl_params, gemm_tiled)}, {"gemm.tiled.tk", offsetof(wbcl_params, gemm_tiled_k)},
+        {"gemm.backend", offsetof(wbcl_params, gemm_backend)},
     };
     for (size_t i = 0; i < sizeof tuned / sizeof tuned[0]; i++) {
         long v;
         if (wbcl__tuned_value(ctx, tuned[i].key, 0, &v, NULL)) *(int *)((char *)&p + tuned[i].off) = (int)v;
     }
     ctx->params = p;
+    wbcl__gemm_backend_resolve(ctx);
+}
+
+void wbcl__gemm_backend_resolve(wbcl_context *ctx)
+{
+    if (ctx->gemm_backend_explicit) return;
+    const wbcl_gemm_backend dflt = ctx->info.type == WBCL_DEVICE_CPU ? WBCL_GEMM_PACKED : WBCL_GEMM_CLBLAST;
+    wbcl_gemm_backend b = (wbcl_gemm_backend)ctx->params.gemm_backend;
+    char why[8];
+    /* a table's tiled backend with tile parameters the device cannot take: the default (the
+     * table's load already refused a device too small for any tile) */
+    if (b == WBCL_GEMM_TILED && wbcl__gemm_tiled_limits(ctx, why, sizeof why)) b = dflt;
+    ctx->gemm_backend = b;
 }
 
 static void prelude(const wbcl_context *ctx, char *buf, size_t len)

@@ -261,6 +261,14 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
         /* m*n*k from this size cubed up: the Xgemm kernel (with its padding copies) instead of the direct one */
         static const long t[] = {1, 256, 512, 768, 1024, 2048};
         for (size_t i = 0; i < sizeof t / sizeof t[0] && (!quick || f->ncand < 2); i++) add_cand(f, t[i], 0, 0);
+    } else if (!strcmp(f->name, "gemm backend")) {
+        /* the other backends, with the earlier families' winners (gemm.backend: wbcl_gemm_backend) */
+        const long order[3] = {WBCL_GEMM_CLBLAST, WBCL_GEMM_TILED, WBCL_GEMM_PACKED};
+        char why[8];
+        for (int i = 0; i < 3; i++)
+            if (order[i] != d[0] && (order[i] != WBCL_GEMM_TILED || !wbcl__gemm_tiled_limits(ctx, why, sizeof why)) &&
+                (!quick || f->ncand < 2))
+                add_cand(f, order[i], 0, 0);
     } else if (!strcmp(f->name, "gemm tiled")) {
         /* tile of C per work-group x k per local-memory slice (cl/gemm_tiled.cl) */
         static const long t[][2] = {{128, 16}, {64, 8}, {64, 16}, {64, 32}, {128, 32}};
@@ -288,7 +296,7 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
                                     {5, 2, 16}, {6, 1, 16}, {2, 2, 8},  {4, 2, 8},  {1, 4, 16}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], t[i][2]);
     }
-    if (f->backend == WBCL_GEMM_CLBLAST || f->backend == WBCL_GEMM_TILED) {
+    if (f->backend == WBCL_GEMM_CLBLAST || f->backend == WBCL_GEMM_TILED || !strcmp(f->name, "gemm backend")) {
         if (quick) add_shape(f, 40, 48, 24, "40x24->48");
         else if (gpu) {
             add_shape(f, 1576, 1536, 384, "(8*197)x384->1536");
@@ -345,7 +353,7 @@ static wbcl_status set_cand(wbcl_context *ctx, const family *f, const long *v, c
             return st;
         }
     }
-    if (f->backend == WBCL_GEMM_CLBLAST) wbcl__clblast_apply(ctx); /* not inside the timed call */
+    if (wbcl_context_gemm_backend(ctx) == WBCL_GEMM_CLBLAST) wbcl__clblast_apply(ctx); /* not inside the timed call */
     return WBCL_SUCCESS;
 }
 
@@ -505,8 +513,9 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
     if (path_out && path_len) path_out[0] = 0;
     const int all = !o->family || !strcmp(o->family, "all");
     if (!all && strcmp(o->family, "gemm") && strcmp(o->family, "attention") && strcmp(o->family, "clblast") &&
-        strcmp(o->family, "gemm_tiled")) {
-        LOG("wbcl-tune: unknown family '%s' (gemm, gemm_tiled, attention, clblast or all)\n", o->family);
+        strcmp(o->family, "gemm_tiled") && strcmp(o->family, "gemm_backend")) {
+        LOG("wbcl-tune: unknown family '%s' (gemm, gemm_tiled, clblast, gemm_backend, attention or all)\n",
+            o->family);
         return WBCL_ERROR_INVALID_ARGUMENT;
     }
     int reps = o->reps > 0 ? o->reps : o->quick ? 1 : 5;
@@ -536,7 +545,7 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         "  (wall-clock medians; on a machine shared with other work the figures move with its load)\n",
         dev->name, dev->vendor, dev->driver_version, wbcl_variant_name(wbcl_context_variant(ctx)), o->budget_s, reps);
 
-    family fams[6];
+    family fams[7];
     memset(fams, 0, sizeof fams);
     int nf = 0;
     if (all || !strcmp(o->family, "gemm")) {
@@ -568,6 +577,13 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
     } else if (o->family && !strcmp(o->family, "gemm_tiled"))
         LOG("wbcl-tune: gemm_tiled: %s\n", wbcl_context_last_error(ctx));
     wbcl_context_set_gemm_backend(ctx, own_backend);
+    /* then which backend the device's GEMM uses (gemm.backend), each with the winners above: where
+     * CLBlast is the default (GPUs), or when asked for by name */
+    if ((all && own_backend == WBCL_GEMM_CLBLAST) || (o->family && !strcmp(o->family, "gemm_backend"))) {
+        family *f = gemm_family(fams, &nf, "gemm backend", WBCL_GEMM_AUTO);
+        f->keys[0] = "gemm.backend";
+        f->nkeys = 1;
+    }
     if (all || !strcmp(o->family, "attention")) {
         family *f = &fams[nf++];
         f->name = "attention";
@@ -583,13 +599,16 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         f->run = att_run;
     }
     const double t0 = now_s();
-    result res[6];
+    result res[7];
     char summary[4096] = "";
     size_t sn = 0;
     int failed = 0;
     for (int i = 0; i < nf && !failed; i++) {
         family *f = &fams[i];
-        wbcl_context_set_gemm_backend(ctx, f->backend ? f->backend : own_backend);
+        /* the backend family leaves the choice to its key (AUTO: gemm.backend decides) */
+        wbcl_context_set_gemm_backend(ctx, !strcmp(f->name, "gemm backend") ? WBCL_GEMM_AUTO
+                                           : f->backend                     ? f->backend
+                                                                            : own_backend);
         setup_family(ctx, f, o->quick);
         /* the budget left is shared evenly by the families still to sweep */
         const double deadline = now_s() + (o->budget_s - (now_s() - t0)) / (nf - i);

@@ -42,6 +42,8 @@ static const pdesc registry[] = {
     {"gemm.nr", "gemm", K_SET, 0, 0, {4, 8, 16, 32, 64, 0}, 0, 0, 0,
      "packed GEMM: columns of C per work-item (WBCL_GEMM_NR)"},
     {"gemm.a_block_kib", "gemm", K_RANGE, 16, 65536, {0}, 0, 0, 0, "packed GEMM: KiB of packed A panels per block"},
+    {"gemm.backend", "gemm", K_RANGE, 1, 3, {0}, 0, 0, 0,
+     "GEMM backend unless set explicitly: 1 packed, 2 CLBlast, 3 tiled (wbcl_gemm_backend)"},
     {"gemm.tiled.tile", "gemm_tiled", K_SET, 0, 0, {64, 128, 0}, 0, 0, 0,
      "tiled GEMM: rows and columns of C per work-group (WBCL_GT_TM = WBCL_GT_TN)"},
     {"gemm.tiled.tk", "gemm_tiled", K_SET, 0, 0, {8, 16, 32, 0}, 0, 0, 0,
@@ -131,6 +133,13 @@ static wbcl_status check_value(const wbcl_device_info *dev, const pdesc *d, size
     }
     if (d->wg_limit && (size_t)v > dev->max_work_group_size) {
         wbcl__msg(why, n, "%ld exceeds the device's maximum work-group size %zu", v, dev->max_work_group_size);
+        return WBCL_ERROR_DEVICE_LIMIT;
+    }
+    if (!strcmp(d->key, "gemm.backend") && v == WBCL_GEMM_TILED &&
+        (dev->max_work_group_size < 256 || dev->local_mem_size < 4352)) {
+        /* the tiled kernel's smallest form: 16 x 16 work-items, 64 x 64 x 8 (host/ops/gemm.c) */
+        wbcl__msg(why, n, "the tiled GEMM needs work-groups of 256 and 4352 bytes of local memory; the device has "
+                  "%zu and %llu", dev->max_work_group_size, (unsigned long long)dev->local_mem_size);
         return WBCL_ERROR_DEVICE_LIMIT;
     }
     if (d->lmem_per && (uint64_t)v * (uint64_t)d->lmem_per > dev->local_mem_size) {
@@ -514,10 +523,12 @@ static void resolve(const wbcl_context *ctx, const pdesc *d, size_t p, long *val
     else if (!strcmp(d->key, "gemm.mr")) pa = &a->gemm_mr, pb = &b->gemm_mr;
     else if (!strcmp(d->key, "gemm.nr")) pa = &a->gemm_nr, pb = &b->gemm_nr;
     else if (!strcmp(d->key, "gemm.tiled.tile")) pa = &a->gemm_tiled, pb = &b->gemm_tiled;
+    else if (!strcmp(d->key, "gemm.backend")) pa = &a->gemm_backend, pb = &b->gemm_backend;
     else if (!strcmp(d->key, "gemm.tiled.tk")) pa = &a->gemm_tiled_k, pb = &b->gemm_tiled_k;
     else pa = &a->gemm_a_block_kib, pb = &b->gemm_a_block_kib;
     *dflt = *pa;
     *value = *pb;
+    if (pb == &b->gemm_backend) *value = ctx->gemm_backend; /* an explicit choice wins over the table */
     long t;
     wbcl__tuned_value(ctx, d->key, 0, &t, source);
 }

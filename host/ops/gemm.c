@@ -285,25 +285,35 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
  * the m tiles and the batch are launched in chunks of at most this many. */
 #define TILED_GROUPS_MAX 32768
 
-wbcl_status wbcl__gemm_tiled_fits(wbcl_context *ctx, const char *op)
+wbcl_status wbcl__gemm_tiled_limits(const wbcl_context *ctx, char *why, size_t n)
 {
     const int tile = ctx->params.gemm_tiled, tk = ctx->params.gemm_tiled_k;
-    if ((tile != 64 && tile != 128) || (tk != 8 && tk != 16 && tk != 32))
-        return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT,
-                          "%s: tiled GEMM needs gemm.tiled.tile 64 or 128 and gemm.tiled.tk 8, 16 or 32 (have %d, %d)",
-                          op, tile, tk);
+    if ((tile != 64 && tile != 128) || (tk != 8 && tk != 16 && tk != 32)) {
+        wbcl__msg(why, n, "tiled GEMM needs gemm.tiled.tile 64 or 128 and gemm.tiled.tk 8, 16 or 32 (have %d, %d)",
+                  tile, tk);
+        return WBCL_ERROR_INVALID_ARGUMENT;
+    }
     const uint64_t lmem = 4ull * (uint64_t)tk * (2ull * (uint64_t)tile + 8);
-    if (ctx->info.max_work_group_size < (size_t)TILED_WG * TILED_WG)
-        return wbcl__fail(ctx, WBCL_ERROR_DEVICE_LIMIT,
-                          "%s: tiled GEMM needs work-groups of %d work-items; '%s' allows %zu", op, TILED_WG * TILED_WG,
-                          ctx->info.name, ctx->info.max_work_group_size);
-    if (lmem > ctx->info.local_mem_size)
-        return wbcl__fail(ctx, WBCL_ERROR_DEVICE_LIMIT,
-                          "%s: tiled GEMM with gemm.tiled.tile %d and gemm.tiled.tk %d needs %llu bytes of local memory; "
-                          "'%s' has %llu",
-                          op, tile, tk, (unsigned long long)lmem, ctx->info.name,
-                          (unsigned long long)ctx->info.local_mem_size);
+    if (ctx->info.max_work_group_size < (size_t)TILED_WG * TILED_WG) {
+        wbcl__msg(why, n, "tiled GEMM needs work-groups of %d work-items; '%s' allows %zu", TILED_WG * TILED_WG,
+                  ctx->info.name, ctx->info.max_work_group_size);
+        return WBCL_ERROR_DEVICE_LIMIT;
+    }
+    if (lmem > ctx->info.local_mem_size) {
+        wbcl__msg(why, n,
+                  "tiled GEMM with gemm.tiled.tile %d and gemm.tiled.tk %d needs %llu bytes of local memory; '%s' has "
+                  "%llu",
+                  tile, tk, (unsigned long long)lmem, ctx->info.name, (unsigned long long)ctx->info.local_mem_size);
+        return WBCL_ERROR_DEVICE_LIMIT;
+    }
     return WBCL_SUCCESS;
+}
+
+wbcl_status wbcl__gemm_tiled_fits(wbcl_context *ctx, const char *op)
+{
+    char why[384];
+    wbcl_status st = wbcl__gemm_tiled_limits(ctx, why, sizeof why);
+    return st ? wbcl__fail(ctx, st, "%s: %s", op, why) : WBCL_SUCCESS;
 }
 
 /* One launch per chunk of at most TILED_GROUPS_MAX row tiles and batch entries; the

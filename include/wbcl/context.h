@@ -82,7 +82,9 @@ wbcl_status wbcl_variant_default(const wbcl_device_info *dev, wbcl_variant *out,
  *            gemm.tiled.tk).
  *            Setting it fails with WBCL_ERROR_DEVICE_LIMIT on a device whose work-groups
  *            or local memory are too small for it;
- *   AUTO     packed on CPU devices, CLBlast elsewhere (perf/RESULTS.md has the measurements).
+ *   AUTO     the device's parameter table's gemm.backend (wbcl/tuning.h; wbcl-tune measures it),
+ *            else packed on CPU devices and CLBlast elsewhere. A new context starts with AUTO;
+ *            an explicit backend set here wins over the table until AUTO is set again.
  * All give the same results to rounding, for every shape, transpose and dtype. */
 typedef enum wbcl_gemm_backend {
     WBCL_GEMM_AUTO = 0,

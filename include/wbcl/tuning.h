@@ -46,6 +46,11 @@
  *                      (-DWBCL_GEMM_MR 1..16, -DWBCL_GEMM_NR 4, 8, 16, 32 or 64)
  *   gemm.a_block_kib   packed GEMM: KiB of packed A panels visited per block (L2 blocking), 16..65536;
  *                      a block never has fewer than 40 row panels (host/ops/gemm.c MIN_BLOCK_PANELS)
+ *   gemm.backend       the GEMM backend of contexts on the device (wbcl_gemm_backend: 1 packed,
+ *                      2 CLBlast, 3 tiled) unless one sets it explicitly; absent: packed on CPU
+ *                      devices, CLBlast elsewhere. 3 needs work-groups of 256 and 4352 bytes of
+ *                      local memory (checked at load); with tile parameters the device cannot
+ *                      take, the device-type default is used
  *   gemm.tiled.tile    tiled GEMM (backend WBCL_GEMM_TILED, cl/gemm_tiled.cl): rows = columns of C
  *                      per work-group of 16 x 16 (-DWBCL_GT_TM = -DWBCL_GT_TN): 64 or 128 (default)
  *   gemm.tiled.tk      tiled GEMM: k per local-memory slice (-DWBCL_GT_TK): 8 (default), 16 or 32;
@@ -155,7 +160,8 @@ wbcl_status wbcl_context_save_params(wbcl_context *ctx, const char *path, const 
 /* ---- the tuner (host/core/tuner.c; the command-line tool is wbcl-tune) ---- */
 typedef struct wbcl_tune_opts {
     const char *device;  /* selector (wbcl_device_select); NULL: $WBCL_DEVICE, else the default */
-    const char *family;  /* "gemm", "gemm_tiled", "clblast", "attention", or NULL / "all"       */
+    const char *family;  /* "gemm", "gemm_tiled", "clblast", "gemm_backend", "attention", or
+                          * NULL / "all"                                                        */
     double budget_s;     /* wall-clock budget of the sweep: no candidate starts past it (the
                           * defaults are always measured; the final winner-against-default
                           * comparison, about 2 x reps calls per shape, runs after it)        */
@@ -167,8 +173,9 @@ typedef struct wbcl_tune_opts {
 /* Sweeps the tunable parameters of the device's kernels, family by family, starting from the
  * built-in defaults (whatever table the device has): GEMM (gemm.mr x gemm.nr register tiles,
  * then gemm.a_block_kib with the winning tile; every later family is measured on top of the
- * earlier winners), where CLBlast is the GEMM (GPUs) or when named ("clblast", "gemm_tiled"):
- * CLBlast's Xgemm set and threshold, and the tiled GEMM's gemm.tiled.tile x gemm.tiled.tk; and
+ * earlier winners), where CLBlast is the GEMM (GPUs) or when named ("clblast", "gemm_tiled",
+ * "gemm_backend"): CLBlast's Xgemm set and threshold, the tiled GEMM's gemm.tiled.tile x
+ * gemm.tiled.tk, then gemm.backend (each backend with those winners, on the same shapes); and
  * fused attention for head dimension 64 (attention.p64.qb, .g, .vw on the CPU variant;
  * .bq, .bk on the GPU variant). Each candidate is first run on a small shape and compared with
  * the double-precision reference (include/wbcl/ref.h; a wrong one is rejected and reported),
