@@ -34,7 +34,9 @@
 # CLBlast with the tuned table) (150 s); perf/peers/attention_sdpa_paired.py against CUDA SDPA on ATT_SHAPES (default
 # "4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128"), once with the default kernels and once with
 # attention.tiled=1 (the register-tiled kernel for p = 32, 64) (120 s); perf/peers/models_torch.py, CRATE-T and
-# ToST-T at batch 1, 8, 64 against PyTorch CUDA eager, with the tuned table (needs safetensors) (150 s).
+# ToST-T at batch 1, 8, 64 against PyTorch CUDA eager, with the tuned table (needs safetensors) (150 s);
+# models_tiled: the same at batch 8 and 64 with wbcl's tiled GEMM (the tuned table plus gemm.backend = 3;
+# only when clblast_tune wrote its table) (120 s).
 # These Python steps import python/wbcl with WBCL_BUILD_DIR=BUILD_DIR and run $PY (default python3).
 # SKIP="tests circulant ..." skips steps by name. ARCHIVE=FILE.tgz: OUTDIR is packed into FILE after every
 # step. A device with no package access needs the build, the runtime libraries and an ICD file brought
@@ -84,6 +86,11 @@ cat "$out/attention_peer.log" 2>/dev/null
 step models_peer "${STEP_MODELS_PEER:-150}" models_peer.log env ${out:+WBCL_TUNING="$out/clblast-tuned.txt"} "$py" perf/peers/models_torch.py \
   --lib "$build/libwbcl.so" --torch-device cuda --batch 1,8,64 --reps 5 --threads 1
 cat "$out/models_peer.log" 2>/dev/null | tail -8
+# the same with wbcl's tiled GEMM (the tuned table plus gemm.backend = 3)
+[ -s "$out/clblast-tuned.txt" ] && { cat "$out/clblast-tuned.txt"; echo "gemm.backend = 3"; } > "$out/tiled-backend.txt"
+[ -s "$out/tiled-backend.txt" ] && step models_tiled "${STEP_MODELS_TILED:-120}" models_tiled.log env WBCL_TUNING="$out/tiled-backend.txt" \
+  "$py" perf/peers/models_torch.py --lib "$build/libwbcl.so" --torch-device cuda --batch 8,64 --reps 5 --threads 1
+cat "$out/models_tiled.log" 2>/dev/null | tail -6
 tssa_shapes=${TSSA_SHAPES:-8,12,4096,64;1,8,1024,64}
 step tssa_test "${STEP_TSSA_TEST:-150}" tssa_test.log "$build/tests/test_tssa"
 grep -E "Checks|Failure|Error" "$out/tssa_test.log" 2>/dev/null | head -10
