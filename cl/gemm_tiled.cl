@@ -33,7 +33,7 @@
  *                           once after alpha and beta)
  * The storage of A and B (float, or half through vload_half) is the argument
  * `flags`, a uniform branch in the loads (on PoCL each program is a cold
- * compile of several seconds).
+ * compile of about 3 s).
  * Core OpenCL C 1.2 functions only; compute and accumulation stay float32.
  * Local memory: 4 TK (TM + TN + 8) bytes (8.25 KiB at the default 128 x 128 x 8).
  * Registers (tools/gpu-check.sh, ptxas sm_90, no spill or stack): 125 at 128 x 128 x 8
@@ -189,7 +189,7 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void wbcl_gemm_tiled(
         if (i >= m) continue;
 #if WBCL_GT_C_HALF
         /* the row through a small array: one vstore_half_rte per row instead of one per element
-         * (each is a long inline sequence: PoCL takes ~20 s to compile 64 of them) */
+         * (each is a long inline sequence: 64 of them took PoCL ~20 s to compile, 8 about 3 s) */
         float x[4 * GN];
 #pragma unroll
         for (int c = 0; c < 4 * GN; c++) x[c] = alpha * acc[r][c];

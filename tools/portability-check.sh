@@ -81,6 +81,8 @@ specs() { # family variant -> one line per extra option set ("-" = none)
           echo "-DWBCL_GEMM_EPILOGUE=1 -DWBCL_GEMM_A_ROWS=0"; echo "-DWBCL_GEMM_EPILOGUE=2 -DWBCL_GEMM_A_ROWS=1"
           echo "-DWBCL_GEMM_EPILOGUE=0 -DWBCL_GEMM_A_ROWS=1"; echo "-DWBCL_GEMM_EPILOGUE=2 -DWBCL_GEMM_A_ROWS=1 -DWBCL_GEMM_C_HALF=1" ;;
     gemm_tiled) local g="-DWBCL_GT_TM=128 -DWBCL_GT_TN=128 -DWBCL_GT_TK=16" # host/ops/gemm.c run_tiled
+          # GPU-shaped: the CPU variant's build (PoCL runs it too) only at the default tile
+          [ "$2" = gpu ] || { echo "-DWBCL_GT_TM=128 -DWBCL_GT_TN=128 -DWBCL_GT_TK=8 -DWBCL_GT_TA=0 -DWBCL_GT_TB=0 -DWBCL_GT_C_HALF=0"; return; }
           for t in "64 8" "64 32" "128 8" "128 16" "128 32"; do set -- $t # tile, tk
             echo "-DWBCL_GT_TM=$1 -DWBCL_GT_TN=$1 -DWBCL_GT_TK=$2 -DWBCL_GT_TA=0 -DWBCL_GT_TB=0 -DWBCL_GT_C_HALF=0"; done
           echo "$g -DWBCL_GT_TA=1 -DWBCL_GT_TB=1 -DWBCL_GT_C_HALF=0"; echo "$g -DWBCL_GT_TA=0 -DWBCL_GT_TB=1 -DWBCL_GT_C_HALF=1" ;;
