@@ -152,7 +152,6 @@ wbcl_status wbcl_context_create(const char *selector, wbcl_context **out, char *
         return WBCL_ERROR_OPENCL;
     }
     ctx->variant = variant == WBCL_VARIANT_AUTO ? variant_by_type(&ctx->info) : variant;
-    ctx->gemm_backend = ctx->info.type == WBCL_DEVICE_CPU ? WBCL_GEMM_PACKED : WBCL_GEMM_CLBLAST;
     ctx->cache_dir = default_cache_dir();
     /* before anything that may record a message (the tuning load does when there is no cache dir) */
     ctx->last_error = calloc(1, 256);

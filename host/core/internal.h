@@ -201,8 +201,11 @@ wbcl_status wbcl__gemm_tiled_fits(wbcl_context *ctx, const char *op);
 /* ctx->gemm_backend from the parameters (gemm.backend, else by device type) unless it was set
  * explicitly; a tiled backend the device cannot take gives the default. host/core/program.c. */
 void wbcl__gemm_backend_resolve(wbcl_context *ctx);
-/* The same without recording an error: the reason (unprefixed) in why. */
-wbcl_status wbcl__gemm_tiled_limits(const wbcl_context *ctx, char *why, size_t n);
+/* The same for any tile and tk on dev, without recording an error: the reason (unprefixed) in why. */
+wbcl_status wbcl__gemm_tiled_limits(const wbcl_device_info *dev, int tile, int tk, char *why, size_t n);
+/* The backend a context on dev uses without a table key or an explicit choice: packed on CPU
+ * devices, CLBlast elsewhere. */
+wbcl_gemm_backend wbcl__gemm_backend_default(const wbcl_device_info *dev);
 wbcl_status wbcl__gemm_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t m, size_t k, const wbcl_tensor *W,
                               size_t n, const wbcl_tensor *bias, int gelu, wbcl_tensor *Y);
 /* Up to WBCL_GEMV_ROWS rows (a decode step's projections) with X, W and Y in float32, mode 0: the

@@ -27,7 +27,7 @@ void wbcl__params_init(wbcl_context *ctx)
                   : ctx->info.type == WBCL_DEVICE_GPU ? gpu
                   : ctx->info.type == WBCL_DEVICE_CPU ? gpu : acc;
     /* the GEMM backend: packed on CPU devices, CLBlast elsewhere, unless the table says (gemm.backend) */
-    p.gemm_backend = ctx->info.type == WBCL_DEVICE_CPU ? WBCL_GEMM_PACKED : WBCL_GEMM_CLBLAST;
+    p.gemm_backend = wbcl__gemm_backend_default(&ctx->info);
     if (ctx->info.type == WBCL_DEVICE_CPU) {
         /* The register tile must fit the SIMD register file (32 registers with
          * AVX-512, 16 with AVX2 and SSE): about 3/4 of the registers hold C.
@@ -62,15 +62,21 @@ void wbcl__params_init(wbcl_context *ctx)
     wbcl__gemm_backend_resolve(ctx);
 }
 
+wbcl_gemm_backend wbcl__gemm_backend_default(const wbcl_device_info *dev)
+{
+    return dev->type == WBCL_DEVICE_CPU ? WBCL_GEMM_PACKED : WBCL_GEMM_CLBLAST;
+}
+
 void wbcl__gemm_backend_resolve(wbcl_context *ctx)
 {
     if (ctx->gemm_backend_explicit) return;
-    const wbcl_gemm_backend dflt = ctx->info.type == WBCL_DEVICE_CPU ? WBCL_GEMM_PACKED : WBCL_GEMM_CLBLAST;
     wbcl_gemm_backend b = (wbcl_gemm_backend)ctx->params.gemm_backend;
     char why[8];
     /* a table's tiled backend with tile parameters the device cannot take: the default (the
      * table's load already refused a device too small for any tile) */
-    if (b == WBCL_GEMM_TILED && wbcl__gemm_tiled_limits(ctx, why, sizeof why)) b = dflt;
+    if (b == WBCL_GEMM_TILED &&
+        wbcl__gemm_tiled_limits(&ctx->info, ctx->params.gemm_tiled, ctx->params.gemm_tiled_k, why, sizeof why))
+        b = wbcl__gemm_backend_default(&ctx->info);
     ctx->gemm_backend = b;
 }
 

@@ -266,7 +266,7 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
         const long order[3] = {WBCL_GEMM_CLBLAST, WBCL_GEMM_TILED, WBCL_GEMM_PACKED};
         char why[8];
         for (int i = 0; i < 3; i++)
-            if (order[i] != d[0] && (order[i] != WBCL_GEMM_TILED || !wbcl__gemm_tiled_limits(ctx, why, sizeof why)) &&
+            if (order[i] != d[0] && (order[i] != WBCL_GEMM_TILED || !wbcl__gemm_tiled_limits(dev, ctx->params.gemm_tiled, ctx->params.gemm_tiled_k, why, sizeof why)) &&
                 (!quick || f->ncand < 2))
                 add_cand(f, order[i], 0, 0);
     } else if (!strcmp(f->name, "gemm tiled")) {

@@ -135,12 +135,10 @@ static wbcl_status check_value(const wbcl_device_info *dev, const pdesc *d, size
         wbcl__msg(why, n, "%ld exceeds the device's maximum work-group size %zu", v, dev->max_work_group_size);
         return WBCL_ERROR_DEVICE_LIMIT;
     }
-    if (!strcmp(d->key, "gemm.backend") && v == WBCL_GEMM_TILED &&
-        (dev->max_work_group_size < 256 || dev->local_mem_size < 4352)) {
-        /* the tiled kernel's smallest form: 16 x 16 work-items, 64 x 64 x 8 (host/ops/gemm.c) */
-        wbcl__msg(why, n, "the tiled GEMM needs work-groups of 256 and 4352 bytes of local memory; the device has "
-                  "%zu and %llu", dev->max_work_group_size, (unsigned long long)dev->local_mem_size);
-        return WBCL_ERROR_DEVICE_LIMIT;
+    if (!strcmp(d->key, "gemm.backend") && v == WBCL_GEMM_TILED) {
+        /* the tiled kernel's smallest form (64 x 64 x 8) must fit; larger tiles are checked at use */
+        wbcl_status st = wbcl__gemm_tiled_limits(dev, 64, 8, why, n);
+        if (st) return st;
     }
     if (d->lmem_per && (uint64_t)v * (uint64_t)d->lmem_per > dev->local_mem_size) {
         wbcl__msg(why, n, "%ld needs %llu bytes of local memory, the device has %llu", v,

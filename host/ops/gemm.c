@@ -285,25 +285,24 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
  * the m tiles and the batch are launched in chunks of at most this many. */
 #define TILED_GROUPS_MAX 32768
 
-wbcl_status wbcl__gemm_tiled_limits(const wbcl_context *ctx, char *why, size_t n)
+wbcl_status wbcl__gemm_tiled_limits(const wbcl_device_info *dev, int tile, int tk, char *why, size_t n)
 {
-    const int tile = ctx->params.gemm_tiled, tk = ctx->params.gemm_tiled_k;
     if ((tile != 64 && tile != 128) || (tk != 8 && tk != 16 && tk != 32)) {
         wbcl__msg(why, n, "tiled GEMM needs gemm.tiled.tile 64 or 128 and gemm.tiled.tk 8, 16 or 32 (have %d, %d)",
                   tile, tk);
         return WBCL_ERROR_INVALID_ARGUMENT;
     }
     const uint64_t lmem = 4ull * (uint64_t)tk * (2ull * (uint64_t)tile + 8);
-    if (ctx->info.max_work_group_size < (size_t)TILED_WG * TILED_WG) {
+    if (dev->max_work_group_size < (size_t)TILED_WG * TILED_WG) {
         wbcl__msg(why, n, "tiled GEMM needs work-groups of %d work-items; '%s' allows %zu", TILED_WG * TILED_WG,
-                  ctx->info.name, ctx->info.max_work_group_size);
+                  dev->name, dev->max_work_group_size);
         return WBCL_ERROR_DEVICE_LIMIT;
     }
-    if (lmem > ctx->info.local_mem_size) {
+    if (lmem > dev->local_mem_size) {
         wbcl__msg(why, n,
                   "tiled GEMM with gemm.tiled.tile %d and gemm.tiled.tk %d needs %llu bytes of local memory; '%s' has "
                   "%llu",
-                  tile, tk, (unsigned long long)lmem, ctx->info.name, (unsigned long long)ctx->info.local_mem_size);
+                  tile, tk, (unsigned long long)lmem, dev->name, (unsigned long long)dev->local_mem_size);
         return WBCL_ERROR_DEVICE_LIMIT;
     }
     return WBCL_SUCCESS;
@@ -312,7 +311,8 @@ wbcl_status wbcl__gemm_tiled_limits(const wbcl_context *ctx, char *why, size_t n
 wbcl_status wbcl__gemm_tiled_fits(wbcl_context *ctx, const char *op)
 {
     char why[384];
-    wbcl_status st = wbcl__gemm_tiled_limits(ctx, why, sizeof why);
+    wbcl_status st =
+        wbcl__gemm_tiled_limits(&ctx->info, ctx->params.gemm_tiled, ctx->params.gemm_tiled_k, why, sizeof why);
     return st ? wbcl__fail(ctx, st, "%s: %s", op, why) : WBCL_SUCCESS;
 }
 
