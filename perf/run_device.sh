@@ -30,12 +30,13 @@
 # sets and its direct/indirect threshold, checked and timed against CLBlast's own values; table written to
 # OUTDIR/clblast-tuned.txt, not the cache) (STEP_CLBLAST_TUNE, 240 s); perf/peers/gemm_matmul_paired.py
 # against cuBLAS (CLBlast with its own values, wbcl's packed kernel, wbcl's tiled kernel (WBCL_GEMM_TILED,
-# cl/gemm_tiled.cl) at its default 128 x 128 x 8 and with gemm.tiled.tk = 16 and gemm.tiled.tile = 64, then
+# cl/gemm_tiled.cl, the GPU default) with its tile by the shape and with gemm.tiled.tk = 16, gemm.tiled.tile
+# = 128 and 64; sizes 1024^3, 2048^3, 4096^3 and CRATE-T's MLP shapes at batch 8 and 64 (GEMM_SIZES), then
 # CLBlast with the tuned table) (150 s); perf/peers/attention_sdpa_paired.py against CUDA SDPA on ATT_SHAPES (default
 # "4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128"), once with the default kernels and once with
 # attention.tiled=1 (the register-tiled kernel for p = 32, 64) (120 s); perf/peers/models_torch.py, CRATE-T and
-# ToST-T at batch 1, 8, 64 against PyTorch CUDA eager, with the tuned table (needs safetensors) (150 s);
-# models_tiled: the same at batch 8 and 64 with wbcl's tiled GEMM (the tuned table plus gemm.backend = 3;
+# ToST-T at batch 1, 8, 64 against PyTorch CUDA eager, the default parameters (needs safetensors) (150 s);
+# models_clblast: the same at batch 8 and 64 with CLBlast as the GEMM (the tuned table plus gemm.backend = 2;
 # only when clblast_tune wrote its table) (120 s).
 # These Python steps import python/wbcl with WBCL_BUILD_DIR=BUILD_DIR and run $PY (default python3).
 # SKIP="tests circulant ..." skips steps by name. ARCHIVE=FILE.tgz: OUTDIR is packed into FILE after every
@@ -72,25 +73,26 @@ py=${PY:-python3} # a Python with torch (CUDA) and numpy
 step clblast_tune "${STEP_CLBLAST_TUNE:-240}" clblast_tune.log "$build/tools/wbcl-tune" --device "$WBCL_DEVICE" --op clblast \
   --budget "${CLBLAST_BUDGET:-150}" --out "$out/clblast-tuned.txt"
 tail -n 12 "$out/clblast_tune.log" 2>/dev/null
+gemm_sizes=${GEMM_SIZES:-1024,2048,4096,1576x384x1536,1576x1536x384,12608x384x1536,12608x1536x384}
 step gemm_peer "${STEP_GEMM_PEER:-150}" gemm_peer.log sh -c "p=perf/peers/gemm_matmul_paired.py
-  WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes 1024,2048,4096 --reps 20 --backends auto,packed,tiled
-  for t in 'gemm.tiled.tk=16' 'gemm.tiled.tile=64'; do echo \"== tiled kernel, \$t\"
+  WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes '$gemm_sizes' --reps 20 --backends ${GEMM_BACKENDS:-auto,clblast,packed}
+  for t in 'gemm.tiled.tk=16' 'gemm.tiled.tile=128' 'gemm.tiled.tile=64'; do echo \"== tiled kernel, \$t\"
     WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes 1024,4096 --reps 20 --backends tiled --param \$t; done
-  [ -s '$out/clblast-tuned.txt' ] && { echo '== with the tuned table'; WBCL_TUNING='$out/clblast-tuned.txt' '$py' \$p --torch-device cuda --sizes 1024,2048,4096 --reps 20; }; true"
+  [ -s '$out/clblast-tuned.txt' ] && { echo '== CLBlast with the tuned table'; WBCL_TUNING='$out/clblast-tuned.txt' '$py' \$p --torch-device cuda --sizes '$gemm_sizes' --reps 20 --backends clblast; }; true"
 cat "$out/gemm_peer.log" 2>/dev/null
 step attention_peer "${STEP_ATTENTION_PEER:-120}" attention_peer.log sh -c "s='${ATT_SHAPES:-4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128}'
   '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10
   echo '== the register-tiled kernel (attention.tiled = 1; p = 32, 64)'
   '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10 --param attention.tiled=1"
 cat "$out/attention_peer.log" 2>/dev/null
-step models_peer "${STEP_MODELS_PEER:-150}" models_peer.log env ${out:+WBCL_TUNING="$out/clblast-tuned.txt"} "$py" perf/peers/models_torch.py \
+step models_peer "${STEP_MODELS_PEER:-150}" models_peer.log env WBCL_TUNING=off "$py" perf/peers/models_torch.py \
   --lib "$build/libwbcl.so" --torch-device cuda --batch 1,8,64 --reps 5 --threads 1
 cat "$out/models_peer.log" 2>/dev/null | tail -8
-# the same with wbcl's tiled GEMM (the tuned table plus gemm.backend = 3)
-[ -s "$out/clblast-tuned.txt" ] && { cat "$out/clblast-tuned.txt"; echo "gemm.backend = 3"; } > "$out/tiled-backend.txt"
-[ -s "$out/tiled-backend.txt" ] && step models_tiled "${STEP_MODELS_TILED:-120}" models_tiled.log env WBCL_TUNING="$out/tiled-backend.txt" \
+# the same with CLBlast as the GEMM (the tuned table plus gemm.backend = 2)
+[ -s "$out/clblast-tuned.txt" ] && { cat "$out/clblast-tuned.txt"; echo "gemm.backend = 2"; } > "$out/clblast-backend.txt"
+[ -s "$out/clblast-backend.txt" ] && step models_clblast "${STEP_MODELS_CLBLAST:-120}" models_clblast.log env WBCL_TUNING="$out/clblast-backend.txt" \
   "$py" perf/peers/models_torch.py --lib "$build/libwbcl.so" --torch-device cuda --batch 8,64 --reps 5 --threads 1
-cat "$out/models_tiled.log" 2>/dev/null | tail -6
+cat "$out/models_clblast.log" 2>/dev/null | tail -6
 tssa_shapes=${TSSA_SHAPES:-8,12,4096,64;1,8,1024,64}
 step tssa_test "${STEP_TSSA_TEST:-150}" tssa_test.log "$build/tests/test_tssa"
 grep -E "Checks|Failure|Error" "$out/tssa_test.log" 2>/dev/null | head -10

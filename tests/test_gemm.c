@@ -421,10 +421,32 @@ END_TEST
 START_TEST(tiled_parameters)
 {
     wbcl_context *ctx = ctx_for(2);
-    /* both tiles and the other slices besides the default 128 x 8 (which every other case
-     * runs): several row and column tiles with ragged edges, k not a multiple of tk and several
-     * slices, three of the transposes */
-    const int sets[][2] = {{64, 8}, {64, 32}, {128, 16}}; /* a cold compile of ~7 s each on PoCL */
+    /* the tile by the shape (gemm.tiled.tile = 0, the default): 128 unless C has fewer 128 x 128
+     * tiles than the device has compute units, then 64; a set tile is kept */
+    ck_assert_int_eq(ctx->params.gemm_tiled, 0);
+    const unsigned cu = ctx->info.compute_units;
+    ctx->info.compute_units = 132;
+    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 1024, 1024, 1), 64);  /* 64 tiles of 128 */
+    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 1024, 1024, 3), 128); /* 192 */
+    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 2048, 1100, 1), 128); /* 16 x 9 = 144 */
+    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 2048, 1024, 1), 64);  /* 128 */
+    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 1920, 1024, 1), 64);  /* 15 x 8 = 120 */
+    ctx->params.gemm_tiled = 128;
+    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 8, 8, 1), 128);
+    ctx->params.gemm_tiled = 0;
+    ctx->info.compute_units = cu;
+    /* the table key takes 0 (by the shape), 64 and 128 */
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "gemm.tiled.tile", 64), WBCL_SUCCESS);
+    ck_assert_int_eq(ctx->params.gemm_tiled, 64);
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "gemm.tiled.tile", 0), WBCL_SUCCESS);
+    ck_assert_int_eq(ctx->params.gemm_tiled, 0);
+    tu_assert_status(ctx, wbcl_context_set_param(ctx, "gemm.tiled.tile", 96), WBCL_ERROR_INVALID_ARGUMENT,
+                     "96 is not one of {0, 64, 128}");
+    wbcl_context_reset_params(ctx);
+    /* both tiles, each slice: several row and column tiles with ragged edges, k not a multiple of
+     * tk and several slices, the four transposes (the other cases run the tile by the shape: 64 x 8
+     * at their sizes on a CPU's few compute units) */
+    const int sets[][2] = {{64, 8}, {64, 32}, {128, 16}, {128, 8}}; /* a cold compile of ~7 s each on PoCL */
     for (size_t t = 0; t < sizeof sets / sizeof sets[0]; t++) {
         ctx->params.gemm_tiled = sets[t][0];
         ctx->params.gemm_tiled_k = sets[t][1];

@@ -20,13 +20,13 @@ void wbcl__params_init(wbcl_context *ctx)
      * on Zen 4, and 12 x 32 measured 1.03-1.07x faster than 8 x 32 at
      * n = 1024-2048 on this project's Xeon: perf/RESULTS.md), no local
      * memory, work-groups of >= 64 items. */
-    static const wbcl_params cpu = {64, 12, 32, 16, 64, 64, 1024, 128, 8, 0};
-    static const wbcl_params gpu = {256, 8, 32, 16, 1, 256, 1024, 128, 8, 0};
-    static const wbcl_params acc = {64, 8, 32, 8, 1, 64, 1024, 128, 8, 0};
+    static const wbcl_params cpu = {64, 12, 32, 16, 64, 64, 1024, 0, 8, 0};
+    static const wbcl_params gpu = {256, 8, 32, 16, 1, 256, 1024, 0, 8, 0};
+    static const wbcl_params acc = {64, 8, 32, 8, 1, 64, 1024, 0, 8, 0};
     wbcl_params p = ctx->variant == WBCL_VARIANT_CPU ? cpu
                   : ctx->info.type == WBCL_DEVICE_GPU ? gpu
                   : ctx->info.type == WBCL_DEVICE_CPU ? gpu : acc;
-    /* the GEMM backend: packed on CPU devices, CLBlast elsewhere, unless the table says (gemm.backend) */
+    /* the GEMM backend: packed on CPUs, tiled on GPUs, CLBlast elsewhere, unless the table says (gemm.backend) */
     p.gemm_backend = wbcl__gemm_backend_default(&ctx->info);
     if (ctx->info.type == WBCL_DEVICE_CPU) {
         /* The register tile must fit the SIMD register file (32 registers with
@@ -62,9 +62,17 @@ void wbcl__params_init(wbcl_context *ctx)
     wbcl__gemm_backend_resolve(ctx);
 }
 
+/* CPUs: the packed kernel. GPUs: wbcl's tiled kernel where the device takes its smallest form,
+ * measured faster than CLBlast with its own parameters on an NVIDIA H200 at every size timed
+ * (1024^3 0.77x cuBLAS against 0.72x, 2048^3 0.77x against 0.54x, 4096^3 0.71x against 0.60x:
+ * perf/RESULTS.md, 2026-11-27, fourth session); a tuned table's gemm.backend decides per device.
+ * Other devices (accelerators): CLBlast. */
 wbcl_gemm_backend wbcl__gemm_backend_default(const wbcl_device_info *dev)
 {
-    return dev->type == WBCL_DEVICE_CPU ? WBCL_GEMM_PACKED : WBCL_GEMM_CLBLAST;
+    char why[8];
+    if (dev->type == WBCL_DEVICE_CPU) return WBCL_GEMM_PACKED;
+    if (dev->type == WBCL_DEVICE_GPU && !wbcl__gemm_tiled_limits(dev, 64, 8, why, sizeof why)) return WBCL_GEMM_TILED;
+    return WBCL_GEMM_CLBLAST;
 }
 
 void wbcl__gemm_backend_resolve(wbcl_context *ctx)

@@ -271,7 +271,7 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
                 add_cand(f, order[i], 0, 0);
     } else if (!strcmp(f->name, "gemm tiled")) {
         /* tile of C per work-group x k per local-memory slice (cl/gemm_tiled.cl) */
-        static const long t[][2] = {{128, 16}, {64, 8}, {64, 16}, {64, 32}, {128, 32}};
+        static const long t[][2] = {{128, 8}, {128, 16}, {64, 8}, {64, 16}, {64, 32}, {128, 32}};
         for (size_t i = 0; i < sizeof t / sizeof t[0] && (!quick || f->ncand < 2); i++) add_cand(f, t[i][0], t[i][1], 0);
     } else if (!strcmp(f->name, "gemm L2 block")) {
         /* KiB of packed A panels per block (no new program: the same kernel, another launch grid order) */
@@ -539,8 +539,10 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
     wbcl_context_reset_params(ctx);
     const wbcl_gemm_backend own_backend = wbcl_context_gemm_backend(ctx);
     if (own_backend != WBCL_GEMM_PACKED && (all || !strcmp(o->family, "gemm")))
-        LOG("note: GEMM runs on CLBlast on this device by default; the gemm family tunes wbcl's packed kernel\n"
-            "      (selected with wbcl_context_set_gemm_backend), the clblast family CLBlast's parameters\n");
+        LOG("note: GEMM runs on %s on this device by default; the gemm family tunes wbcl's packed kernel\n"
+            "      (selected with wbcl_context_set_gemm_backend), the clblast family CLBlast's parameters,\n"
+            "      the gemm_tiled family wbcl's tiled kernel\n",
+            own_backend == WBCL_GEMM_TILED ? "wbcl's tiled kernel" : "CLBlast");
     LOG("wbcl-tune: device '%s' (%s, driver %s), %s variant, budget %.0f s, %d timed call(s) per shape\n"
         "  (wall-clock medians; on a machine shared with other work the figures move with its load)\n",
         dev->name, dev->vendor, dev->driver_version, wbcl_variant_name(wbcl_context_variant(ctx)), o->budget_s, reps);
@@ -557,9 +559,9 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         f->keys[0] = "gemm.a_block_kib";
         f->nkeys = 1;
     }
-    /* CLBlast's Xgemm set, then its direct/indirect threshold with the winning set: where CLBlast is
-     * the GEMM (GPUs), or when asked for by name */
-    if ((all && own_backend == WBCL_GEMM_CLBLAST) || (o->family && !strcmp(o->family, "clblast"))) {
+    /* CLBlast's Xgemm set, then its direct/indirect threshold with the winning set: on devices whose
+     * GEMM is not the packed kernel (GPUs), or when asked for by name */
+    if ((all && own_backend != WBCL_GEMM_PACKED) || (o->family && !strcmp(o->family, "clblast"))) {
         family *f = gemm_family(fams, &nf, "clblast", WBCL_GEMM_CLBLAST);
         for (int i = 0; i < WBCL_CLBLAST_XGEMM_N; i++) f->keys[i] = wbcl__clblast_keys[i];
         f->nkeys = WBCL_CLBLAST_XGEMM_N;
@@ -567,9 +569,9 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         f->keys[0] = wbcl__clblast_keys[WBCL_CLBLAST_XGEMM_N];
         f->nkeys = 1;
     }
-    /* wbcl's tiled GEMM (WBCL_GEMM_TILED): where CLBlast is the GEMM (GPUs), or when asked for by name;
+    /* wbcl's tiled GEMM (WBCL_GEMM_TILED): on GPUs, or when asked for by name;
      * not on a device too small for it */
-    if (((all && own_backend == WBCL_GEMM_CLBLAST) || (o->family && !strcmp(o->family, "gemm_tiled"))) &&
+    if (((all && own_backend != WBCL_GEMM_PACKED) || (o->family && !strcmp(o->family, "gemm_tiled"))) &&
         wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_TILED) == WBCL_SUCCESS) {
         family *f = gemm_family(fams, &nf, "gemm tiled", WBCL_GEMM_TILED);
         f->keys[0] = "gemm.tiled.tile", f->keys[1] = "gemm.tiled.tk";
@@ -577,9 +579,9 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
     } else if (o->family && !strcmp(o->family, "gemm_tiled"))
         LOG("wbcl-tune: gemm_tiled: %s\n", wbcl_context_last_error(ctx));
     wbcl_context_set_gemm_backend(ctx, own_backend);
-    /* then which backend the device's GEMM uses (gemm.backend), each with the winners above: where
-     * CLBlast is the default (GPUs), or when asked for by name */
-    if ((all && own_backend == WBCL_GEMM_CLBLAST) || (o->family && !strcmp(o->family, "gemm_backend"))) {
+    /* then which backend the device's GEMM uses (gemm.backend), each with the winners above: on
+     * GPUs, or when asked for by name */
+    if ((all && own_backend != WBCL_GEMM_PACKED) || (o->family && !strcmp(o->family, "gemm_backend"))) {
         family *f = gemm_family(fams, &nf, "gemm backend", WBCL_GEMM_AUTO);
         f->keys[0] = "gemm.backend";
         f->nkeys = 1;

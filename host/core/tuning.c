@@ -45,7 +45,7 @@ static const pdesc registry[] = {
     {"gemm.backend", "gemm", K_RANGE, 1, 3, {0}, 0, 0, 0,
      "GEMM backend unless set explicitly: 1 packed, 2 CLBlast, 3 tiled (wbcl_gemm_backend)"},
     {"gemm.tiled.tile", "gemm_tiled", K_SET, 0, 0, {64, 128, 0}, 0, 0, 0,
-     "tiled GEMM: rows and columns of C per work-group (WBCL_GT_TM = WBCL_GT_TN)"},
+     "tiled GEMM: rows and columns of C per work-group (WBCL_GT_TM = WBCL_GT_TN); 0: by the shape"},
     {"gemm.tiled.tk", "gemm_tiled", K_SET, 0, 0, {8, 16, 32, 0}, 0, 0, 0,
      "tiled GEMM: k per local-memory slice (WBCL_GT_TK)"},
     {"attention.qb", "attention", K_RANGE, 1, 8, {0}, 0, 0, 1, "CPU fused attention: queries per register group"},
@@ -109,9 +109,11 @@ static const pdesc *lookup(const char *key, size_t *p)
 static wbcl_status check_value(const wbcl_device_info *dev, const pdesc *d, size_t p, long v, char *why, size_t n)
 {
     if (d->kind == K_SET) {
-        int ok = 0;
+        /* gemm.tiled.tile may also be 0: the tile by the shape (wbcl__gemm_tiled_tile) */
+        const int zero_by_shape = !strcmp(d->key, "gemm.tiled.tile");
+        int ok = zero_by_shape && v == 0;
         char list[64] = "";
-        size_t used = 0;
+        size_t used = zero_by_shape ? (size_t)snprintf(list, sizeof list, "0, ") : 0;
         for (int i = 0; d->set[i]; i++) {
             ok |= d->set[i] == v;
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%ld", i ? ", " : "", d->set[i]);

@@ -6,9 +6,10 @@
  *                      0) and op(B) into NR-column panels (scratch slot 1),
  *                      then one work-item per MR x NR register tile of C.
  *                      The CPU fast path (../shared/PERF-NOTES.md).
- *   WBCL_GEMM_CLBLAST  CLBlast's SGEMM (host/core/blas.c). The GPU default.
+ *   WBCL_GEMM_CLBLAST  CLBlast's SGEMM (host/core/blas.c).
  *   WBCL_GEMM_TILED    cl/gemm_tiled.cl: 16 x 16 work-items per 128 x 128
- *                      tile of C through local memory, operands read in
+ *                      (or 64 x 64: wbcl__gemm_tiled_tile) tile of C through
+ *                      local memory, the GPU default; operands read in
  *                      place (any transpose, stride, offset, half storage;
  *                      one program per tile size, transposes and C dtype):
  *                      one launch, no scratch. GPU-shaped, ours, selectable
@@ -287,6 +288,7 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
 
 wbcl_status wbcl__gemm_tiled_limits(const wbcl_device_info *dev, int tile, int tk, char *why, size_t n)
 {
+    if (tile == 0) tile = 64; /* by the shape: at least the 64 tile runs */
     if ((tile != 64 && tile != 128) || (tk != 8 && tk != 16 && tk != 32)) {
         wbcl__msg(why, n, "tiled GEMM needs gemm.tiled.tile 64 or 128 and gemm.tiled.tk 8, 16 or 32 (have %d, %d)",
                   tile, tk);
@@ -316,6 +318,20 @@ wbcl_status wbcl__gemm_tiled_fits(wbcl_context *ctx, const char *op)
     return st ? wbcl__fail(ctx, st, "%s: %s", op, why) : WBCL_SUCCESS;
 }
 
+/* The tile by the shape (gemm.tiled.tile = 0, the default): 128 x 128 tiles reuse each loaded
+ * element twice as often as 64 x 64 ones, but a C with fewer 128-tiles than the device has compute
+ * units leaves units idle. Measured on an NVIDIA H200 (132 units; perf/RESULTS.md, 2026-11-27,
+ * fourth session): 1024^3 (64 tiles of 128) 0.77x cuBLAS at 128, 0.85x at 64; 4096^3 0.71x at 128,
+ * 0.54x at 64; 2048^3 (256 tiles) 0.77x at 128. */
+int wbcl__gemm_tiled_tile(const wbcl_context *ctx, size_t m, size_t n, size_t batch)
+{
+    if (ctx->params.gemm_tiled) return ctx->params.gemm_tiled;
+    char why[8];
+    if (wbcl__gemm_tiled_limits(&ctx->info, 128, ctx->params.gemm_tiled_k, why, sizeof why)) return 64;
+    const double tiles = (double)((m + 127) / 128) * (double)((n + 127) / 128) * (double)batch;
+    return tiles < (double)(ctx->info.compute_units ? ctx->info.compute_units : 1) ? 64 : 128;
+}
+
 /* One launch per chunk of at most TILED_GROUPS_MAX row tiles and batch entries; the
  * operands' offsets move to the chunk's first row (A, C) and batch entry (A, B, C). */
 static wbcl_status run_tiled(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *d, const wbcl_tensor *A,
@@ -323,7 +339,7 @@ static wbcl_status run_tiled(wbcl_context *ctx, const char *op, const wbcl_gemm_
 {
     wbcl_status st = wbcl__gemm_tiled_fits(ctx, op);
     if (st) return st;
-    const size_t tile = (size_t)ctx->params.gemm_tiled, tk = (size_t)ctx->params.gemm_tiled_k;
+    const size_t tile = (size_t)wbcl__gemm_tiled_tile(ctx, d->m, d->n, d->batch), tk = (size_t)ctx->params.gemm_tiled_k;
     char opts[128];
     snprintf(opts, sizeof opts, "-DWBCL_GT_TM=%zu -DWBCL_GT_TN=%zu -DWBCL_GT_TK=%zu -DWBCL_GT_TA=%d -DWBCL_GT_TB=%d "
              "-DWBCL_GT_C_HALF=%d", tile, tile, tk, d->ta == WBCL_TRANS, d->tb == WBCL_TRANS, C->dtype == WBCL_F16);

@@ -48,11 +48,13 @@
  *                      a block never has fewer than 40 row panels (host/ops/gemm.c MIN_BLOCK_PANELS)
  *   gemm.backend       the GEMM backend of contexts on the device (wbcl_gemm_backend: 1 packed,
  *                      2 CLBlast, 3 tiled) unless one sets it explicitly; absent: packed on CPU
- *                      devices, CLBlast elsewhere. 3 needs work-groups of 256 and 4352 bytes of
+ *                      devices, tiled on GPUs that take it, CLBlast elsewhere. 3 needs work-groups of 256 and 4352 bytes of
  *                      local memory (checked at load); with tile parameters the device cannot
  *                      take, the device-type default is used
  *   gemm.tiled.tile    tiled GEMM (backend WBCL_GEMM_TILED, cl/gemm_tiled.cl): rows = columns of C
- *                      per work-group of 16 x 16 (-DWBCL_GT_TM = -DWBCL_GT_TN): 64 or 128 (default)
+ *                      per work-group of 16 x 16 (-DWBCL_GT_TM = -DWBCL_GT_TN): 64 or 128; absent: by
+ *                      the shape, 128 unless C has fewer 128 x 128 tiles than the device has compute
+ *                      units, then 64
  *   gemm.tiled.tk      tiled GEMM: k per local-memory slice (-DWBCL_GT_TK): 8 (default), 16 or 32;
  *                      4 tk (2 tile + 8) bytes of local memory, checked when the GEMM runs
  *   attention.qb       CPU fused attention: queries per register group (-DWBCL_ATT_QB), 1..8
@@ -67,8 +69,8 @@
  *                      x 32-key tiles per work-group of 128, wbcl_attn_tiled_gpu), 0 (default) the
  *                      one-query-per-work-item kernel; the tiled one needs 128 work-items and 29-45 KiB
  *                      of local memory, else the other runs
- *   clblast.xgemm.NAME CLBlast's Xgemm kernel (the GEMM backend WBCL_GEMM_CLBLAST, the default on
- *                      GPUs), NAME one of CLBlast's 16: GEMMK KREG KWG KWI MDIMA MDIMC MWG NDIMB
+ *   clblast.xgemm.NAME CLBlast's Xgemm kernel (the GEMM backend WBCL_GEMM_CLBLAST, selected by
+ *                      gemm.backend = 2 or explicitly), NAME one of CLBlast's 16: GEMMK KREG KWG KWI MDIMA MDIMC MWG NDIMB
  *                      NDIMC NWG SA SB STRM STRN VWM VWN. Keys missing from a table keep CLBlast's own
  *                      value for the device (its database; wbcl_context_param_get shows it as the
  *                      default); the set is checked as a whole (CLBlast's tuner constraints, the

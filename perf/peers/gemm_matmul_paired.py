@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Square SGEMM C = A B, wbcl against PyTorch's matmul in the same process (issue 17's targets: this
+"""SGEMM C = A B (square n^3, or M x K times K x N written MxKxN), wbcl against PyTorch's matmul in the same process (issue 17's targets: this
 machine's CPU >= 0.95x MKL at 1024^3 and 2048^3; H100/H200 >= 0.9x cuBLAS at 4096^3, >= 0.8x at 1024^3).
 Calls alternate (wbcl, torch, wbcl, ...) so both see the same load; median of --reps per side;
 float32 (TF32 off on CUDA); wbcl through its Python package with A, B and C already on the device
@@ -9,7 +9,7 @@ or the device's own. --backends lists wbcl GEMM backends to measure (auto: the d
 packed, clblast, tiled); --param KEY=VALUE sets a kernel parameter first (repeatable):
 
     PYTHONPATH=python WBCL_BUILD_DIR=build /tmp/torchenv/bin/python perf/peers/gemm_matmul_paired.py \\
-        [--sizes 1024,2048] [--reps 11] [--threads 2] [--torch-device cpu|cuda] [--backends auto,packed,tiled]
+        [--sizes 1024,2048,12608x384x1536] [--reps 11] [--threads 2] [--torch-device cpu|cuda] [--backends auto,packed,tiled]
         [--param gemm.tiled.tk=16]
 """
 import argparse
@@ -47,12 +47,19 @@ def main():
         print("wbcl device: %s (%s variant); torch %s on %s%s" % (
             ctx.device["name"], ctx.device["variant"], torch.__version__,
             torch.cuda.get_device_name(dev) if cuda else "cpu", "" if cuda else ", %d threads" % a.threads))
-        for n in (int(s) for s in a.sizes.split(",")):
-            A = rng.standard_normal((n, n)).astype(np.float32)
-            B = rng.standard_normal((n, n)).astype(np.float32)
+        for size in a.sizes.split(","):
+            dims = [int(x) for x in size.split("x")]
+            if len(dims) == 1:
+                dims *= 3
+            if len(dims) != 3 or min(dims) < 1:
+                ap.error("--sizes: %r is neither n nor MxKxN" % size)
+            m, kk, n = dims
+            label = "%5d^3" % m if m == kk == n else "%dx%dx%d" % (m, kk, n)
+            A = rng.standard_normal((m, kk)).astype(np.float32)
+            B = rng.standard_normal((kk, n)).astype(np.float32)
             tA, tB = torch.from_numpy(A).to(dev), torch.from_numpy(B).to(dev)
-            tC = torch.empty((n, n), device=dev)
-            dA, dB, dC = ctx.tensor(A), ctx.tensor(B), ctx.tensor(np.zeros((n, n), np.float32))
+            tC = torch.empty((m, n), device=dev)
+            dA, dB, dC = ctx.tensor(A), ctx.tensor(B), ctx.tensor(np.zeros((m, n), np.float32))
             ref = A.astype(np.float64) @ B.astype(np.float64)
             scale = np.abs(ref).max()
 
@@ -81,9 +88,9 @@ def main():
                     ft()
                     tt.append(time.perf_counter() - t)
                 mw, mt = statistics.median(tw), statistics.median(tt)
-                fl = 2.0 * n ** 3
-                print("%5d^3  wbcl %-7s %9.3f ms (%8.1f GFLOP/s)  torch %9.3f ms (%8.1f GFLOP/s)  ratio %.2f  "
-                      "rel err vs float64: wbcl %.1e torch %.1e" % (n, used, 1e3 * mw, fl / mw / 1e9, 1e3 * mt,
+                fl = 2.0 * m * kk * n
+                print("%s  wbcl %-7s %9.3f ms (%8.1f GFLOP/s)  torch %9.3f ms (%8.1f GFLOP/s)  ratio %.2f  "
+                      "rel err vs float64: wbcl %.1e torch %.1e" % (label, used, 1e3 * mw, fl / mw / 1e9, 1e3 * mt,
                                                                    fl / mt / 1e9, mt / mw, ew, et))
             ctx.gemm_backend = "auto"
 
