@@ -150,7 +150,9 @@ int main(int argc, char **argv)
         if (forced && !bad_variant) snprintf(from, sizeof from, " ($WBCL_VARIANT=%s)", env_variant);
         printf("    kernel variants: %s%s, GEMM by default via %s (a table's gemm.backend may pick another)\n",
                bad_variant ? "none (WBCL_VARIANT is invalid)" : v == WBCL_VARIANT_CPU ? "CPU-shaped ops" : "GPU-shaped ops",
-               from, d->type == WBCL_DEVICE_CPU ? "wbcl packed register-tile kernel" : "CLBlast");
+               from, d->type == WBCL_DEVICE_CPU   ? "wbcl packed register-tile kernel"
+                     : d->type == WBCL_DEVICE_GPU ? "wbcl tiled kernel (CLBlast where the device cannot take it)"
+                                                  : "CLBlast");
     }
     int rc = bad_variant;
     if (!bad_variant && n) show_params(chosen);
