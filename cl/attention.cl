@@ -574,4 +574,217 @@ __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void wbcl_attn_tiled_g
 #undef TPS
 #undef TPP
 #undef TU
+
+/* ---- GPU-shaped, register-tiled (P = 96 or 128) -----------------------------------------------
+ * The same idea as above, fitted to 48 KiB of local memory (NVIDIA's limit per work-group): at
+ * P = 128 the layout above would need ~77 KiB. A work-group of 128 work-items takes TQ = 64
+ * queries (Q stays in local memory for the whole key loop, 32 KiB at P = 128) and visits the keys
+ * in tiles of TK = 16. Register tiles per work-item:
+ *   S = Q Kᵀ   work-item (r, c) of a 16 x 8 grid: queries r + 16 i (i < 4) and keys c + 8 j (j < 2),
+ *              4 channels at a time: 4 + 2 float4 loads for 32 FMAs;
+ *   O += P V   P = 128: queries 8 a .. 8 a + 7 and channels 4 b + 64 u (u < 2), a 8 x 16 grid: per
+ *              key 2 float4 of P and 2 float4 of V for 64 FMAs (the P = 64 kernel: 3 for 32);
+ *              P = 96: queries 4 a .. 4 a + 3 and channels 4 b + 32 u (u < 3), 16 x 8: 1 + 3 for 48.
+ *              64 (48) accumulators per work-item.
+ * Rows of Qs and Ks are P floats, unpadded: the float4 at channel ch of row x is stored at
+ * x P + (ch ^ 4 (x & 7)) (XOR swizzle of the 16-byte groups), so that the 4 query rows and the 8
+ * key rows a warp reads at once lie in distinct banks (P is a multiple of 32). Vs is row-major.
+ * Local memory: Qs 64 P + KX max(16 P, 1664) + Vs 16 P floats: 48 KiB at P = 128 (exactly the
+ * limit), 36.5 KiB at P = 96. KX holds the K tile while S is computed, then (after a barrier) the
+ * tile's weights Ps[key][q] (row stride 68: conflict-free writes), the partial row maxima [q][c]
+ * and the rescale factors alpha[q]: 1088 + 512 + 64 = 1664 floats.
+ * Row statistics: every work-item keeps the running maximum m of its 4 S-queries in registers
+ * (the 8 work-items sharing a query compute the same value from the same partial maxima, so no
+ * second exchange is needed) and a partial running sum over its own keys only, rescaled by the
+ * same alpha; the 8 partial sums are added through local memory once, at the end. Per tile: 5
+ * barriers (tile free, tile loaded, K read, maxima written, weights written). Masking as above
+ * (-FLT_MAX scores, weights exactly 0); keys at or past the work-group's last visible key are
+ * loaded as 0. Rows past n_q compute on zero queries and are not written. */
+#elif WBCL_ATT_P == 96 || WBCL_ATT_P == 128
+#define TQ 64
+#define TK 16
+#define TPP (TQ + 4) /* row stride of the weights Ps: [key][q] */
+#if WBCL_ATT_P == 128
+#define OQ 8 /* queries per work-item in O     */
+#define TU 2 /* float4 channel groups in O     */
+#else
+#define OQ 4
+#define TU 3
+#endif
+#define NB (2 * OQ)         /* channel groups of O: (TQ / OQ) x NB = 128 work-items */
+#define XPM (TK * TPP)      /* KX: partial maxima (end: partial sums), [q][c]        */
+#define XAL (XPM + 8 * TQ)  /* KX: alpha per query                                   */
+#define XN (XAL + TQ)       /* KX: floats of the statistics and weights              */
+#define KXN (TK * P > XN ? TK * P : XN)
+#define SWZ(x, ch) ((x) * P + ((ch) ^ (((x) & 7) << 2)))
+/* a float4 of local memory at a float offset that is a multiple of 4 (the arrays are 16-byte
+ * aligned): one 128-bit access (vload4 only assumes 4-byte alignment: four scalar loads) */
+#define L4(p) (*(__local float4 *)(p))
+
+__kernel __attribute__((reqd_work_group_size(128, 1, 1))) void wbcl_attn_tiled_gpu(
+    __global const Q_T *restrict q, const ulong q_off, const ulong q_sb, const ulong q_sh, const ulong q_sn,
+    __global const K_T *restrict k, const ulong k_off, const ulong k_sb, const ulong k_sh, const ulong k_sn,
+    __global const V_T *restrict v, const ulong v_off, const ulong v_sb, const ulong v_sh, const ulong v_sn,
+    __global O_T *restrict o, const ulong o_off, const ulong o_sb, const ulong o_sh, const ulong o_sn,
+    const uint H, const uint BH, const uint Nq, const uint Nk, const uint causal, const float qscale)
+{
+    __local float Qs[TQ * P] __attribute__((aligned(16))), KX[KXN] __attribute__((aligned(16))),
+        Vs[TK * P] __attribute__((aligned(16)));
+    const uint lid = get_local_id(0), bh = get_global_id(1);
+    if (bh >= BH) return; /* uniform over the work-group */
+    const uint b = bh / H, h = bh % H;
+    const uint q0 = get_group_id(0) * TQ, shift = Nk - Nq;
+    const uint glast = min(q0 + TQ, Nq) - 1;
+    const uint kend = causal ? min(Nk, glast + shift + 1) : Nk; /* uniform */
+    const uint r = lid / 8, c = lid % 8;     /* S: queries r + 16 i, keys c + 8 j            */
+    const uint a = lid / NB, bb = lid % NB;  /* O: queries OQ a + i, channels 4 bb + 4 NB u  */
+    const uint xq = (r & 7) << 2, xk = c << 2; /* the swizzle of S's query rows and key rows */
+
+    const __global Q_T *qb = q + q_off + b * q_sb + h * q_sh;
+    const __global K_T *kb = k + k_off + b * k_sb + h * k_sh;
+    const __global V_T *vb = v + v_off + b * v_sb + h * v_sh;
+    for (uint e = lid; e < TQ * P; e += 128) { /* coalesced along the channels */
+        const uint qq = e / P, ch = e % P;
+        Qs[SWZ(qq, ch)] = q0 + qq < Nq ? LD_Q((ulong)(q0 + qq) * q_sn + ch, qb) * qscale : 0.0f;
+    }
+    float4 O[OQ][TU];
+#pragma unroll
+    for (int i = 0; i < OQ; i++)
+#pragma unroll
+        for (int u = 0; u < TU; u++) O[i][u] = (float4)(0.0f);
+    float m[4], lp[4]; /* S-queries r + 16 i: running maximum, partial running sum (own keys) */
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        m[i] = NEG_BIG;
+        lp[i] = 0.0f;
+    }
+
+    for (uint j0 = 0; j0 < kend; j0 += TK) {
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile's readers of KX and Vs are done */
+        for (uint e = lid; e < TK * P; e += 128) {
+            const uint jj = e / P, ch = e % P;
+            const int in = j0 + jj < kend;
+            KX[SWZ(jj, ch)] = in ? LD_K((ulong)(j0 + jj) * k_sn + ch, kb) : 0.0f;
+            Vs[jj * P + ch] = in ? LD_V((ulong)(j0 + jj) * v_sn + ch, vb) : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        float s[4][2];
+#pragma unroll
+        for (int i = 0; i < 4; i++) s[i][0] = s[i][1] = 0.0f;
+        for (uint ch = 0; ch < P; ch += 4) {
+            float4 kv[2];
+#pragma unroll
+            for (int j = 0; j < 2; j++) kv[j] = L4(KX + (c + 8 * j) * P + (ch ^ xk));
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float4 qv = L4(Qs + (r + 16 * i) * P + (ch ^ xq));
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    s[i][j] = fma(qv.x, kv[j].x, s[i][j]);
+                    s[i][j] = fma(qv.y, kv[j].y, s[i][j]);
+                    s[i][j] = fma(qv.z, kv[j].z, s[i][j]);
+                    s[i][j] = fma(qv.w, kv[j].w, s[i][j]);
+                }
+            }
+        }
+        float mx[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int lim = causal ? (int)min(Nk - 1, q0 + r + 16 * i + shift) : (int)Nk - 1;
+            mx[i] = NEG_BIG;
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                if ((int)(j0 + c + 8 * j) > lim) s[i][j] = NEG_BIG;
+                mx[i] = fmax(mx[i], s[i][j]);
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* the K tile is read: KX takes the statistics */
+#pragma unroll
+        for (int i = 0; i < 4; i++) KX[XPM + (r + 16 * i) * 8 + c] = mx[i];
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint qq = r + 16 * i;
+            const float4 p0 = L4(KX + XPM + qq * 8), p1 = L4(KX + XPM + qq * 8 + 4);
+            const float4 p01 = fmax(p0, p1);
+            const float mnew = fmax(m[i], fmax(fmax(p01.x, p01.y), fmax(p01.z, p01.w)));
+            const float alpha = exp2(fmax(m[i] - mnew, EXP2_FLOOR));
+            m[i] = mnew;
+            const int lim = causal ? (int)min(Nk - 1, q0 + qq + shift) : (int)Nk - 1;
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const float p = (int)(j0 + c + 8 * j) <= lim ? exp2(s[i][j] - mnew) : 0.0f;
+                KX[(c + 8 * j) * TPP + qq] = p;
+                sum += p;
+            }
+            lp[i] = lp[i] * alpha + sum;
+            if (c == 0) KX[XAL + qq] = alpha;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        /* O: queries OQ a .. OQ a + OQ - 1, channels 4 bb + 4 NB u */
+#pragma unroll
+        for (int i4 = 0; i4 < OQ / 4; i4++) {
+            const float4 al = L4(KX + XAL + OQ * a + 4 * i4);
+#pragma unroll
+            for (int u = 0; u < TU; u++) {
+                O[4 * i4 + 0][u] *= al.x;
+                O[4 * i4 + 1][u] *= al.y;
+                O[4 * i4 + 2][u] *= al.z;
+                O[4 * i4 + 3][u] *= al.w;
+            }
+        }
+#pragma unroll
+        for (int jj = 0; jj < TK; jj++) {
+            float4 vv[TU];
+#pragma unroll
+            for (int u = 0; u < TU; u++) vv[u] = L4(Vs + jj * P + 4 * bb + 4 * NB * u);
+#pragma unroll
+            for (int i4 = 0; i4 < OQ / 4; i4++) {
+                const float4 pv = L4(KX + jj * TPP + OQ * a + 4 * i4);
+#pragma unroll
+                for (int u = 0; u < TU; u++) {
+                    O[4 * i4 + 0][u] = fma((float4)(pv.x), vv[u], O[4 * i4 + 0][u]);
+                    O[4 * i4 + 1][u] = fma((float4)(pv.y), vv[u], O[4 * i4 + 1][u]);
+                    O[4 * i4 + 2][u] = fma((float4)(pv.z), vv[u], O[4 * i4 + 2][u]);
+                    O[4 * i4 + 3][u] = fma((float4)(pv.w), vv[u], O[4 * i4 + 3][u]);
+                }
+            }
+        }
+    }
+    /* the row sums: the 8 partial sums of each query through KX; the normalized O tile is staged in
+     * Qs (no longer read) and written out coalesced along the channels */
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int i = 0; i < 4; i++) KX[XPM + (r + 16 * i) * 8 + c] = lp[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int i = 0; i < OQ; i++) {
+        const uint qq = OQ * a + i;
+        const float4 l4 = L4(KX + XPM + qq * 8) + L4(KX + XPM + qq * 8 + 4);
+        const float inv = 1.0f / ((l4.x + l4.y) + (l4.z + l4.w));
+#pragma unroll
+        for (int u = 0; u < TU; u++) L4(Qs + qq * P + 4 * bb + 4 * NB * u) = O[i][u] * inv;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __global O_T *ob = o + o_off + b * o_sb + h * o_sh;
+    for (uint e = lid; e < TQ * P; e += 128) {
+        const uint qq = e / P, ch = e % P;
+        if (q0 + qq < Nq) ST_O(Qs[e], (ulong)(q0 + qq) * o_sn + ch, ob);
+    }
+}
+#undef TQ
+#undef TK
+#undef TPP
+#undef OQ
+#undef TU
+#undef NB
+#undef XPM
+#undef XAL
+#undef XN
+#undef KXN
+#undef SWZ
+#undef L4
 #endif

@@ -180,6 +180,89 @@ START_TEST(tiled_gpu_vs_ref)
 }
 END_TEST
 
+/* The register-tiled kernel's p = 96 / 128 form (16-key tiles, Q swizzled in local memory) on PoCL
+ * with the GPU variant, against the double reference: one query, non-multiples of the 64-query and
+ * 16-key tiles (37, 130), fewer queries than keys (causal: the last n_q), MSSA, logits of ~1e3. p = 128
+ * takes it by default on a GPU-variant context, p = 96 through the scoped key attention.p96.tiled.
+ * Then the defaults of attention.tiled: 1 for p = 64 and 128, 0 for p = 32 (and p = 96); an explicit
+ * 0 gives the one-query kernel back; the CPU variant never takes it. */
+static void reset_launches(wbcl_context *ctx) { wbcl_context_reset_kernel_ns(ctx); }
+
+START_TEST(tiled_gpu_p128_vs_ref)
+{
+    wbcl_context *ctx = tu_context();
+    tu_rng rng;
+    tu_rng_seed(&rng, 15);
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_set_timing(ctx, 1), WBCL_SUCCESS);
+    long t;
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "attention.p128.tiled", &t, NULL), WBCL_SUCCESS);
+    ck_assert_int_eq(t, 1);
+    reset_launches(ctx);
+    const heads_case cases[] = {{1, 1, 1, 1, 128}, {1, 2, 37, 37, 128}, {2, 1, 130, 130, 128}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int causal = 0; causal < 2; causal++) check_heads_case(ctx, &cases[i], causal, 0, &rng, 1.0);
+    const heads_case rect = {1, 2, 37, 130, 128};
+    for (int causal = 0; causal < 2; causal++) check_heads_case(ctx, &rect, causal, 0, &rng, 1.0);
+    const heads_case ms = {1, 2, 70, 70, 128};
+    for (int causal = 0; causal < 2; causal++) check_heads_case(ctx, &ms, causal, 1, &rng, 1.0);
+    /* |q.k| up to 128 * 8 * 8 = 8192 at scale 1/11.3: logits ~1e3, weights far from uniform */
+    const heads_case big = {1, 1, 100, 100, 128};
+    for (int causal = 0; causal < 2; causal++) check_heads_case(ctx, &big, causal, 0, &rng, 8.0);
+    ck_assert_uint_gt(launches_of(ctx, "wbcl_attn_tiled_gpu"), 0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_fused_gpu"), 0);
+
+    /* p = 96: off by default, on through the scoped key */
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "attention.p96.tiled", &t, NULL), WBCL_SUCCESS);
+    ck_assert_int_eq(t, 0);
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.p96.tiled", 1), WBCL_SUCCESS);
+    reset_launches(ctx);
+    const heads_case c96[] = {{1, 1, 37, 37, 96}, {1, 1, 130, 130, 96}};
+    for (size_t i = 0; i < 2; i++)
+        for (int causal = 0; causal < 2; causal++) check_heads_case(ctx, &c96[i], causal, 0, &rng, 1.0);
+    const heads_case r96 = {1, 1, 20, 53, 96}, m96 = {1, 1, 45, 45, 96};
+    for (int causal = 0; causal < 2; causal++) {
+        check_heads_case(ctx, &r96, causal, 0, &rng, 1.0);
+        check_heads_case(ctx, &m96, causal, 1, &rng, 1.0);
+    }
+    ck_assert_uint_gt(launches_of(ctx, "wbcl_attn_tiled_gpu"), 0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_fused_gpu"), 0);
+
+    /* the defaults on a GPU-variant context: p = 64 tiled, p = 32 one query */
+    ck_assert_int_eq(wbcl_context_reset_params(ctx), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "attention.p64.tiled", &t, NULL), WBCL_SUCCESS);
+    ck_assert_int_eq(t, 1);
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "attention.p32.tiled", &t, NULL), WBCL_SUCCESS);
+    ck_assert_int_eq(t, 0);
+    const heads_case c64 = {1, 1, 45, 45, 64}, c32 = {1, 1, 45, 45, 32};
+    reset_launches(ctx);
+    check_heads_case(ctx, &c64, 1, 0, &rng, 1.0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_tiled_gpu"), 1);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_fused_gpu"), 0);
+    reset_launches(ctx);
+    check_heads_case(ctx, &c32, 1, 0, &rng, 1.0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_tiled_gpu"), 0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_fused_gpu"), 1);
+    /* an explicit 0: the one-query kernel at p = 64 and 128 */
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.tiled", 0), WBCL_SUCCESS);
+    reset_launches(ctx);
+    check_heads_case(ctx, &c64, 0, 0, &rng, 1.0);
+    check_heads_case(ctx, &cases[1], 1, 0, &rng, 1.0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_tiled_gpu"), 0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_fused_gpu"), 2);
+    /* the CPU variant never takes a GPU kernel, whatever the key says */
+    ck_assert_int_eq(wbcl_context_reset_params(ctx), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_CPU), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "attention.p128.tiled", &t, NULL), WBCL_SUCCESS);
+    ck_assert_int_eq(t, 0);
+    reset_launches(ctx);
+    check_heads_case(ctx, &cases[1], 1, 0, &rng, 1.0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_tiled_gpu"), 0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_fused_cpu"), 1);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 /* Logits of order 1e4 (scale 1, |q.k| up to 1e4): a naive exp overflows; the online softmax must
  * stay finite. Entries are +-25, so q.k is a multiple of 1250 up to 16*625 = 1e4.
  * (a) q = k with distinct sign patterns per token: query i's own key scores 1e4, every other key
@@ -901,6 +984,7 @@ int main(void)
     tcase_add_test(tc, heads_softmax_vs_ref);
     tcase_add_test(tc, heads_mssa_vs_ref);
     tcase_add_test(tc, tiled_gpu_vs_ref);
+    tcase_add_test(tc, tiled_gpu_p128_vs_ref);
     tcase_add_test(tc, large_logits);
     tcase_add_test(tc, heads_decode_vs_ref);
     tcase_add_test(tc, modules_vs_ref);

@@ -9,9 +9,10 @@
  *        (../shared/PERF-NOTES.md, "fused softmax attention").
  *   GPU  wbcl_attn_fused_gpu: one query per work-item, K/V tiles in local
  *        memory; reads q, k, v in place (no packing). With attention.tiled = 1
- *        and p = 32 or 64: wbcl_attn_tiled_gpu, 64 queries x 32-key tiles per
- *        work-group of 128 in register tiles (not yet measured on a GPU, so off
- *        by default).
+ *        and p = 32, 64, 96 or 128: wbcl_attn_tiled_gpu, 64 queries per
+ *        work-group of 128 in register tiles (p = 32, 64: 32-key tiles; p = 96,
+ *        128: 16-key tiles, Q swizzled in local memory, within 48 KiB). On by
+ *        default for p = 64 and 128 (measured, see wbcl__attention_params).
  * Kernel parameters are compile-time (-D): the head dimension p and the
  * tile shapes derived from it, so each distinct p builds one program.
  * One query per (batch, head) in float32 (a decode step) takes neither: host/ops/attn_decode.c
@@ -46,7 +47,7 @@ typedef struct att_params {
     size_t p, pp;   /* head dim, padded to vw */
     int vw, qb, g;  /* CPU */
     int bq, bk;     /* GPU */
-    int tiled;      /* GPU, p = 32 or 64: the register-tiled kernel */
+    int tiled;      /* GPU, p = 32, 64, 96 or 128: the register-tiled kernel */
 } att_params;
 
 void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[6])
@@ -70,9 +71,18 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
     while (bq > 1 && bq > ctx->info.max_work_group_size) bq /= 2;
     v[3] = (int)bq;
     v[4] = 32;
-    /* the register-tiled GPU kernel (p = 32, 64): off until a GPU run has measured it against the
-     * one-query kernel (perf/RESULTS.md); attention.tiled = 1 selects it */
-    v[5] = 0;
+    /* the register-tiled GPU kernel (wbcl_attn_tiled_gpu; p = 32, 64, 96, 128): the default on GPU-variant
+     * contexts for p = 64 and 128. Measured on an NVIDIA H200 (NVIDIA OpenCL, float32) against PyTorch CUDA
+     * SDPA, ratio torch time / wbcl time, softmax / causal / MSSA (issue 17):
+     *   B4 K12 N4096 p64   one-query 0.61 / 0.47 / 0.63   tiled 0.70 / 0.69 / 0.70
+     *   B8 K6  N1024 p64   one-query 0.51 / 0.53 / 0.54   tiled 0.70 / 0.74 / 0.72
+     *   B4 K12 N4096 p32   one-query 1.07 / 0.92 / 1.09   tiled 1.02 / 0.97 / 1.03  (one-query kept)
+     *   B4 K12 N4096 p128  one-query 0.25 / 0.23 / 0.28   (37.2 ms against 9.4 ms; the p = 96/128 form of the
+     *                      tiled kernel is not yet measured, but its 64-query tiles with 64 accumulators per
+     *                      work-item replace a kernel whose private q and accumulator rows do not fit registers)
+     * p = 96 shares the p = 128 code but has no measurement of either kernel: off. The CPU variant never
+     * takes it. attention.tiled = 0 / 1 (context, table or WBCL_TUNING) overrides this default. */
+    v[5] = ctx->variant == WBCL_VARIANT_GPU && (p == 64 || p == 128);
     if (tuned) {
         static const char *const keys[6] = {"attention.qb", "attention.g", NULL, "attention.bq", "attention.bk",
                                             "attention.tiled"};
@@ -282,15 +292,28 @@ static wbcl_status gpu_kernel(wbcl_context *ctx, att_params *a, int half, char *
 }
 
 /* The register-tiled kernel (wbcl_attn_tiled_gpu: 128 work-items, 64 queries per work-group) where
- * attention.tiled asks for it, p is 32 or 64, and the device and the compiled kernel take the
- * work-group and its local memory; else *kf NULL. */
+ * attention.tiled asks for it, p is 32, 64, 96 or 128, and the device and the compiled kernel take the
+ * work-group and its local memory; else *kf NULL. Local memory as cl/attention.cl lays it out:
+ * p = 32, 64: Qs 64 (p+4), Ks 32 (p+4), Vs 32 p, Ps 32 * 68, statistics 8 * 64 + 3 * 64 floats
+ * (28.8 / 44.8 KiB); p = 96, 128: Qs 64 p, KX max(16 p, 16 * 68 + 8 * 64 + 64), Vs 16 p floats
+ * (36.5 / 48 KiB). */
 #define TILED_WG 128
 #define TILED_Q 64
+static uint64_t tiled_lmem(size_t p)
+{
+    if (p == 32 || p == 64) return 4u * (64u * (p + 4) + 32u * (p + 4) + 32u * p + 32u * 68u + 8u * 64u + 3u * 64u);
+    if (p == 96 || p == 128) {
+        const uint64_t kx = 16u * p > 16u * 68u + 8u * 64u + 64u ? 16u * p : 16u * 68u + 8u * 64u + 64u;
+        return 4u * (64u * p + kx + 16u * p);
+    }
+    return 0;
+}
+
 static wbcl_status tiled_kernel(wbcl_context *ctx, const att_params *a, const char *opts, wbcl_kern **kf)
 {
     *kf = NULL;
-    if (!a->tiled || (a->p != 32 && a->p != 64) || ctx->info.max_work_group_size < TILED_WG) return WBCL_SUCCESS;
-    const uint64_t lmem = 4u * (64u * (a->p + 4) + 32u * (a->p + 4) + 32u * a->p + 32u * 68u + 8u * 64u + 3u * 64u);
+    const uint64_t lmem = tiled_lmem(a->p);
+    if (!a->tiled || !lmem || ctx->info.max_work_group_size < TILED_WG) return WBCL_SUCCESS;
     if (ctx->info.local_mem_size < lmem) return WBCL_SUCCESS;
     wbcl_kern *k;
     size_t limit;
