@@ -845,18 +845,21 @@ __kernel void wbcl_chol_upd_panel(__global float *restrict P, const ulong stride
 /* Factor the kb x kb (kb <= LA_GNB) lower block at A + off_a + b * stride_a into
  * L (may be A: the block is read whole before anything is written), zeros in
  * the strict upper part of its rows up to column kb + zcols. One work-group
- * of 16 x 16 per matrix; right-looking in local memory, one barrier per column:
- * step k reads column k (raw, not yet divided by its pivot) and the pivot d_k,
- * updates the trailing triangle
- *     T[i][c] -= T[i][k] T[c][k] / d_k        (k < c <= i)
- * and finishes column k - 1 (T[i][k-1] / sqrt(d_{k-1}), the diagonal
- * sqrt(d_{k-1})), which no work-item reads during step k. Column k + 1 also
- * goes to a contiguous two-slot buffer as it is updated (its pivot d_{k+1}
- * included): step k + 1 reads it there, without bank conflicts or packed
- * index arithmetic, and no work-item needs an element another one writes
- * in the same step. Pivot failures as in wbcl_chol_cm.
- * T: local memory of kb (kb + 1) / 2 floats (the packed triangle, row i at
- * LA_TRI(i)). global: (16 batch, 16), local: (16, 16). */
+ * of 16 x 16 per matrix, the block packed in local memory (T, row i at
+ * LA_TRI(i)), blocked by strips of 16 columns (k0 .. k0 + 16):
+ *   1. the strip, right-looking, one barrier per column: work-item (tx, ty)
+ *      holds column k0 + tx's rows ty + 16 q in registers; step k reads column
+ *      k (raw, not yet divided by its pivot d_k) from a contiguous two-slot
+ *      buffer, where its owner wrote it during step k - 1, updates its own
+ *      column c > k, x[i] -= (T[i][k] / d_k) T[c][k], and the owner of column k
+ *      finishes it (T[i][k] / sqrt(d_k), the diagonal sqrt(d_k));
+ *   2. the rest of the triangle less the strip's rank-16 product, 4 x 4
+ *      register tiles (one local read per 4 FMAs).
+ * (Unblocked, with every column's rank-1 update read and written in local
+ * memory, the 128 block took 150 us on an H200: 128 steps of up to 32
+ * dependent local read-modify-writes per work-item.) Pivot failures as in
+ * wbcl_chol_cm. T: local memory of kb (kb + 1) / 2 floats.
+ * global: (16 batch, 16), local: (16, 16). */
 /* The body of wbcl_chol_blk_g (also run by wbcl_chol_syrk_g's first work-group
  * on the next diagonal block): a (matrix b's block, read), l (written, may be a),
  * T: kb (kb + 1) / 2 floats of local memory, col: 2 LA_GNB, fail / fval: one
@@ -872,41 +875,92 @@ static inline __attribute__((always_inline)) void la_blk_factor(const __global f
     const uint tx = get_local_id(0), ty = get_local_id(1), t = ty * LA_GT + tx;
     /* coalesced: 16 neighbouring columns of one row per half-row of work-items */
     for (uint i = ty; i < kb; i += LA_GT)
-        for (uint c = tx; c <= i; c += LA_GT) {
-            const float v = a[(ulong)i * lda + c];
-            T[LA_TRI(i) + c] = v;
-            if (c == 0) col[i] = v;
-        }
+        for (uint c = tx; c <= i; c += LA_GT) T[LA_TRI(i) + c] = a[(ulong)i * lda + c];
     if (t == 0) *fail = -1;
     barrier(CLK_LOCAL_MEM_FENCE);
-    float lprev = 0.0f, rprev = 0.0f;
-    for (uint k = 0; k < kb; k++) {
-        __local const float *ck = col + (k & 1) * LA_GNB;
-        __local float *cn = col + ((k + 1) & 1) * LA_GNB;
-        const float d = ck[k];
-        if (t == 0 && *fail < 0 && la_bad_pivot(d)) {
-            *fail = (int)k;
-            *fval = d;
+    for (uint k0 = 0; k0 < kb; k0 += LA_GT) {
+        const uint w = kb - k0 < LA_GT ? kb - k0 : LA_GT, c = k0 + tx;
+        const int mine = tx < w;
+        /* 1. the strip: work-item (tx, ty) holds column c's rows ty + 16 q in registers */
+        float x[LA_GNB / LA_GT];
+#pragma unroll
+        for (uint q = 0; q < LA_GNB / LA_GT; q++) {
+            const uint i = ty + LA_GT * q;
+            x[q] = mine && i >= c && i < kb ? T[LA_TRI(i) + c] : 0.0f;
+            if (tx == 0 && i >= c && i < kb) col[i] = x[q];
         }
-        if (k > 0)
-            for (uint i = k - 1 + t; i < kb; i += LA_GT * LA_GT)
-                T[LA_TRI(i) + k - 1] = i == k - 1 ? lprev : T[LA_TRI(i) + k - 1] * rprev;
-        const float dinv = 1.0f / d;
-        for (uint i = k + 1 + ty; i < kb; i += LA_GT) {
-            const uint ri = LA_TRI(i);
-            const float lik = ck[i] * dinv;
-            for (uint c = k + 1 + tx; c <= i; c += LA_GT) {
-                const float v = LA_FMS_C(lik, ck[c], T[ri + c]);
-                T[ri + c] = v;
-                if (c == k + 1) cn[i] = v;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint k = k0; k < k0 + w; k++) {
+            __local const float *ck = col + ((k - k0) & 1u) * LA_GNB;
+            __local float *cn = col + ((k - k0 + 1u) & 1u) * LA_GNB;
+            const float d = ck[k];
+            if (t == 0 && *fail < 0 && la_bad_pivot(d)) {
+                *fail = (int)k;
+                *fval = d;
             }
+            const float dinv = 1.0f / d, s = sqrt(d), rs = 1.0f / s;
+            if (c == k) {
+#pragma unroll
+                for (uint q = 0; q < LA_GNB / LA_GT; q++) x[q] = ty + LA_GT * q == k ? s : x[q] * rs;
+            } else if (mine && c > k) {
+                const float ckc = ck[c];
+#pragma unroll
+                for (uint q = 0; q < LA_GNB / LA_GT; q++) {
+                    const uint i = ty + LA_GT * q;
+                    if (i >= c && i < kb) {
+                        x[q] = LA_FMS_C(ck[i] * dinv, ckc, x[q]);
+                        if (c == k + 1) cn[i] = x[q];
+                    }
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
         }
-        lprev = sqrt(d);
-        rprev = 1.0f / lprev;
+#pragma unroll
+        for (uint q = 0; q < LA_GNB / LA_GT; q++) {
+            const uint i = ty + LA_GT * q;
+            if (mine && i >= c && i < kb) T[LA_TRI(i) + c] = x[q];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        /* 2. the rest of the triangle (rows and columns from r0) less the strip's
+         * rank-w product, 4 x 4 register tiles of the lower triangle */
+        const uint r0 = k0 + w;
+        if (r0 < kb) {
+            const uint nt = (kb - r0 + 3) / 4;
+            for (uint ti = ty; ti < nt; ti += LA_GT)
+                for (uint tj = tx; tj <= ti; tj += LA_GT) {
+                    const uint i0 = r0 + 4 * ti, j0 = r0 + 4 * tj;
+                    uint ra[4], rb[4];
+#pragma unroll
+                    for (uint e = 0; e < 4; e++) {
+                        ra[e] = LA_TRI(min(i0 + e, kb - 1u));
+                        rb[e] = LA_TRI(min(j0 + e, kb - 1u));
+                    }
+                    float acc[4][4];
+#pragma unroll
+                    for (uint e = 0; e < 4; e++)
+#pragma unroll
+                        for (uint f = 0; f < 4; f++) acc[e][f] = 0.0f;
+                    for (uint p = k0; p < r0; p++) {
+                        float av[4], bv[4];
+#pragma unroll
+                        for (uint e = 0; e < 4; e++) {
+                            av[e] = T[ra[e] + p];
+                            bv[e] = T[rb[e] + p];
+                        }
+#pragma unroll
+                        for (uint e = 0; e < 4; e++)
+#pragma unroll
+                            for (uint f = 0; f < 4; f++) acc[e][f] = LA_FMA_C(av[e], bv[f], acc[e][f]);
+                    }
+#pragma unroll
+                    for (uint e = 0; e < 4; e++)
+#pragma unroll
+                        for (uint f = 0; f < 4; f++)
+                            if (i0 + e < kb && j0 + f <= i0 + e) T[ra[e] + j0 + f] -= acc[e][f];
+                }
+        }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (t == 0) T[LA_TRI(kb - 1) + kb - 1] = lprev;
-    barrier(CLK_LOCAL_MEM_FENCE);
     const uint wid = kb + zcols;
     for (uint i = ty; i < kb; i += LA_GT)
         for (uint c = tx; c < wid; c += LA_GT) l[(ulong)i * ldl + c] = c <= i ? T[LA_TRI(i) + c] : 0.0f;
@@ -929,12 +983,15 @@ __kernel void wbcl_chol_blk_g(__global const float *A, const ulong off_a, const 
 /* Panel X <- X L11^-T in place: X (rows x kb) at X + off_x, L11 (kb x kb
  * lower, kb <= LA_GNB, factored) at D + off_d. A work-group takes 16 rows:
  * L11^T packed in local memory (row c of U = L11^T, i.e. column c of L11, is
- * contiguous from its diagonal: U[c][c2] at c kb - c (c - 1) / 2 + c2 - c), the
- * rows in local memory, and substitutes right-looking by columns, one barrier
- * per column: step c makes X[r][c] final (divided by L11[c][c]) on the fly and
- * subtracts it from the later columns, the stored column c - 1 being divided
- * during step c (as in wbcl_chol_blk_g). Work-item (tx, ty): row ty, columns
- * tx + 16 q. U: local memory of kb (kb + 1) / 2 floats, Xl of 16 (kb + 1).
+ * contiguous from its diagonal: U[c][c2] at c kb - c (c - 1) / 2 + c2 - c);
+ * work-item (tx, ty) holds row ty's columns tx + 16 q in registers and the
+ * substitution goes right-looking by columns, one barrier per column: step c
+ * reads X[r][c] (final) from the row's two-slot buffer in Xl, subtracts it
+ * times U[c][c2] from its later columns c2, and the owner of column c + 1
+ * divides that one by its pivot and posts it in the other slot. (With the rows
+ * in local memory and every update a local read-modify-write, a launch took
+ * 51 us on an H200 at n = 4096.) Xl: local memory of at least 2 x 16 floats
+ * (the host passes 16 (kb + 1)); U: kb (kb + 1) / 2 floats.
  * global: (16 ceil(rows / 16), 16 batch), local: (16, 16). */
 __kernel void wbcl_chol_trsm_g(__global const float *D, const ulong off_d, const ulong stride_d, const uint ldd,
                                __global float *X, const ulong off_x, const ulong stride_x, const uint ldx,
@@ -944,25 +1001,40 @@ __kernel void wbcl_chol_trsm_g(__global const float *D, const ulong off_d, const
     const uint r = get_group_id(0) * LA_GT + ty;
     const __global float *dm = D + off_d + (ulong)b * stride_d;
     __global float *x = X + off_x + (ulong)b * stride_x + (ulong)r * ldx;
-    __local float *xs = Xl + ty * (kb + 1); /* this work-item's row */
+    __local float *xs = Xl + 2 * ty; /* this row's two slots */
     for (uint i = ty; i < kb; i += LA_GT)
         for (uint c = tx; c <= i; c += LA_GT) U[c * kb - LA_TRI(c) + i] = dm[(ulong)i * ldd + c];
-    for (uint c = tx; c < kb; c += LA_GT) xs[c] = r < rows ? x[c] : 0.0f;
+    float v[LA_GNB / LA_GT];
+#pragma unroll
+    for (uint q = 0; q < LA_GNB / LA_GT; q++) {
+        const uint c = tx + LA_GT * q;
+        v[q] = r < rows && c < kb ? x[c] : 0.0f;
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
-    float rprev = 0.0f;
+    if (tx == 0) xs[0] = v[0] * (1.0f / U[0]);
+    barrier(CLK_LOCAL_MEM_FENCE);
     for (uint c = 0; c < kb; c++) {
         const uint rc = c * kb - LA_TRI(c); /* U[c][c2] = U[rc + c2] */
-        const float rinv = 1.0f / U[rc + c];
-        if (c > 0 && tx == 0) xs[c - 1] *= rprev;
-        const float xc = xs[c] * rinv;
-        for (uint c2 = c + 1 + tx; c2 < kb; c2 += LA_GT) xs[c2] = LA_FMS_C(xc, U[rc + c2], xs[c2]);
-        rprev = rinv;
+        const float xc = xs[c & 1u];
+#pragma unroll
+        for (uint q = 0; q < LA_GNB / LA_GT; q++) {
+            const uint c2 = tx + LA_GT * q;
+            if (c2 == c) {
+                v[q] = xc;
+            } else if (c2 > c && c2 < kb) {
+                v[q] = LA_FMS_C(xc, U[rc + c2], v[q]);
+                if (c2 == c + 1) xs[(c + 1u) & 1u] = v[q] * (1.0f / U[rc + kb]); /* U[c+1][c+1] */
+            }
+        }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (tx == 0) xs[kb - 1] *= rprev;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (r < rows)
-        for (uint c = tx; c < kb; c += LA_GT) x[c] = xs[c];
+    if (r < rows) {
+#pragma unroll
+        for (uint q = 0; q < LA_GNB / LA_GT; q++) {
+            const uint c = tx + LA_GT * q;
+            if (c < kb) x[c] = v[q];
+        }
+    }
 }
 
 /* Trailing update of the lower triangle only: C[i][c] -= sum_p P[i][p] P[c][p]
@@ -1085,6 +1157,15 @@ __kernel void wbcl_la_tril_g(__global const float *A, __global float *L, const u
     if (c >= n) return;
     const ulong at = ((ulong)b * n + i) * n + c;
     L[at] = c <= i ? A[at] : 0.0f;
+}
+
+/* Zeros the strict upper triangle of L (after trailing updates through the GEMM,
+ * which computes whole squares). global: (roundup(n, 64), n, batch), local: (64, 1, 1). */
+__kernel void wbcl_la_zero_upper_g(__global float *L, const uint n)
+{
+    const uint c = get_global_id(0), i = get_global_id(1), b = get_global_id(2);
+    if (c >= n || c <= i) return;
+    L[((ulong)b * n + i) * n + c] = 0.0f;
 }
 
 /* GPU: the load of a kb x kb lower block (kb <= LA_WG_NB) into local memory. */

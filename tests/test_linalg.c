@@ -435,7 +435,7 @@ START_TEST(cholesky_1024)
 END_TEST
 
 /* The blocked factorization of one variant at the given sizes (batched and single, generators alternating),
- * then in place at n_in_place: the same L as out of place, bit for bit. Residual bound as in cholesky_sizes. */
+ * then in place at n_in_place (none if 0): the same L as out of place, bit for bit. Residual bound as in cholesky_sizes. */
 static void check_blocked(wbcl_variant variant, const char *tag, const size_t *sizes, size_t nsizes, uint64_t seed,
                           size_t n_in_place)
 {
@@ -453,6 +453,10 @@ static void check_blocked(wbcl_variant variant, const char *tag, const size_t *s
         snprintf(what, sizeof what, "%s blocked n=%zu single", tag, n);
         check_cholesky(ctx, n, 1, 0, A + n * n, what);
         free(A);
+    }
+    if (!n_in_place) { /* no in-place check */
+        wbcl_context_destroy(ctx);
+        return;
     }
     const size_t n = n_in_place;
     float *A = malloc(n * n * sizeof *A), *L1 = malloc(n * n * sizeof *L1), *L2 = malloc(n * n * sizeof *L2);
@@ -497,6 +501,55 @@ START_TEST(cholesky_gpu_blocks)
 {
     static const size_t sizes[] = {128, 129, 131, 256, 263};
     check_blocked(WBCL_VARIANT_GPU, "gpu", sizes, sizeof sizes / sizeof *sizes, 23, 263);
+}
+END_TEST
+
+/* The GPU-shaped path's rounds through the GEMM (host/ops/linalg.c, GPU_GEMM_MIN;
+ * WBCL_LA_GEMM_MIN lowers the threshold so PoCL-sized problems take it): the
+ * trailing update L22 -= L21 L21^T computed on the whole square by the context's
+ * GEMM from a scratch copy of L21, the next diagonal block factored on its own,
+ * the upper junk zeroed at the end (chol_residual asserts exact zeros there).
+ * n = 600 at threshold 256: rounds with 472 and 344 trailing rows through the
+ * GEMM, 216 and 88 through wbcl_chol_syrk_g (both kinds of round, in order);
+ * n = 1031 at threshold 0: every round through the GEMM, a last block of 7
+ * columns (1031 = 8 * 128 + 7); in place bit for bit at 600. Residual bound
+ * as in cholesky_sizes, (n + 1) u + 12 u: the bound (Higham Thm 10.3) holds
+ * for any order of the inner products' terms, so the GEMM's order changes
+ * nothing in it; observed residuals stay far below it. logdet too at both
+ * sizes (same tolerance as logdet_sizes). */
+START_TEST(cholesky_gpu_gemm)
+{
+    static const struct { size_t n; const char *min; } cases[] = {{600, "256"}, {1031, "0"}};
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_int_eq(setenv("WBCL_LA_GEMM_MIN", cases[i].min, 1), 0);
+        const size_t sz[1] = {cases[i].n};
+        check_blocked(WBCL_VARIANT_GPU, cases[i].min[0] == '0' ? "gpu gemm all" : "gpu gemm 256", sz, 1, 31 + i,
+                      cases[i].n == 600 ? 600 : 0);
+        wbcl_context *ctx = tu_context();
+        tu_rng r;
+        tu_rng_seed(&r, 41 + i);
+        ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
+        const size_t n = cases[i].n;
+        float *A = malloc(n * n * sizeof *A);
+        gen_gram(&r, n, 1.0, A);
+        check_logdet(ctx, n, 1, A, 5.0, cases[i].min[0] == '0' ? "gpu gemm all" : "gpu gemm 256");
+        free(A);
+        wbcl_context_destroy(ctx);
+    }
+    /* the tiled GEMM backend (the one an NVIDIA table may pick) at n = 600, threshold 256 */
+    ck_assert_int_eq(setenv("WBCL_LA_GEMM_MIN", "256", 1), 0);
+    wbcl_context *ctx = tu_context();
+    tu_rng r;
+    tu_rng_seed(&r, 45);
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_TILED), WBCL_SUCCESS);
+    const size_t n = 600;
+    float *A = malloc(n * n * sizeof *A);
+    gen_batch(&r, 1, n, 1, A);
+    check_cholesky(ctx, n, 1, 0, A, "gpu gemm 256 tiled n=600");
+    free(A);
+    wbcl_context_destroy(ctx);
+    unsetenv("WBCL_LA_GEMM_MIN");
 }
 END_TEST
 
@@ -808,6 +861,7 @@ int main(void)
         {"cholesky_1024", cholesky_1024},
         {"cholesky_block_boundaries", cholesky_block_boundaries},
         {"cholesky_gpu_blocks", cholesky_gpu_blocks},
+        {"cholesky_gpu_gemm", cholesky_gpu_gemm},
         {"batches_of_small_matrices", batches_of_small_matrices},
         {"redunet_matrices", redunet_matrices},
         {"non_spd_rejected", non_spd_rejected},

@@ -31,9 +31,13 @@
  *    work-groups update the rest (look-ahead of one block: the one serial
  *    step of a round hides behind the round's largest launch):
  *    n / 128 rounds of two launches, batched over matrices.
- *    The update is our own kernel, not the context's GEMM: it touches the lower
- *    triangle only (half the flops of a GEMM on the trailing square) and
- *    works in place in L, where wbcl_gemm_strided forbids C sharing A's buffer.
+ *    Rounds with at least GPU_GEMM_MIN trailing rows (WBCL_LA_GEMM_MIN overrides)
+ *    instead copy the panel to scratch (wbcl_gemm_strided forbids C sharing A's
+ *    buffer), update the whole trailing square through the context's GEMM
+ *    (twice syrk_g's flops at the GEMM's rate), factor the next diagonal block
+ *    in a launch of its own (wbcl_chol_blk_g), and the strict upper triangle
+ *    is zeroed once at the end (wbcl_la_zero_upper_g); smaller rounds keep
+ *    wbcl_chol_syrk_g (lower triangle only, in place, the factor overlapped).
  * Batches go through the same steps.
  * Solve (and inverse = solve with B = I): L into scratch, then forward and
  * backward substitution by block rows, each a GEMM with the finished rows plus
@@ -87,6 +91,16 @@
 #define GPU_NB 128
 #define GPU_T 16
 #define GPU_ST 64
+/* GPU Cholesky: rounds whose trailing block has at least GPU_GEMM_MIN rows do
+ * the trailing update through the context's GEMM (CLBlast or the tiled
+ * kernel: 24-33 TFLOP/s on an H200 at 2048-4096) on the whole square, then
+ * factor the next diagonal block in a launch of its own; smaller ones keep
+ * wbcl_chol_syrk_g (lower triangle only, the next diagonal block factored by
+ * its first work-group). Not measured yet: chosen by the arithmetic of
+ * perf/RESULTS.md, "GPU Cholesky through the GEMM (issue 16)". The
+ * environment variable WBCL_LA_GEMM_MIN overrides it (0: every round through
+ * the GEMM; a value above n: none). */
+#define GPU_GEMM_MIN 1024
 /* Panel height of the packed L and block of wbcl_chol_upd (LA_UC of
  * cl/linalg.cl). */
 #define PK_UC 32
@@ -144,6 +158,8 @@ typedef struct la_run {
     cl_mem P;
     size_t stride_p;
     int pack;
+    /* GPU: smallest trailing block updated through the GEMM (GPU_GEMM_MIN) */
+    size_t gemm_min;
 } la_run;
 
 #ifdef WBCL_LA_TRACE /* development: A/B switches and time per phase (factor, panel, update, solve, -) */
@@ -382,7 +398,8 @@ static wbcl_status reserve(la_run *r, size_t rc, int inverse)
         st = wbcl__scratch(r->ctx, SLOT_W, ceil_div(r->batch, 16) * 16 * (n * (n + 1) / 2 + 16) * sizeof(float), &m);
     else
         st = alloc_w(r);
-    size_t t = n > nb && !r->gpu ? (r->batch == 1 ? packed_floats(n) : n * nb) : 0; /* GPU factor: none */
+    size_t t = n > nb && !r->gpu ? (r->batch == 1 ? packed_floats(n) : n * nb) : 0;
+    if (r->gpu && n > r->nbf && n - r->nbf >= r->gemm_min) t = (n - r->nbf) * r->nbf; /* the GEMM's panel copy */
     if (rc && n > nb) {
         const size_t ts = inverse ? n * n : nb * rc;
         if (ts > t) t = ts;
@@ -545,7 +562,7 @@ static wbcl_status blk_g(la_run *r, wbcl_kern *k, cl_mem A, size_t off_a, cl_mem
 static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
 {
     const size_t n = r->n, nn = n * n, nb = r->nbf;
-    wbcl_kern *kblk, *ktril, *ktrsm, *ksyrk;
+    wbcl_kern *kblk, *ktril, *ktrsm, *ksyrk, *kzu;
     if (r->ctx->info.max_work_group_size < GPU_T * GPU_T)
         return wbcl__fail(r->ctx, WBCL_ERROR_DEVICE_LIMIT,
                           "%s: the GPU-shaped Cholesky needs work-groups of %d work-items, the device allows %zu "
@@ -555,7 +572,12 @@ static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
     if (st) return st;
     if (n <= nb) return blk_g(r, kblk, A, 0, L, 0, n, 0, 0);
     if ((st = kernel(r, "wbcl_la_tril_g", &ktril)) || (st = kernel(r, "wbcl_chol_trsm_g", &ktrsm)) ||
-        (st = kernel(r, "wbcl_chol_syrk_g", &ksyrk)))
+        (st = kernel(r, "wbcl_chol_syrk_g", &ksyrk)) || (st = kernel(r, "wbcl_la_zero_upper_g", &kzu)))
+        return st;
+    int any_gemm = 0;
+    cl_mem P = NULL; /* the panel copy for the GEMM rounds (reserved) */
+    if (n - nb >= r->gemm_min &&
+        (st = wbcl__scratch(r->ctx, SLOT_T, r->batch * (n - nb) * nb * sizeof(float), &P)))
         return st;
     const cl_uint n_ = (cl_uint)n;
     const cl_ulong snn = nn;
@@ -591,6 +613,23 @@ static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
             size_t g[2] = {GPU_T * ceil_div(m, GPU_T), GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
             if ((st = la_launch(r, 1, ktrsm, 2, g, l))) return st;
         }
+        if (m >= r->gemm_min) {
+            /* L22 -= L21 L21^T through the GEMM, whose C may not share a buffer
+             * with A or B: L21 first copied into scratch (m x kb per matrix);
+             * the whole square is computed (the upper junk is zeroed at the
+             * end), then the next diagonal block factored on its own */
+            const size_t region[3] = {kb * sizeof(float), m, r->batch};
+            const size_t so[3] = {j * sizeof(float), j + kb, 0}, dz[3] = {0, 0, 0};
+            cl_int e = clEnqueueCopyBufferRect(r->ctx->queue, L, P, so, dz, region, n * sizeof(float),
+                                               nn * sizeof(float), kb * sizeof(float), m * kb * sizeof(float), 0,
+                                               NULL, NULL);
+            if (e != CL_SUCCESS) return wbcl__cl_fail(r->ctx, e, "%s: copying the panel for the update", r->op);
+            wbcl_tensor Pv = view(r->ctx, P, r->batch * m * kb), Lv = view(r->ctx, L, r->batch * nn);
+            st = gemm_b(r, 0, m, m, kb, &Pv, 0, kb, m * kb, 1, &Pv, 0, kb, m * kb, 1.0f, &Lv, off_c, n, nn);
+            if (!st) st = blk_g(r, kblk, L, off_c, L, off_c, kb2, 0, j + kb);
+            any_gemm = 1;
+            continue;
+        }
         /* 64 x 64 tiles of the lower triangle; work-group 0 takes the three
          * that make up the next diagonal block (one where m <= 64) and then
          * factors it while the others update the rest */
@@ -610,6 +649,12 @@ static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
             size_t g[2] = {GPU_T * groups, GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
             st = la_launch(r, 2, ksyrk, 2, g, l);
         }
+    }
+    if (!st && any_gemm) {
+        WBCL_ARG(r->ctx, kzu, 0, L);
+        WBCL_ARG(r->ctx, kzu, 1, n_);
+        size_t g[3] = {ceil_div(n, 64) * 64, n, r->batch}, l[3] = {64, 1, 1};
+        st = la_launch(r, 4, kzu, 3, g, l);
     }
     return st;
 }
@@ -797,6 +842,13 @@ static wbcl_status begin(la_run *r, wbcl_context *ctx, const char *op, size_t ba
 #endif
     r->sync_each = ctx->info.type == WBCL_DEVICE_CPU;
     r->keep_v = keep_v;
+    r->gemm_min = GPU_GEMM_MIN;
+    const char *env = getenv("WBCL_LA_GEMM_MIN");
+    if (env && *env) {
+        char *end;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (!*end) r->gemm_min = (size_t)v;
+    }
     return wbcl__scratch(ctx, SLOT_INFO, 2 * batch * sizeof(int), &r->info);
 }
 
