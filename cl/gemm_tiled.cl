@@ -32,13 +32,23 @@
  *                           registers on sm_90)
  *   WBCL_GT_C_HALF          1: C is stored as half (vload_half, vstore_half_rte,
  *                           once after alpha and beta)
+ *   WBCL_GT_DB              1: two local-memory slices (gemm.tiled.db): the next
+ *                           slice is stored into the other buffer after this one
+ *                           is multiplied, so one barrier per slice instead of two
+ *   WBCL_GT_VA, WBCL_GT_VB  1: A (B) is read as float4 groups of 4 consecutive
+ *                           stored elements, each work-item taking whole groups
+ *                           (the host sets them with gemm.tiled.db = 1 where the
+ *                           operand is float32, its ld, offset, batch stride and
+ *                           row length are multiples of 4; not 64 x 64 x 8)
  * The storage of A and B (float, or half through vload_half) is the argument
  * `flags`, a uniform branch in the loads (on PoCL each program is a cold
  * compile of about 3 s).
  * Core OpenCL C 1.2 functions only; compute and accumulation stay float32.
- * Local memory: 4 TK (TM + TN + 8) bytes (8.25 KiB at the default 128 x 128 x 8).
+ * Local memory: 4 TK (TM + TN + 8) bytes (8.25 KiB at the default 128 x 128 x 8), twice that with
+ * WBCL_GT_DB.
  * Registers (tools/gpu-check.sh, ptxas sm_90, no spill or stack): 125 at 128 x 128 x 8
- * (two work-groups per SM), 150 at x 16, 197 at x 32, 57 at 64 x 64 x 8.
+ * (two work-groups per SM), 150 at x 16, 197 at x 32, 57 at 64 x 64 x 8; with DB, VA and VB 118 at
+ * 128 x 128 x 8, with DB alone 56 at 64 x 64 x 8.
  * OpenCL C 1.2. */
 
 /* defaults: the host's (128 x 128 x 8, no transpose), so that the family builds without options */
@@ -57,6 +67,15 @@
 #ifndef WBCL_GT_TB
 #define WBCL_GT_TB 0
 #endif
+#ifndef WBCL_GT_DB
+#define WBCL_GT_DB 0
+#endif
+#ifndef WBCL_GT_VA
+#define WBCL_GT_VA 0
+#endif
+#ifndef WBCL_GT_VB
+#define WBCL_GT_VB 0
+#endif
 #define TM WBCL_GT_TM
 #define TN WBCL_GT_TN
 #define TK WBCL_GT_TK
@@ -68,8 +87,17 @@
 #define A_PER (TM * TK / GT_NT) /* elements of the A slice each work-item copies */
 #define B_PER (TN * TK / GT_NT)
 
+#define NBUF (1 + WBCL_GT_DB) /* local-memory slices: one, or two (double buffering) */
+#define VA WBCL_GT_VA
+#define VB WBCL_GT_VB
+#define A_PER4 (A_PER / 4) /* float4 groups of A (VA) or B (VB) each work-item copies */
+#define B_PER4 (B_PER / 4)
+
 #if (TM != 64 && TM != 128) || (TN != 64 && TN != 128) || (TK != 8 && TK != 16 && TK != 32)
 #error "WBCL_GT_TM and WBCL_GT_TN must be 64 or 128, WBCL_GT_TK 8, 16 or 32"
+#endif
+#if (VA && A_PER % 4) || (VB && B_PER % 4)
+#error "WBCL_GT_VA / WBCL_GT_VB need whole float4 groups per work-item (not 64 x 64 x 8)"
 #endif
 
 /* flags (a kernel argument: one program serves every storage of A and B) */
@@ -103,7 +131,7 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void wbcl_gemm_tiled(
 #if WBCL_GT_C_HALF
     __global half *Ch = (__global half *)C;
 #endif
-    __local float4 As4[TK * LDA_S / 4], Bs4[TK * LDB_S / 4];
+    __local float4 As4[NBUF * TK * LDA_S / 4], Bs4[NBUF * TK * LDB_S / 4];
     __local float *As = (__local float *)As4, *Bs = (__local float *)Bs4;
     const uint tx = get_local_id(0), ty = get_local_id(1), lid = ty * 16 + tx;
     const uint n0 = get_group_id(0) * TN, m0 = get_group_id(1) * TM, b = get_global_id(2);
@@ -113,23 +141,65 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void wbcl_gemm_tiled(
     /* Element (i, p) of op(A) is A[i*lda + p] (N) or A[p*lda + i] (T); (p, j) of op(B) is
      * B[p*ldb + j] (N) or B[j*ldb + p] (T). The loads run along A's and B's stored rows. */
     const ulong a_si = TA ? 1 : lda, a_sp = TA ? lda : 1, b_sj = TB ? ldb : 1, b_sp = TB ? 1 : ldb;
+#if VA /* float4 groups along A's stored rows: 4 consecutive elements of the slice's order */
+#define A_ELEM(s) (4 * (lid + ((s) / 4) * GT_NT) + (s) % 4)
+#define LOAD_A(k0)                                                                            \
+    _Pragma("unroll") for (uint s4 = 0; s4 < A_PER4; s4++) {                                  \
+        const uint2 q = gt_place(A_ELEM(4 * s4), TA, TM);                                     \
+        const uint i = m0 + q.x, p = (k0) + q.y;                                              \
+        float4 x = (float4)(0.0f);                                                            \
+        if (i < m && p < k) x = *(__global const float4 *)(A + a0 + i * a_si + p * a_sp);     \
+        ra[4 * s4] = x.s0, ra[4 * s4 + 1] = x.s1, ra[4 * s4 + 2] = x.s2, ra[4 * s4 + 3] = x.s3; \
+    }
+#else
+#define A_ELEM(s) (lid + (s) * GT_NT)
+#define LOAD_A(k0)                                                                            \
+    _Pragma("unroll") for (uint s = 0; s < A_PER; s++) {                                      \
+        const uint2 q = gt_place(A_ELEM(s), TA, TM);                                          \
+        const uint i = m0 + q.x, p = (k0) + q.y;                                              \
+        const ulong at = a0 + i * a_si + p * a_sp;                                            \
+        float x = 0.0f;                                                                       \
+        if (i < m && p < k) x = a_half ? vload_half(at, Ah) : A[at];                          \
+        ra[s] = x;                                                                            \
+    }
+#endif
+#if VB
+#define B_ELEM(s) (4 * (lid + ((s) / 4) * GT_NT) + (s) % 4)
+#define LOAD_B(k0)                                                                            \
+    _Pragma("unroll") for (uint s4 = 0; s4 < B_PER4; s4++) {                                  \
+        const uint2 q = gt_place(B_ELEM(4 * s4), !TB, TN);                                    \
+        const uint j = n0 + q.x, p = (k0) + q.y;                                              \
+        float4 x = (float4)(0.0f);                                                            \
+        if (j < n && p < k) x = *(__global const float4 *)(B + b0 + j * b_sj + p * b_sp);     \
+        rb[4 * s4] = x.s0, rb[4 * s4 + 1] = x.s1, rb[4 * s4 + 2] = x.s2, rb[4 * s4 + 3] = x.s3; \
+    }
+#else
+#define B_ELEM(s) (lid + (s) * GT_NT)
+#define LOAD_B(k0)                                                                            \
+    _Pragma("unroll") for (uint s = 0; s < B_PER; s++) {                                      \
+        const uint2 q = gt_place(B_ELEM(s), !TB, TN);                                         \
+        const uint j = n0 + q.x, p = (k0) + q.y;                                              \
+        const ulong at = b0 + j * b_sj + p * b_sp;                                            \
+        float x = 0.0f;                                                                       \
+        if (j < n && p < k) x = b_half ? vload_half(at, Bh) : B[at];                          \
+        rb[s] = x;                                                                            \
+    }
+#endif
 #define LOAD_SLICE(k0)                                                                        \
     do {                                                                                      \
+        LOAD_A(k0)                                                                            \
+        LOAD_B(k0)                                                                            \
+    } while (0)
+/* the registers of a slice into local-memory buffer `buf` (each element at its place) */
+#define STORE_SLICE(buf)                                                                      \
+    do {                                                                                      \
         _Pragma("unroll") for (uint s = 0; s < A_PER; s++) {                                  \
-            const uint2 q = gt_place(lid + s * GT_NT, TA, TM);                                \
-            const uint i = m0 + q.x, p = (k0) + q.y;                                          \
-            const ulong at = a0 + i * a_si + p * a_sp;                                        \
-            float x = 0.0f;                                                                   \
-            if (i < m && p < k) x = a_half ? vload_half(at, Ah) : A[at];                      \
-            ra[s] = x;                                                                        \
+            const uint2 q = gt_place(A_ELEM(s), TA, TM);                                      \
+            As[((buf) * TK + q.y) * LDA_S + q.x] = ra[s];                                     \
         }                                                                                     \
         _Pragma("unroll") for (uint s = 0; s < B_PER; s++) {                                  \
-            const uint2 q = gt_place(lid + s * GT_NT, !TB, TN);                               \
-            const uint j = n0 + q.x, p = (k0) + q.y;                                          \
-            const ulong at = b0 + j * b_sj + p * b_sp;                                        \
-            float x = 0.0f;                                                                   \
-            if (j < n && p < k) x = b_half ? vload_half(at, Bh) : B[at];                      \
-            rb[s] = x;                                                                        \
+            const uint2 q = gt_place(B_ELEM(s), !TB, TN);                                     \
+            Bs[((buf) * TK + q.y) * LDB_S + q.x] = rb[s];                                     \
         }                                                                                     \
     } while (0)
 
@@ -147,40 +217,54 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void wbcl_gemm_tiled(
 #pragma unroll
         for (int c = 0; c < 4 * GN; c++) acc[r][c] = 0.0f;
 
+/* the register block += the slice in buffer `buf` */
+#define MULTIPLY_SLICE(buf)                                                                   \
+    do {                                                                                      \
+        /* full unrolling hoists the local reads: 157 registers at 128 x 8 instead of 125 */  \
+        _Pragma("unroll 4") for (uint kk = (buf) * TK; kk < (buf) * TK + TK; kk++) {          \
+            float4 av[GM], bv[GN];                                                            \
+            _Pragma("unroll") for (int g = 0; g < GM; g++) av[g] = As4[(kk * LDA_S + g * 64) / 4 + ty]; \
+            _Pragma("unroll") for (int h = 0; h < GN; h++) bv[h] = Bs4[(kk * LDB_S + h * 64) / 4 + tx]; \
+            _Pragma("unroll") for (int g = 0; g < GM; g++)                                    \
+                _Pragma("unroll") for (int h = 0; h < GN; h++) {                              \
+                    GT_FMA_ROW(4 * g + 0, 4 * h, av[g].s0, bv[h]);                            \
+                    GT_FMA_ROW(4 * g + 1, 4 * h, av[g].s1, bv[h]);                            \
+                    GT_FMA_ROW(4 * g + 2, 4 * h, av[g].s2, bv[h]);                            \
+                    GT_FMA_ROW(4 * g + 3, 4 * h, av[g].s3, bv[h]);                            \
+                }                                                                             \
+        }                                                                                     \
+    } while (0)
+
     LOAD_SLICE(0u);
-    for (uint k0 = 0; k0 < k; k0 += TK) {
-#pragma unroll
-        for (uint s = 0; s < A_PER; s++) {
-            const uint2 q = gt_place(lid + s * GT_NT, TA, TM);
-            As[q.y * LDA_S + q.x] = ra[s];
-        }
-#pragma unroll
-        for (uint s = 0; s < B_PER; s++) {
-            const uint2 q = gt_place(lid + s * GT_NT, !TB, TN);
-            Bs[q.y * LDB_S + q.x] = rb[s];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (k0 + TK < k) LOAD_SLICE(k0 + TK); /* in flight while this slice is multiplied */
-#pragma unroll 4 /* full unrolling hoists the local reads: 157 registers at 128 x 8 instead of 125 */
-        for (uint kk = 0; kk < TK; kk++) {
-            float4 av[GM], bv[GN];
-#pragma unroll
-            for (int g = 0; g < GM; g++) av[g] = As4[(kk * LDA_S + g * 64) / 4 + ty];
-#pragma unroll
-            for (int h = 0; h < GN; h++) bv[h] = Bs4[(kk * LDB_S + h * 64) / 4 + tx];
-#pragma unroll
-            for (int g = 0; g < GM; g++)
-#pragma unroll
-                for (int h = 0; h < GN; h++) {
-                    GT_FMA_ROW(4 * g + 0, 4 * h, av[g].s0, bv[h]);
-                    GT_FMA_ROW(4 * g + 1, 4 * h, av[g].s1, bv[h]);
-                    GT_FMA_ROW(4 * g + 2, 4 * h, av[g].s2, bv[h]);
-                    GT_FMA_ROW(4 * g + 3, 4 * h, av[g].s3, bv[h]);
-                }
-        }
+#if WBCL_GT_DB
+    /* two buffers: the next slice goes into the other one while this one is read, so one
+     * barrier per slice (its writers and the readers of the buffer it overwrites are apart) */
+    STORE_SLICE(0u);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint cur = 0;
+    for (uint k0 = 0; k0 < k; k0 += TK, cur ^= 1u) {
+        const int more = k0 + TK < k;
+        if (more) LOAD_SLICE(k0 + TK); /* in flight while this slice is multiplied */
+        MULTIPLY_SLICE(cur);
+        if (more) STORE_SLICE(cur ^ 1u);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#else
+    for (uint k0 = 0; k0 < k; k0 += TK) {
+        STORE_SLICE(0u);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + TK < k) LOAD_SLICE(k0 + TK); /* in flight while this slice is multiplied */
+        MULTIPLY_SLICE(0u);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#endif
 #undef LOAD_SLICE
+#undef STORE_SLICE
+#undef MULTIPLY_SLICE
+#undef LOAD_A
+#undef LOAD_B
+#undef A_ELEM
+#undef B_ELEM
 #undef GT_FMA_ROW
 
     const ulong cb = off_c + (ulong)b * stride_c;

@@ -30,8 +30,8 @@
 # sets and its direct/indirect threshold, checked and timed against CLBlast's own values; table written to
 # OUTDIR/clblast-tuned.txt, not the cache) (STEP_CLBLAST_TUNE, 240 s); perf/peers/gemm_matmul_paired.py
 # against cuBLAS (CLBlast with its own values, wbcl's packed kernel, wbcl's tiled kernel (WBCL_GEMM_TILED,
-# cl/gemm_tiled.cl, the GPU default) with its tile by the shape and with gemm.tiled.tk = 16, gemm.tiled.tile
-# = 128 and 64; sizes 1024^3, 2048^3, 4096^3 and CRATE-T's MLP shapes at batch 8 and 64 (GEMM_SIZES), then
+# cl/gemm_tiled.cl, the GPU default) with its tile by the shape and with gemm.tiled.db = 1, gemm.tiled.tk = 16,
+# gemm.tiled.tile = 128 and 64 (GEMM_PARAM_SIZES); sizes 1024^3, 2048^3, 4096^3 and CRATE-T's MLP shapes at batch 8 and 64 (GEMM_SIZES), then
 # CLBlast with the tuned table) (150 s); perf/peers/attention_sdpa_paired.py against CUDA SDPA on ATT_SHAPES (default
 # "4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128"), once with the default kernels and once with
 # attention.tiled=1 (the register-tiled kernel for p = 32, 64) (120 s); perf/peers/models_torch.py, CRATE-T and
@@ -76,8 +76,8 @@ tail -n 12 "$out/clblast_tune.log" 2>/dev/null
 gemm_sizes=${GEMM_SIZES:-1024,2048,4096,1576x384x1536,1576x1536x384,12608x384x1536,12608x1536x384}
 step gemm_peer "${STEP_GEMM_PEER:-150}" gemm_peer.log sh -c "p=perf/peers/gemm_matmul_paired.py
   WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes '$gemm_sizes' --reps 20 --backends ${GEMM_BACKENDS:-auto,clblast,packed}
-  for t in 'gemm.tiled.tk=16' 'gemm.tiled.tile=128' 'gemm.tiled.tile=64'; do echo \"== tiled kernel, \$t\"
-    WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes 1024,4096 --reps 20 --backends tiled --param \$t; done
+  for t in 'gemm.tiled.db=1' 'gemm.tiled.tk=16' 'gemm.tiled.tile=128' 'gemm.tiled.tile=64'; do echo \"== tiled kernel, \$t\"
+    WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes ${GEMM_PARAM_SIZES:-1024,2048,4096,12608x384x1536} --reps 20 --backends tiled --param \$t; done
   [ -s '$out/clblast-tuned.txt' ] && { echo '== CLBlast with the tuned table'; WBCL_TUNING='$out/clblast-tuned.txt' '$py' \$p --torch-device cuda --sizes '$gemm_sizes' --reps 20 --backends clblast; }; true"
 cat "$out/gemm_peer.log" 2>/dev/null
 step attention_peer "${STEP_ATTENTION_PEER:-120}" attention_peer.log sh -c "s='${ATT_SHAPES:-4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128}'

@@ -446,11 +446,15 @@ START_TEST(tiled_parameters)
     /* both tiles, each slice: several row and column tiles with ragged edges, k not a multiple of
      * tk and several slices, the four transposes (the other cases run the tile by the shape: 64 x 8
      * at their sizes on a CPU's few compute units) */
-    const int sets[][2] = {{64, 8}, {64, 32}, {128, 16}, {128, 8}}; /* a cold compile of ~7 s each on PoCL */
+    /* {tile, tk, db}: with db = 1 (two local slices) the k = 80, m = 260 / 132, n = 140 cases also read
+     * A and B as float4 (every stored row whole float4s), k = 77 does not (scalar loads) */
+    const int sets[][3] = {{64, 8, 0},  {64, 32, 0}, {128, 16, 0}, {128, 8, 0}, /* a cold compile of ~7 s each on PoCL */
+                           {128, 8, 1}, {128, 16, 1}, {64, 16, 1}, {64, 32, 1}, {128, 8, 1}};
     for (size_t t = 0; t < sizeof sets / sizeof sets[0]; t++) {
         ctx->params.gemm_tiled = sets[t][0];
         ctx->params.gemm_tiled_k = sets[t][1];
-        gspec s = plain(sets[t][0] == 64 ? 150 : 260, 140, 77);
+        ctx->params.gemm_tiled_db = sets[t][2];
+        gspec s = plain(sets[t][0] == 64 ? 132 : 260, 140, sets[t][2] && t != 8 ? 80 : 77);
         s.ta = (t & 1) ? WBCL_TRANS : WBCL_NO_TRANS;
         s.tb = (t & 2) ? WBCL_TRANS : WBCL_NO_TRANS;
         s.beta = 0.5f;
@@ -459,6 +463,7 @@ START_TEST(tiled_parameters)
     }
     ctx->params.gemm_tiled = 64;
     ctx->params.gemm_tiled_k = 8;
+    ctx->params.gemm_tiled_db = 0;
     {
         /* more batch entries than one launch takes (32768): two launches, the second's
          * operands offset by its first entry (A transposed: no merge into one tall GEMM) */
@@ -480,13 +485,19 @@ START_TEST(tiled_parameters)
     ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sh, WBCL_F32, NULL, &C), WBCL_SUCCESS);
     ctx->params.gemm_tiled = 96;
     tu_assert_status(ctx, wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1, A, B, 0, C), WBCL_ERROR_INVALID_ARGUMENT,
-                     "(have 96, 8)");
+                     "(have 96, 8, 0)");
     ctx->params.gemm_tiled = 128;
     ctx->params.gemm_tiled_k = 32; /* 4 * 32 * (2 * 128 + 8) = 33792 bytes of local memory */
     const uint64_t lmem = ctx->info.local_mem_size;
     ctx->info.local_mem_size = 32768;
     tu_assert_status(ctx, wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1, A, B, 0, C), WBCL_ERROR_DEVICE_LIMIT,
                      "33792 bytes of local memory");
+    ctx->params.gemm_tiled_k = 16; /* two slices: 4 * 16 * (2 * 128 + 8) * 2 = 33792 bytes too */
+    ctx->params.gemm_tiled_db = 1;
+    tu_assert_status(ctx, wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1, A, B, 0, C), WBCL_ERROR_DEVICE_LIMIT,
+                     "gemm.tiled.db 1 needs 33792 bytes of local memory");
+    ctx->params.gemm_tiled_k = 32;
+    ctx->params.gemm_tiled_db = 0;
     ck_assert_int_eq(wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_PACKED), WBCL_SUCCESS);
     tu_assert_status(ctx, wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_TILED), WBCL_ERROR_DEVICE_LIMIT,
                      "33792 bytes of local memory");

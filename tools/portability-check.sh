@@ -85,7 +85,11 @@ specs() { # family variant -> one line per extra option set ("-" = none)
           [ "$2" = gpu ] || { echo "-DWBCL_GT_TM=128 -DWBCL_GT_TN=128 -DWBCL_GT_TK=8 -DWBCL_GT_TA=0 -DWBCL_GT_TB=0 -DWBCL_GT_C_HALF=0"; return; }
           for t in "64 8" "64 32" "128 8" "128 16" "128 32"; do set -- $t # tile, tk
             echo "-DWBCL_GT_TM=$1 -DWBCL_GT_TN=$1 -DWBCL_GT_TK=$2 -DWBCL_GT_TA=0 -DWBCL_GT_TB=0 -DWBCL_GT_C_HALF=0"; done
-          echo "$g -DWBCL_GT_TA=1 -DWBCL_GT_TB=1 -DWBCL_GT_C_HALF=0"; echo "$g -DWBCL_GT_TA=0 -DWBCL_GT_TB=1 -DWBCL_GT_C_HALF=1" ;;
+          echo "$g -DWBCL_GT_TA=1 -DWBCL_GT_TB=1 -DWBCL_GT_C_HALF=0"; echo "$g -DWBCL_GT_TA=0 -DWBCL_GT_TB=1 -DWBCL_GT_C_HALF=1"
+          # gemm.tiled.db = 1: two local slices, float4 loads of aligned operands (VA, VB), or not
+          echo "-DWBCL_GT_TM=128 -DWBCL_GT_TN=128 -DWBCL_GT_TK=8 -DWBCL_GT_TA=0 -DWBCL_GT_TB=0 -DWBCL_GT_C_HALF=0 -DWBCL_GT_DB=1 -DWBCL_GT_VA=1 -DWBCL_GT_VB=1"
+          echo "$g -DWBCL_GT_TA=1 -DWBCL_GT_TB=1 -DWBCL_GT_C_HALF=0 -DWBCL_GT_DB=1 -DWBCL_GT_VA=1 -DWBCL_GT_VB=0"
+          echo "-DWBCL_GT_TM=64 -DWBCL_GT_TN=64 -DWBCL_GT_TK=8 -DWBCL_GT_TA=0 -DWBCL_GT_TB=0 -DWBCL_GT_C_HALF=0 -DWBCL_GT_DB=1 -DWBCL_GT_VA=0 -DWBCL_GT_VB=0" ;;
     redunet) local vw=16 ls=1; [ "$2" = gpu ] && { vw=1; ls=64; }
           echo "-DRD_D=3 -DRD_K=3 -DRD_VW=$vw"; echo "-DRD_D=16 -DRD_K=32 -DRD_VW=$vw"; echo "-DRD_D=0 -DRD_K=3 -DRD_LS=$ls" ;;
     circulant) echo "-"; for c in 3 16 64; do echo "-DCI_C=$c"; done

@@ -40,6 +40,7 @@ typedef struct wbcl_params {
     int gemm_tiled;   /* tiled GEMM (cl/gemm_tiled.cl): rows = columns of C per work-group, 64 or 128;
                        * 0 (the default): by the shape, wbcl__gemm_tiled_tile */
     int gemm_tiled_k; /* tiled GEMM: k per local-memory slice, 8, 16 or 32    */
+    int gemm_tiled_db; /* tiled GEMM: 1 = two local-memory slices and float4 global loads where aligned */
     int gemm_backend; /* the GEMM backend a context uses unless set explicitly (gemm.backend) */
 } wbcl_params;
 
@@ -203,7 +204,7 @@ wbcl_status wbcl__gemm_tiled_fits(wbcl_context *ctx, const char *op);
  * explicitly; a tiled backend the device cannot take gives the default. host/core/program.c. */
 void wbcl__gemm_backend_resolve(wbcl_context *ctx);
 /* The same for any tile and tk on dev, without recording an error: the reason (unprefixed) in why. */
-wbcl_status wbcl__gemm_tiled_limits(const wbcl_device_info *dev, int tile, int tk, char *why, size_t n);
+wbcl_status wbcl__gemm_tiled_limits(const wbcl_device_info *dev, int tile, int tk, int db, char *why, size_t n);
 /* the tile the tiled GEMM runs for C of m x n (times batch): gemm.tiled.tile, or when it is 0, 128
  * unless the 128 x 128 tiles would be fewer than the device's compute units (or 128 does not fit), then 64 */
 int wbcl__gemm_tiled_tile(const wbcl_context *ctx, size_t m, size_t n, size_t batch);

@@ -20,9 +20,9 @@ void wbcl__params_init(wbcl_context *ctx)
      * on Zen 4, and 12 x 32 measured 1.03-1.07x faster than 8 x 32 at
      * n = 1024-2048 on this project's Xeon: perf/RESULTS.md), no local
      * memory, work-groups of >= 64 items. */
-    static const wbcl_params cpu = {64, 12, 32, 16, 64, 64, 1024, 0, 8, 0};
-    static const wbcl_params gpu = {256, 8, 32, 16, 1, 256, 1024, 0, 8, 0};
-    static const wbcl_params acc = {64, 8, 32, 8, 1, 64, 1024, 0, 8, 0};
+    static const wbcl_params cpu = {64, 12, 32, 16, 64, 64, 1024, 0, 8, 0, 0};
+    static const wbcl_params gpu = {256, 8, 32, 16, 1, 256, 1024, 0, 8, 0, 0};
+    static const wbcl_params acc = {64, 8, 32, 8, 1, 64, 1024, 0, 8, 0, 0};
     wbcl_params p = ctx->variant == WBCL_VARIANT_CPU ? cpu
                   : ctx->info.type == WBCL_DEVICE_GPU ? gpu
                   : ctx->info.type == WBCL_DEVICE_CPU ? gpu : acc;
@@ -52,6 +52,7 @@ void wbcl__params_init(wbcl_context *ctx)
         {"reduce.wg", offsetof(wbcl_params, reduce_wg)},      {"gemm.mr", offsetof(wbcl_params, gemm_mr)},
         {"gemm.nr", offsetof(wbcl_params, gemm_nr)},          {"gemm.a_block_kib", offsetof(wbcl_params, gemm_a_block_kib)},
         {"gemm.tiled.tile", offsetof(wbcl_params, gemm_tiled)}, {"gemm.tiled.tk", offsetof(wbcl_params, gemm_tiled_k)},
+        {"gemm.tiled.db", offsetof(wbcl_params, gemm_tiled_db)},
         {"gemm.backend", offsetof(wbcl_params, gemm_backend)},
     };
     for (size_t i = 0; i < sizeof tuned / sizeof tuned[0]; i++) {
@@ -71,7 +72,7 @@ wbcl_gemm_backend wbcl__gemm_backend_default(const wbcl_device_info *dev)
 {
     char why[8];
     if (dev->type == WBCL_DEVICE_CPU) return WBCL_GEMM_PACKED;
-    if (dev->type == WBCL_DEVICE_GPU && !wbcl__gemm_tiled_limits(dev, 64, 8, why, sizeof why)) return WBCL_GEMM_TILED;
+    if (dev->type == WBCL_DEVICE_GPU && !wbcl__gemm_tiled_limits(dev, 64, 8, 0, why, sizeof why)) return WBCL_GEMM_TILED;
     return WBCL_GEMM_CLBLAST;
 }
 
@@ -83,7 +84,8 @@ void wbcl__gemm_backend_resolve(wbcl_context *ctx)
     /* a table's tiled backend with tile parameters the device cannot take: the default (the
      * table's load already refused a device too small for any tile) */
     if (b == WBCL_GEMM_TILED &&
-        wbcl__gemm_tiled_limits(&ctx->info, ctx->params.gemm_tiled, ctx->params.gemm_tiled_k, why, sizeof why))
+        wbcl__gemm_tiled_limits(&ctx->info, ctx->params.gemm_tiled, ctx->params.gemm_tiled_k, ctx->params.gemm_tiled_db,
+                                why, sizeof why))
         b = wbcl__gemm_backend_default(&ctx->info);
     ctx->gemm_backend = b;
 }

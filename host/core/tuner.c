@@ -266,13 +266,15 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
         const long order[3] = {WBCL_GEMM_CLBLAST, WBCL_GEMM_TILED, WBCL_GEMM_PACKED};
         char why[8];
         for (int i = 0; i < 3; i++)
-            if (order[i] != d[0] && (order[i] != WBCL_GEMM_TILED || !wbcl__gemm_tiled_limits(dev, ctx->params.gemm_tiled, ctx->params.gemm_tiled_k, why, sizeof why)) &&
+            if (order[i] != d[0] && (order[i] != WBCL_GEMM_TILED || !wbcl__gemm_tiled_limits(dev, ctx->params.gemm_tiled, ctx->params.gemm_tiled_k, ctx->params.gemm_tiled_db, why, sizeof why)) &&
                 (!quick || f->ncand < 2))
                 add_cand(f, order[i], 0, 0);
     } else if (!strcmp(f->name, "gemm tiled")) {
-        /* tile of C per work-group x k per local-memory slice (cl/gemm_tiled.cl) */
-        static const long t[][2] = {{128, 8}, {128, 16}, {64, 8}, {64, 16}, {64, 32}, {128, 32}};
-        for (size_t i = 0; i < sizeof t / sizeof t[0] && (!quick || f->ncand < 2); i++) add_cand(f, t[i][0], t[i][1], 0);
+        /* tile of C per work-group x k per local-memory slice x double buffering (cl/gemm_tiled.cl) */
+        static const long t[][3] = {{0, 8, 1},  {128, 8, 0},  {128, 8, 1}, {128, 16, 0}, {128, 16, 1},
+                                    {64, 8, 0}, {64, 16, 0},  {64, 16, 1}, {64, 32, 0},  {128, 32, 0}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0] && (!quick || f->ncand < 2); i++)
+            add_cand(f, t[i][0], t[i][1], t[i][2]);
     } else if (!strcmp(f->name, "gemm L2 block")) {
         /* KiB of packed A panels per block (no new program: the same kernel, another launch grid order) */
         static const long t[] = {256, 512, 2048, 4096};
@@ -574,8 +576,8 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
     if (((all && own_backend != WBCL_GEMM_PACKED) || (o->family && !strcmp(o->family, "gemm_tiled"))) &&
         wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_TILED) == WBCL_SUCCESS) {
         family *f = gemm_family(fams, &nf, "gemm tiled", WBCL_GEMM_TILED);
-        f->keys[0] = "gemm.tiled.tile", f->keys[1] = "gemm.tiled.tk";
-        f->nkeys = 2;
+        f->keys[0] = "gemm.tiled.tile", f->keys[1] = "gemm.tiled.tk", f->keys[2] = "gemm.tiled.db";
+        f->nkeys = 3;
     } else if (o->family && !strcmp(o->family, "gemm_tiled"))
         LOG("wbcl-tune: gemm_tiled: %s\n", wbcl_context_last_error(ctx));
     wbcl_context_set_gemm_backend(ctx, own_backend);

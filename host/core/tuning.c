@@ -48,6 +48,8 @@ static const pdesc registry[] = {
      "tiled GEMM: rows and columns of C per work-group (WBCL_GT_TM = WBCL_GT_TN); 0: by the shape"},
     {"gemm.tiled.tk", "gemm_tiled", K_SET, 0, 0, {8, 16, 32, 0}, 0, 0, 0,
      "tiled GEMM: k per local-memory slice (WBCL_GT_TK)"},
+    {"gemm.tiled.db", "gemm_tiled", K_RANGE, 0, 1, {0}, 0, 0, 0,
+     "tiled GEMM: 1 = two local-memory slices, float4 global loads where aligned (WBCL_GT_DB)"},
     {"attention.qb", "attention", K_RANGE, 1, 8, {0}, 0, 0, 1, "CPU fused attention: queries per register group"},
     {"attention.g", "attention", K_RANGE, 1, 4, {0}, 0, 0, 1, "CPU fused attention: register groups per work-item"},
     {"attention.vw", "attention", K_SET, 0, 0, {4, 8, 16, 0}, 0, 0, 1, "fused attention: accumulator vector width"},
@@ -139,7 +141,7 @@ static wbcl_status check_value(const wbcl_device_info *dev, const pdesc *d, size
     }
     if (!strcmp(d->key, "gemm.backend") && v == WBCL_GEMM_TILED) {
         /* the tiled kernel's smallest form (64 x 64 x 8) must fit; larger tiles are checked at use */
-        wbcl_status st = wbcl__gemm_tiled_limits(dev, 64, 8, why, n);
+        wbcl_status st = wbcl__gemm_tiled_limits(dev, 64, 8, 0, why, n);
         if (st) return st;
     }
     if (d->lmem_per && (uint64_t)v * (uint64_t)d->lmem_per > dev->local_mem_size) {
@@ -525,6 +527,7 @@ static void resolve(const wbcl_context *ctx, const pdesc *d, size_t p, long *val
     else if (!strcmp(d->key, "gemm.tiled.tile")) pa = &a->gemm_tiled, pb = &b->gemm_tiled;
     else if (!strcmp(d->key, "gemm.backend")) pa = &a->gemm_backend, pb = &b->gemm_backend;
     else if (!strcmp(d->key, "gemm.tiled.tk")) pa = &a->gemm_tiled_k, pb = &b->gemm_tiled_k;
+    else if (!strcmp(d->key, "gemm.tiled.db")) pa = &a->gemm_tiled_db, pb = &b->gemm_tiled_db;
     else pa = &a->gemm_a_block_kib, pb = &b->gemm_a_block_kib;
     *dflt = *pa;
     *value = *pb;

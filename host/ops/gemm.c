@@ -286,15 +286,17 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
  * the m tiles and the batch are launched in chunks of at most this many. */
 #define TILED_GROUPS_MAX 32768
 
-wbcl_status wbcl__gemm_tiled_limits(const wbcl_device_info *dev, int tile, int tk, char *why, size_t n)
+wbcl_status wbcl__gemm_tiled_limits(const wbcl_device_info *dev, int tile, int tk, int db, char *why, size_t n)
 {
     if (tile == 0) tile = 64; /* by the shape: at least the 64 tile runs */
-    if ((tile != 64 && tile != 128) || (tk != 8 && tk != 16 && tk != 32)) {
-        wbcl__msg(why, n, "tiled GEMM needs gemm.tiled.tile 64 or 128 and gemm.tiled.tk 8, 16 or 32 (have %d, %d)",
-                  tile, tk);
+    if ((tile != 64 && tile != 128) || (tk != 8 && tk != 16 && tk != 32) || (db != 0 && db != 1)) {
+        wbcl__msg(why, n,
+                  "tiled GEMM needs gemm.tiled.tile 64 or 128, gemm.tiled.tk 8, 16 or 32 and gemm.tiled.db 0 or 1 "
+                  "(have %d, %d, %d)",
+                  tile, tk, db);
         return WBCL_ERROR_INVALID_ARGUMENT;
     }
-    const uint64_t lmem = 4ull * (uint64_t)tk * (2ull * (uint64_t)tile + 8);
+    const uint64_t lmem = 4ull * (uint64_t)tk * (2ull * (uint64_t)tile + 8) * (db ? 2u : 1u);
     if (dev->max_work_group_size < (size_t)TILED_WG * TILED_WG) {
         wbcl__msg(why, n, "tiled GEMM needs work-groups of %d work-items; '%s' allows %zu", TILED_WG * TILED_WG,
                   dev->name, dev->max_work_group_size);
@@ -302,9 +304,9 @@ wbcl_status wbcl__gemm_tiled_limits(const wbcl_device_info *dev, int tile, int t
     }
     if (lmem > dev->local_mem_size) {
         wbcl__msg(why, n,
-                  "tiled GEMM with gemm.tiled.tile %d and gemm.tiled.tk %d needs %llu bytes of local memory; '%s' has "
-                  "%llu",
-                  tile, tk, (unsigned long long)lmem, dev->name, (unsigned long long)dev->local_mem_size);
+                  "tiled GEMM with gemm.tiled.tile %d, gemm.tiled.tk %d and gemm.tiled.db %d needs %llu bytes of local "
+                  "memory; '%s' has %llu",
+                  tile, tk, db, (unsigned long long)lmem, dev->name, (unsigned long long)dev->local_mem_size);
         return WBCL_ERROR_DEVICE_LIMIT;
     }
     return WBCL_SUCCESS;
@@ -314,7 +316,8 @@ wbcl_status wbcl__gemm_tiled_fits(wbcl_context *ctx, const char *op)
 {
     char why[384];
     wbcl_status st =
-        wbcl__gemm_tiled_limits(&ctx->info, ctx->params.gemm_tiled, ctx->params.gemm_tiled_k, why, sizeof why);
+        wbcl__gemm_tiled_limits(&ctx->info, ctx->params.gemm_tiled, ctx->params.gemm_tiled_k, ctx->params.gemm_tiled_db,
+                                why, sizeof why);
     return st ? wbcl__fail(ctx, st, "%s: %s", op, why) : WBCL_SUCCESS;
 }
 
@@ -327,7 +330,8 @@ int wbcl__gemm_tiled_tile(const wbcl_context *ctx, size_t m, size_t n, size_t ba
 {
     if (ctx->params.gemm_tiled) return ctx->params.gemm_tiled;
     char why[8];
-    if (wbcl__gemm_tiled_limits(&ctx->info, 128, ctx->params.gemm_tiled_k, why, sizeof why)) return 64;
+    if (wbcl__gemm_tiled_limits(&ctx->info, 128, ctx->params.gemm_tiled_k, ctx->params.gemm_tiled_db, why, sizeof why))
+        return 64;
     const double tiles = (double)((m + 127) / 128) * (double)((n + 127) / 128) * (double)batch;
     return tiles < (double)(ctx->info.compute_units ? ctx->info.compute_units : 1) ? 64 : 128;
 }
@@ -340,9 +344,19 @@ static wbcl_status run_tiled(wbcl_context *ctx, const char *op, const wbcl_gemm_
     wbcl_status st = wbcl__gemm_tiled_fits(ctx, op);
     if (st) return st;
     const size_t tile = (size_t)wbcl__gemm_tiled_tile(ctx, d->m, d->n, d->batch), tk = (size_t)ctx->params.gemm_tiled_k;
-    char opts[128];
+    const int db = ctx->params.gemm_tiled_db;
+    /* gemm.tiled.db = 1 also reads A and B as float4 where each stored row is whole float4s at
+     * 16-byte-aligned addresses: float32 storage, ld, offset and batch stride multiples of 4, the
+     * row length (k or m for A, n or k for B) too, and four elements per work-item of each slice */
+    const int ta = d->ta == WBCL_TRANS, tb = d->tb == WBCL_TRANS;
+    const int va = db && A->dtype == WBCL_F32 && tile * tk / 256 % 4 == 0 && d->lda % 4 == 0 && d->off_a % 4 == 0 &&
+                   (d->batch == 1 || d->stride_a % 4 == 0) && (ta ? d->m : d->k) % 4 == 0;
+    const int vb = db && B->dtype == WBCL_F32 && tile * tk / 256 % 4 == 0 && d->ldb % 4 == 0 && d->off_b % 4 == 0 &&
+                   (d->batch == 1 || d->stride_b % 4 == 0) && (tb ? d->k : d->n) % 4 == 0;
+    char opts[192];
     snprintf(opts, sizeof opts, "-DWBCL_GT_TM=%zu -DWBCL_GT_TN=%zu -DWBCL_GT_TK=%zu -DWBCL_GT_TA=%d -DWBCL_GT_TB=%d "
-             "-DWBCL_GT_C_HALF=%d", tile, tile, tk, d->ta == WBCL_TRANS, d->tb == WBCL_TRANS, C->dtype == WBCL_F16);
+             "-DWBCL_GT_C_HALF=%d -DWBCL_GT_DB=%d -DWBCL_GT_VA=%d -DWBCL_GT_VB=%d", tile, tile, tk, ta, tb,
+             C->dtype == WBCL_F16, db, va, vb);
     /* cl/gemm_tiled.cl GT_A_HALF, GT_B_HALF */
     cl_uint flags = (A->dtype == WBCL_F16 ? 1u : 0u) | (B->dtype == WBCL_F16 ? 2u : 0u);
     wbcl_kern *kt;

@@ -57,6 +57,10 @@
  *                      units, then 64
  *   gemm.tiled.tk      tiled GEMM: k per local-memory slice (-DWBCL_GT_TK): 8 (default), 16 or 32;
  *                      4 tk (2 tile + 8) bytes of local memory, checked when the GEMM runs
+ *   gemm.tiled.db      tiled GEMM: 1 = two local-memory slices (one barrier per slice instead of two;
+ *                      twice the local memory) and float4 global loads of each operand whose stored
+ *                      rows are whole float4s at 16-byte-aligned addresses (-DWBCL_GT_DB, _VA, _VB);
+ *                      0 (default) = one slice, scalar loads
  *   attention.qb       CPU fused attention: queries per register group (-DWBCL_ATT_QB), 1..8
  *   attention.g        CPU fused attention: register groups per work-item (-DWBCL_ATT_G), 1..4
  *   attention.vw       fused attention accumulator vector width (-DWBCL_ATT_VW): 4, 8 or 16
