@@ -8,6 +8,13 @@
 #
 # Usage: perf/run_circulant.sh [BUILD_DIR] [ROUNDS]     (defaults: build, 5)
 #   PYTHON=/path/to/python-with-numpy (default python3) runs the NumPy peer; WBCL_DEVICE selects the device.
+#   CASES="1d 2d" (default) selects the cases; SCALING=0 skips the dense scaling part (and leaves
+#   perf/circulant_scaling.csv and .svg alone; it also needs the 1d case).
+#   TORCH_PEER=cuda|cpu adds a second peer, PyTorch (perf/peers/circulant_torch.py, complex64, TF32 off, on
+#   that torch device): each round then also runs one timed torch fit after the NumPy one, and the table
+#   gains the torch median per layer, the ratio torch / wbcl (> 1: wbcl faster) and torch's final dR.
+#   TORCH_PY=/path/to/python-with-torch (default python3) runs it; TORCH_ARGS adds arguments to it
+#   (e.g. "--threads 1" on a small shared CPU, "--inverse cholesky"). Without TORCH_PEER nothing changes.
 # Cases: 1d  m = 100 (10 classes x 10), C = 20, T = 200 | 2d  m = 100, C = 16, 28 x 28; K = 10, L = 5 layers
 # per timed fit (construction + application + the logged objective per layer), eta .5, eps2 .1, lambda 500.
 # Each round also times wbcl with --every-layer: the objective computed for every layer as the NumPy peer
@@ -20,6 +27,12 @@ rounds=${2:-5}
 py=${PYTHON:-python3}
 bench="$build/perf/bench_circulant"
 peer=perf/peers/circulant_numpy.py
+cases=${CASES:-"1d 2d"}
+scaling=${SCALING:-1}
+case " $cases " in *" 1d "*) ;; *) scaling=0 ;; esac   # the scaling part uses the 1d rounds
+torch_dev=${TORCH_PEER:-}
+torch_py=${TORCH_PY:-python3}
+tpeer=perf/peers/circulant_torch.py
 [ -x "$bench" ] || { echo "run_circulant.sh: $bench not built (cmake --build $build)" >&2; exit 1; }
 export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$PWD/$build/cache/pocl}
 export WBCL_CACHE_DIR=${WBCL_CACHE_DIR:-$PWD/$build/cache/wbcl}
@@ -32,43 +45,73 @@ L=5
 echo "device: $("$bench" --device-info)"
 echo "peer:   $("$py" -c 'import numpy, sys; print("NumPy", numpy.__version__, "Python", sys.version.split()[0])')"
 echo "host:   $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "rounds: $rounds (interleaved wbcl / numpy / wbcl --every-layer), $L layers per fit"
-for c in 1d 2d; do
+if [ -n "$torch_dev" ]; then
+  echo "torch:  $("$torch_py" -c 'import sys, torch; d = sys.argv[1]; print("PyTorch", torch.__version__, "on", d, torch.cuda.get_device_name() if d.startswith("cuda") else "(torch default %d threads)" % torch.get_num_threads(), "complex64, TF32 off")' "$torch_dev") ${TORCH_ARGS:-}"
+  echo "rounds: $rounds (interleaved wbcl / numpy / torch / wbcl --every-layer), $L layers per fit"
+else
+  echo "rounds: $rounds (interleaved wbcl / numpy / wbcl --every-layer), $L layers per fit"
+fi
+for c in $cases; do
   for r in $(seq "$rounds"); do
     "$bench" --case "$c" --layers "$L" --reps 1 2>/dev/null >>"$tmp/$c.wbcl"
     "$py" "$peer" --x "$tmp/${c}_x.npy" --y "$tmp/${c}_y.npy" --layers "$L" --reps 1 >>"$tmp/$c.numpy"
+    if [ -n "$torch_dev" ]; then
+      # shellcheck disable=SC2086
+      "$torch_py" "$tpeer" --x "$tmp/${c}_x.npy" --y "$tmp/${c}_y.npy" --layers "$L" --reps 1 \
+        --device "$torch_dev" ${TORCH_ARGS:-} >>"$tmp/$c.torch"
+    fi
     "$bench" --case "$c" --layers "$L" --reps 1 --every-layer 2>/dev/null >>"$tmp/$c.every"
   done
 done
 # scaling: C = 20, T = 10 .. 100 (n = T C = 200 .. 2000), dense and wbcl; T = 200 (n = 4000) wbcl only
-for T in 10 25 50 100; do
-  "$bench" --dense 20 "$T" --reps 3 >>"$tmp/dense"
-  "$bench" --size 20 "$T" --layers "$L" --reps 3 2>/dev/null | sed "s/^/$T /" >>"$tmp/scale"
-done
-grep -h . "$tmp/1d.wbcl" | sed "s/^/200 /" >>"$tmp/scale"
+if [ "$scaling" != 0 ]; then
+  for T in 10 25 50 100; do
+    "$bench" --dense 20 "$T" --reps 3 >>"$tmp/dense"
+    "$bench" --size 20 "$T" --layers "$L" --reps 3 2>/dev/null | sed "s/^/$T /" >>"$tmp/scale"
+  done
+  grep -h . "$tmp/1d.wbcl" | sed "s/^/200 /" >>"$tmp/scale"
+fi
 
-python3 - "$tmp" <<'PY'
+python3 - "$tmp" "$cases" "$scaling" "$torch_dev" <<'PY'
 import math, statistics, sys
-tmp = sys.argv[1]
+tmp, cases, scaling, torch_dev = sys.argv[1], sys.argv[2].split(), sys.argv[3] != "0", sys.argv[4]
 def rows(path):
     return [l.split() for l in open(path) if l.strip()]
 print()
-print("| case | wbcl median per layer | NumPy (float32) median per layer | NumPy / wbcl | final dR wbcl / NumPy "
-      "| wbcl, objective of every layer | NumPy / that |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
+if torch_dev:
+    print(f"| case | wbcl median per layer | NumPy (float32) median per layer | NumPy / wbcl | torch ({torch_dev}, float32) "
+          "median per layer | torch / wbcl | final dR wbcl / NumPy / torch | wbcl, objective of every layer "
+          "| NumPy / that | torch / that |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+else:
+    print("| case | wbcl median per layer | NumPy (float32) median per layer | NumPy / wbcl | final dR wbcl / NumPy "
+          "| wbcl, objective of every layer | NumPy / that |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
 desc = {"1d": "1-D: m=100, C=20, T=200, K=10", "2d": "2-D: m=100, C=16, 28x28, K=10"}
-for c in ("1d", "2d"):
+for c in cases:
     w = [r for r in rows(f"{tmp}/{c}.wbcl") if r[0] == "wbcl"]
     n = rows(f"{tmp}/{c}.numpy")
     tw = [float(r[1]) for r in w]
     tn = [float(r[1]) for r in n]
     te = [float(r[1]) for r in rows(f"{tmp}/{c}.every") if r[0] == "wbcl"]
     mw, mn, me = statistics.median(tw), statistics.median(tn), statistics.median(te)
-    print(f"| {desc[c]} | {1e3 * mw:.1f} ms | {1e3 * mn:.1f} ms | **{mn / mw:.1f}x** (min {min(tn) / max(tw):.1f}x, "
-          f"max {max(tn) / min(tw):.1f}x) | {w[-1][2]} / {n[-1][2]} | {1e3 * me:.1f} ms | {mn / me:.1f}x |")
-cons = {c: statistics.median(float(r[1]) for r in rows(f"{tmp}/{c}.wbcl") if r[0] == "construct") for c in ("1d", "2d")}
+    if torch_dev:
+        t = rows(f"{tmp}/{c}.torch")
+        tt = [float(r[1]) for r in t]
+        mt = statistics.median(tt)
+        print(f"| {desc[c]} | {1e3 * mw:.1f} ms | {1e3 * mn:.1f} ms | **{mn / mw:.1f}x** (min {min(tn) / max(tw):.1f}x, "
+              f"max {max(tn) / min(tw):.1f}x) | {1e3 * mt:.2f} ms | **{mt / mw:.1f}x** (min {min(tt) / max(tw):.1f}x, "
+              f"max {max(tt) / min(tw):.1f}x) | {w[-1][2]} / {n[-1][2]} / {t[-1][2]} | {1e3 * me:.1f} ms | {mn / me:.1f}x "
+              f"| {mt / me:.1f}x |")
+    else:
+        print(f"| {desc[c]} | {1e3 * mw:.1f} ms | {1e3 * mn:.1f} ms | **{mn / mw:.1f}x** (min {min(tn) / max(tw):.1f}x, "
+              f"max {max(tn) / min(tw):.1f}x) | {w[-1][2]} / {n[-1][2]} | {1e3 * me:.1f} ms | {mn / me:.1f}x |")
+cons = {c: statistics.median(float(r[1]) for r in rows(f"{tmp}/{c}.wbcl") if r[0] == "construct") for c in cases}
+names = {"1d": "1-D", "2d": "2-D"}
 print(f"\nwbcl construction alone (per-frequency Gram + Cholesky + E_p, C_jp + objective; best 1-layer fit minus "
-      f"1-layer apply, median over the rounds): 1-D {1e3 * cons['1d']:.1f} ms, 2-D {1e3 * cons['2d']:.1f} ms")
+      f"1-layer apply, median over the rounds): " + ", ".join(f"{names[c]} {1e3 * cons[c]:.1f} ms" for c in cases))
+if not scaling:
+    sys.exit(0)
 dense = {int(r[1]): float(r[2]) for r in rows(f"{tmp}/dense")}
 scale = {}
 for r in rows(f"{tmp}/scale"):
