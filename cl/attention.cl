@@ -37,6 +37,9 @@
 #define BQ WBCL_ATT_BQ
 #define BK WBCL_ATT_BK
 
+#ifndef WBCL_ATT_NO_TILED
+#define WBCL_ATT_NO_TILED 0 /* 1: leave the register-tiled kernel out (host/ops/attention.c) */
+#endif
 #ifndef WBCL_ATT_HALF
 #define WBCL_ATT_HALF 0
 #endif
@@ -408,7 +411,9 @@ __kernel __attribute__((reqd_work_group_size(BQ, 1, 1))) void wbcl_attn_fused_gp
  * maximum and a weight of exactly 0. Rows past n_q compute on zero queries and are not written.
  * Chosen by host/ops/attention.c for GPU-variant contexts when the parameter attention.tiled is 1
  * and the device has the work-group size and local memory. */
-#if WBCL_ATT_P == 32 || WBCL_ATT_P == 64
+#if WBCL_ATT_NO_TILED
+/* left out: the device lacks the local memory or work-group size (host/ops/attention.c options) */
+#elif WBCL_ATT_P == 32 || WBCL_ATT_P == 64
 #define TQ 64
 #define TK 32
 #define TPS (P + 4)  /* row stride of Qs and Ks     */

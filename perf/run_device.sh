@@ -5,7 +5,8 @@
 #
 # Usage: perf/run_device.sh OUTDIR [BUILD_DIR]      (WBCL_DEVICE selects the device; default: gpu)
 # Steps (cap): info: device listing (20 s); tests: the ctest suite (STEP_TESTS, 240 s, CTEST_J parallel,
-# CTEST_ARGS passed on, e.g. "-R test_linalg"); linalg: bench_linalg with the OpenBLAS peer (60 s); redunet,
+# CTEST_ARGS passed on, e.g. "-R test_linalg"; default "-E python_pytest", which would run the build host's
+# interpreter; pytest: the Python tests with $PY where it has pytest, 120 s); linalg: bench_linalg with the OpenBLAS peer (60 s); redunet,
 # circulant: run_redunet.sh and run_circulant.sh with the NumPy peer (STEP_PEERS, 90 s each); profile:
 # bench_circulant's per-kernel device times, 1-D and 2-D (60 s); bench: wbcl-bench on the device, every
 # operator verified against the double-precision reference, csv/json/svg (STEP_BENCH, 180 s).
@@ -24,7 +25,8 @@
 # "4,12,4096,64;1,8,1024,64"; % of a 67 TFLOP/s FP32 peak) and ptxas -v on its cached GPU programs (90 s);
 # the PyTorch CUDA peer perf/peers/aot_energy_torch_cuda.py on the same shapes (90 s).
 # chol_bench, chol_peer (issue 16): bench_linalg on the Cholesky shapes of the GPU targets (one 4096, 1024 x
-# 64^2, d = 784 single and ReduNet's 11 inverses), then its per-kernel device times (120 s); the PyTorch
+# 64^2, d = 784 single and ReduNet's 11 inverses), then its per-kernel device times, then one 784 and one
+# 4096 with WBCL_LA_GEMM_MIN = 100000 (no trailing update through the GEMM) and 0 (every one) (120 s); the PyTorch
 # CUDA peer perf/peers/linalg_torch_cuda.py on the same shapes (60 s).
 # clblast_tune, gemm_peer, attention_peer, models_peer (issue 17): wbcl-tune --op clblast (CLBlast's Xgemm
 # sets and its direct/indirect threshold, checked and timed against CLBlast's own values; table written to
@@ -64,12 +66,15 @@ step() {  # step NAME CAP_S LOG CMD...
 step info 20 info.log "$build/tools/wbcl-info"
 tail -n +1 "$out/info.log" | head -40
 # shellcheck disable=SC2086
-step tests "${STEP_TESTS:-240}" tests.log ctest --test-dir "$build" -j "${CTEST_J:-8}" --timeout 200 --output-on-failure ${CTEST_ARGS:-}
+step tests "${STEP_TESTS:-240}" tests.log ctest --test-dir "$build" -j "${CTEST_J:-8}" --timeout 200 --output-on-failure ${CTEST_ARGS:--E python_pytest}
 grep -E "tests passed|Failed|\*\*\*|Timeout|Test +#" "$out/tests.log" 2>/dev/null | grep -v "Passed" | head -30
 grep -E "tests passed" "$out/tests.log" 2>/dev/null
 # issue 17: dense compute against the CUDA peers
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" WBCL_BUILD_DIR="$PWD/$build" PYTHONUNBUFFERED=1
 py=${PY:-python3} # a Python with torch (CUDA) and numpy
+"$py" -c "import pytest, numpy" 2>/dev/null && step pytest "${STEP_PYTEST:-120}" pytest.log env WBCL_TEST_DEVICE="$WBCL_DEVICE" \
+  "$py" -m pytest -q -p no:cacheprovider python/tests
+tail -n 3 "$out/pytest.log" 2>/dev/null
 step clblast_tune "${STEP_CLBLAST_TUNE:-240}" clblast_tune.log "$build/tools/wbcl-tune" --device "$WBCL_DEVICE" --op clblast \
   --budget "${CLBLAST_BUDGET:-150}" --out "$out/clblast-tuned.txt"
 tail -n 12 "$out/clblast_tune.log" 2>/dev/null
@@ -143,7 +148,8 @@ cat "$out/xca_peer.log" 2>/dev/null | head -40
 step linalg 60 linalg.log "$build/perf/bench_linalg" --reps 5 --threads "$(nproc)" --redunet --large 256,512,1024,2048
 step chol_bench "${STEP_CHOL_BENCH:-120}" chol_bench.log sh -c "b='$build/perf/bench_linalg'
   \$b --reps 5 --threads \"\$(nproc)\" --large 784,4096 --small 64 --batch 1024 --redunet || exit 1
-  echo '== device time per kernel'; \$b --profile --large 784,4096 --reps 3"
+  echo '== device time per kernel'; \$b --profile --large 784,4096 --reps 3
+  for g in 100000 0; do echo \"== WBCL_LA_GEMM_MIN=\$g (default 1024)\"; WBCL_LA_GEMM_MIN=\$g \$b --reps 5 --threads \"\$(nproc)\" --large 784,4096 || exit 1; done"
 cat "$out/chol_bench.log" 2>/dev/null | head -60
 step chol_peer "${STEP_CHOL_PEER:-60}" chol_peer.log env PYTHONUNBUFFERED=1 python3 perf/peers/linalg_torch_cuda.py --shapes "1,4096;1024,64;1,784;11,784" --inverse "11,784" --reps 20
 cat "$out/chol_peer.log" 2>/dev/null | head -12

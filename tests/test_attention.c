@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "internal.h" /* the device limits a test lowers */
 #include "testutil.h"
 #include "wbcl/attention.h"
 
@@ -259,6 +260,17 @@ START_TEST(tiled_gpu_p128_vs_ref)
     check_heads_case(ctx, &cases[1], 1, 0, &rng, 1.0);
     ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_tiled_gpu"), 0);
     ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_fused_cpu"), 1);
+    /* a GPU with 32 KiB of local memory (less than the tiled kernel's 44.8 / 48 KiB): the program is
+     * built without that kernel (-DWBCL_ATT_NO_TILED=1) and the one-query kernel runs */
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
+    const uint64_t lmem = ctx->info.local_mem_size;
+    ctx->info.local_mem_size = 32768;
+    reset_launches(ctx);
+    check_heads_case(ctx, &c64, 1, 0, &rng, 1.0);
+    check_heads_case(ctx, &cases[1], 0, 0, &rng, 1.0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_tiled_gpu"), 0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_fused_gpu"), 2);
+    ctx->info.local_mem_size = lmem;
     wbcl_context_destroy(ctx);
 }
 END_TEST

@@ -111,13 +111,36 @@ static void choose_params(const wbcl_context *ctx, size_t p, att_params *a)
     a->tiled = v[5];
 }
 
-static void options(const att_params *a, int half, char *buf, size_t len)
+#define TILED_WG 128 /* the register-tiled kernel: work-items per work-group */
+#define TILED_Q 64   /* and queries per work-group */
+/* Local memory of the register-tiled kernel's form for head dimension p, as cl/attention.cl lays it
+ * out; 0: no such form. p = 32, 64: Qs 64 (p+4), Ks 32 (p+4), Vs 32 p, Ps 32 * 68, statistics
+ * 8 * 64 + 3 * 64 floats (28.8 / 44.8 KiB); p = 96, 128: Qs 64 p, KX max(16 p, 16 * 68 + 8 * 64 + 64),
+ * Vs 16 p floats (36.5 / 48 KiB). */
+static uint64_t tiled_lmem(size_t p)
+{
+    if (p == 32 || p == 64) return 4u * (64u * (p + 4) + 32u * (p + 4) + 32u * p + 32u * 68u + 8u * 64u + 3u * 64u);
+    if (p == 96 || p == 128) {
+        const uint64_t kx = 16u * p > 16u * 68u + 8u * 64u + 64u ? 16u * p : 16u * 68u + 8u * 64u + 64u;
+        return 4u * (64u * p + kx + 16u * p);
+    }
+    return 0;
+}
+
+/* The program's options. A GPU-variant device without the register-tiled kernel's local memory or
+ * work-group size gets -DWBCL_ATT_NO_TILED=1: that kernel's local arrays are then left out of the
+ * program, whose build would otherwise fail there and take the one-query kernel with it. */
+static void options(const wbcl_context *ctx, const att_params *a, int half, char *buf, size_t len)
 {
     int n = snprintf(buf, len,
                      "-DWBCL_ATT_P=%zu -DWBCL_ATT_PP=%zu -DWBCL_ATT_VW=%d -DWBCL_ATT_QB=%d -DWBCL_ATT_G=%d "
                      "-DWBCL_ATT_BQ=%d -DWBCL_ATT_BK=%d",
                      a->p, a->pp, a->vw, a->qb, a->g, a->bq, a->bk);
-    if (half && n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_HALF=%d", half);
+    if (half && n > 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_HALF=%d", half);
+    const uint64_t lmem = tiled_lmem(a->p);
+    if (ctx->variant == WBCL_VARIANT_GPU && lmem &&
+        (ctx->info.local_mem_size < lmem || ctx->info.max_work_group_size < TILED_WG) && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_NO_TILED=1");
 }
 
 /* ---- validation ------------------------------------------------------------------- */
@@ -286,29 +309,14 @@ static wbcl_status gpu_kernel(wbcl_context *ctx, att_params *a, int half, char *
         }
         if (!bq) break;
         a->bq = (int)bq;
-        options(a, half, opts, optlen);
+        options(ctx, a, half, opts, optlen);
     }
     return WBCL_SUCCESS; /* no fitting work-group size: *kf NULL, the caller takes the CPU-shaped path */
 }
 
-/* The register-tiled kernel (wbcl_attn_tiled_gpu: 128 work-items, 64 queries per work-group) where
- * attention.tiled asks for it, p is 32, 64, 96 or 128, and the device and the compiled kernel take the
- * work-group and its local memory; else *kf NULL. Local memory as cl/attention.cl lays it out:
- * p = 32, 64: Qs 64 (p+4), Ks 32 (p+4), Vs 32 p, Ps 32 * 68, statistics 8 * 64 + 3 * 64 floats
- * (28.8 / 44.8 KiB); p = 96, 128: Qs 64 p, KX max(16 p, 16 * 68 + 8 * 64 + 64), Vs 16 p floats
- * (36.5 / 48 KiB). */
-#define TILED_WG 128
-#define TILED_Q 64
-static uint64_t tiled_lmem(size_t p)
-{
-    if (p == 32 || p == 64) return 4u * (64u * (p + 4) + 32u * (p + 4) + 32u * p + 32u * 68u + 8u * 64u + 3u * 64u);
-    if (p == 96 || p == 128) {
-        const uint64_t kx = 16u * p > 16u * 68u + 8u * 64u + 64u ? 16u * p : 16u * 68u + 8u * 64u + 64u;
-        return 4u * (64u * p + kx + 16u * p);
-    }
-    return 0;
-}
-
+/* The register-tiled kernel (wbcl_attn_tiled_gpu) where attention.tiled asks for it, p is 32, 64, 96
+ * or 128, and the device and the compiled kernel take the work-group and its local memory (tiled_lmem);
+ * else *kf NULL. */
 static wbcl_status tiled_kernel(wbcl_context *ctx, const att_params *a, const char *opts, wbcl_kern **kf)
 {
     *kf = NULL;
@@ -380,7 +388,7 @@ static wbcl_status attention(wbcl_context *ctx, const char *op, const wbcl_atten
     const int half = (q->dtype == WBCL_F16 ? 1 : 0) | (k->dtype == WBCL_F16 ? 2 : 0) |
                      (v->dtype == WBCL_F16 ? 4 : 0) | (o->dtype == WBCL_F16 ? 8 : 0);
     char opts[256];
-    options(&a, half, opts, sizeof opts);
+    options(ctx, &a, half, opts, sizeof opts);
     if (ctx->variant == WBCL_VARIANT_GPU) {
         wbcl_kern *kf;
         if ((st = tiled_kernel(ctx, &a, opts, &kf))) return st;

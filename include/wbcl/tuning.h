@@ -48,9 +48,9 @@
  *                      a block never has fewer than 40 row panels (host/ops/gemm.c MIN_BLOCK_PANELS)
  *   gemm.backend       the GEMM backend of contexts on the device (wbcl_gemm_backend: 1 packed,
  *                      2 CLBlast, 3 tiled) unless one sets it explicitly; absent: packed on CPU
- *                      devices, tiled on GPUs that take it, CLBlast elsewhere. 3 needs work-groups of 256 and 4352 bytes of
- *                      local memory (checked at load); with tile parameters the device cannot
- *                      take, the device-type default is used
+ *                      devices, tiled on GPUs that take it, CLBlast elsewhere. 3 needs work-groups
+ *                      of 256 and 4352 bytes of local memory (checked at load); with tile
+ *                      parameters the device cannot take, the device-type default is used
  *   gemm.tiled.tile    tiled GEMM (backend WBCL_GEMM_TILED, cl/gemm_tiled.cl): rows = columns of C
  *                      per work-group of 16 x 16 (-DWBCL_GT_TM = -DWBCL_GT_TN): 64 or 128; absent: by
  *                      the shape, 128 unless C has fewer 128 x 128 tiles than the device has compute
@@ -69,13 +69,15 @@
  *   attention.bk       GPU fused attention: keys per local-memory tile (-DWBCL_ATT_BK), 1..256,
  *                      2*bk*p floats within the local memory (scoped key: checked at load;
  *                      unscoped: halved at use until it fits that p)
- *   attention.tiled    GPU fused attention for p = 32 and 64: 1 the register-tiled kernel (64 queries
- *                      x 32-key tiles per work-group of 128, wbcl_attn_tiled_gpu), 0 (default) the
- *                      one-query-per-work-item kernel; the tiled one needs 128 work-items and 29-45 KiB
- *                      of local memory, else the other runs
+ *   attention.tiled    GPU fused attention for p = 32, 64, 96 and 128: 1 the register-tiled kernel
+ *                      (64 queries per work-group of 128, 32-key tiles at p <= 64, 16 above;
+ *                      wbcl_attn_tiled_gpu), 0 the one-query-per-work-item kernel; default 1 for
+ *                      p = 64 and 128 on GPU-variant contexts (measured faster at p = 64 on an
+ *                      NVIDIA H200), else 0; the tiled one needs 128 work-items and 29-48 KiB of
+ *                      local memory, else the other runs
  *   clblast.xgemm.NAME CLBlast's Xgemm kernel (the GEMM backend WBCL_GEMM_CLBLAST, selected by
- *                      gemm.backend = 2 or explicitly), NAME one of CLBlast's 16: GEMMK KREG KWG KWI MDIMA MDIMC MWG NDIMB
- *                      NDIMC NWG SA SB STRM STRN VWM VWN. Keys missing from a table keep CLBlast's own
+ *                      gemm.backend = 2 or explicitly), NAME one of CLBlast's 16: GEMMK KREG KWG
+ *                      KWI MDIMA MDIMC MWG NDIMB NDIMC NWG SA SB STRM STRN VWM VWN. Keys missing from a table keep CLBlast's own
  *                      value for the device (its database; wbcl_context_param_get shows it as the
  *                      default); the set is checked as a whole (CLBlast's tuner constraints, the
  *                      device's work-group size and local memory) when CLBlast runs, and an invalid
@@ -179,9 +181,9 @@ typedef struct wbcl_tune_opts {
 /* Sweeps the tunable parameters of the device's kernels, family by family, starting from the
  * built-in defaults (whatever table the device has): GEMM (gemm.mr x gemm.nr register tiles,
  * then gemm.a_block_kib with the winning tile; every later family is measured on top of the
- * earlier winners), where CLBlast is the GEMM (GPUs) or when named ("clblast", "gemm_tiled",
- * "gemm_backend"): CLBlast's Xgemm set and threshold, the tiled GEMM's gemm.tiled.tile x
- * gemm.tiled.tk, then gemm.backend (each backend with those winners, on the same shapes); and
+ * earlier winners), on GPUs or when named ("clblast", "gemm_tiled", "gemm_backend"): CLBlast's
+ * Xgemm set and threshold, the tiled GEMM's gemm.tiled.tile x gemm.tiled.tk x gemm.tiled.db,
+ * then gemm.backend (each backend with those winners, on the same shapes); and
  * fused attention for head dimension 64 (attention.p64.qb, .g, .vw on the CPU variant;
  * .bq, .bk on the GPU variant). Each candidate is first run on a small shape and compared with
  * the double-precision reference (include/wbcl/ref.h; a wrong one is rejected and reported),
