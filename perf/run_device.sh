@@ -7,7 +7,8 @@
 # Steps (cap): info: device listing (20 s); tests: the ctest suite (STEP_TESTS, 240 s, CTEST_J parallel,
 # CTEST_ARGS passed on, e.g. "-R test_linalg"; default "-E python_pytest", which would run the build host's
 # interpreter; pytest: the Python tests with $PY where it has pytest, 120 s); linalg: bench_linalg with the OpenBLAS peer (60 s); redunet,
-# circulant: run_redunet.sh and run_circulant.sh with the NumPy peer (STEP_PEERS, 90 s each); profile:
+# circulant: run_redunet.sh and run_circulant.sh with the NumPy peer and the PyTorch peer on TORCH_PEER
+# (default cuda; perf/peers/redunet_torch.py, circulant_torch.py: issue 16's ReduNet targets) (STEP_PEERS, 90 s each); profile:
 # bench_circulant's per-kernel device times, 1-D and 2-D (60 s); bench: wbcl-bench on the device, every
 # operator verified against the double-precision reference, csv/json/svg (STEP_BENCH, 180 s).
 # tssa_test, tssa_bench, tssa_peer (issue 16): test_tssa run directly (150 s), bench_tssa --heads-core on
@@ -153,8 +154,10 @@ step chol_bench "${STEP_CHOL_BENCH:-120}" chol_bench.log sh -c "b='$build/perf/b
 cat "$out/chol_bench.log" 2>/dev/null | head -60
 step chol_peer "${STEP_CHOL_PEER:-60}" chol_peer.log env PYTHONUNBUFFERED=1 python3 perf/peers/linalg_torch_cuda.py --shapes "1,4096;1024,64;1,784;11,784" --inverse "11,784" --reps 20
 cat "$out/chol_peer.log" 2>/dev/null | head -12
-step redunet "${STEP_PEERS:-90}" redunet.log env OPENBLAS_NUM_THREADS="$(nproc)" perf/run_redunet.sh "$build" 3
-step circulant "${STEP_PEERS:-90}" circulant.log env OPENBLAS_NUM_THREADS="$(nproc)" perf/run_circulant.sh "$build" 3
+step redunet "${STEP_PEERS:-90}" redunet.log env OPENBLAS_NUM_THREADS="$(nproc)" TORCH_PEER="${TORCH_PEER:-cuda}" TORCH_PY="$py" \
+  perf/run_redunet.sh "$build" 3
+step circulant "${STEP_PEERS:-90}" circulant.log env OPENBLAS_NUM_THREADS="$(nproc)" TORCH_PEER="${TORCH_PEER:-cuda}" TORCH_PY="$py" \
+  perf/run_circulant.sh "$build" 3
 step profile 60 profile.log sh -c "'$build/perf/bench_circulant' --case 1d --layers 5 --reps 3 --profile && '$build/perf/bench_circulant' --case 2d --layers 5 --reps 3 --profile"
 step bench "${STEP_BENCH:-180}" bench.log "$build/tools/wbcl-bench" --device "$WBCL_DEVICE" --reps 5 --progress \
   --csv "$out/wbcl-bench.csv" --json "$out/wbcl-bench.json" --plot "$out/wbcl-bench.svg"
