@@ -38,7 +38,10 @@
 #define BK WBCL_ATT_BK
 
 #ifndef WBCL_ATT_NO_TILED
-#define WBCL_ATT_NO_TILED 0 /* 1: leave the register-tiled kernel out (host/ops/attention.c) */
+#define WBCL_ATT_NO_TILED 0 /* 1: leave the register-tiled kernels out (host/ops/attention.c) */
+#endif
+#ifndef WBCL_ATT_NO_TILED2
+#define WBCL_ATT_NO_TILED2 0 /* 1: leave the second register-tiled form (p = 32, 64) out */
 #endif
 #ifndef WBCL_ATT_HALF
 #define WBCL_ATT_HALF 0
@@ -789,6 +792,219 @@ __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void wbcl_attn_tiled_g
 #undef XPM
 #undef XAL
 #undef XN
+#undef KXN
+#undef SWZ
+#undef L4
+#endif
+
+/* ---- GPU-shaped, register-tiled, second form (P = 32 or 64; attention.tiled = 2) ---------------
+ * wbcl_attn_tiled2_gpu, issue 17: the first form above with more FMAs per local read and fewer
+ * barriers per key, using the ideas of the p = 96 / 128 form. A work-group of 128 work-items takes
+ * TQ = 64 queries and visits the keys in tiles of TK = 64. Work-item (r, c) of a 16 x 8 grid
+ * (r = lid / 8, c = lid % 8) owns the queries r + 16 i (i < 4) in both products:
+ *   S = Q Kᵀ   keys c + 8 j (j < 8): a 4 x 8 tile, 4 channels at a time from 4 + 8 aligned float4
+ *              reads for 128 FMAs (the first form: 8 for 64);
+ *   O += P V   channels 4 c + 32 u (u < P / 32): per key one float4 of weights (the 4 queries) and
+ *              P / 32 float4 of V for 4 P / 8 FMAs (p = 64: 3 reads for 32 FMAs).
+ * Because both tiles have the same queries, each work-item keeps the running maximum m of its 4
+ * queries in registers and computes the rescale factor itself: the 8 work-items of a row r compute
+ * the same maximum from the same 8 partial maxima, and nothing but the partial maxima is exchanged
+ * per tile. The running sum is kept per work-item over its own keys (rescaled by the same factor);
+ * the 8 partial sums of a query are added once, at the end, through local memory.
+ * Local memory (floats; rows unpadded, XOR swizzle of the 16-byte groups so that the float4 reads
+ * of a warp fall in distinct banks or broadcast):
+ *   Qs  64 x P   query row x, channel ch at x P + (ch ^ 4 (x & 7)); after the key loop it stages
+ *                the normalized O tile, written out coalesced along the channels
+ *   KX  the K tile (64 x P, swizzled as Qs) while S is computed, then the weights Ps: key row x
+ *       (64 floats), the 4 queries r + 16 i of work-item row r as one float4 at group r ^ (x & 7);
+ *       the partial maxima (at the end the partial sums) [q][c], 64 x 8 floats, at XS
+ *   Vs  64 x P   row-major
+ * p = 64: 3 x 4096 floats = 48 KiB, exactly NVIDIA's limit per work-group: KX is all weights, so
+ * the partial maxima share its start (XS = 0) and the tile takes 6 barriers (tile free, tile loaded,
+ * K read, maxima written, maxima read, weights written), 6 per 64 keys against the first form's 9-10;
+ * p = 32: 2048 + 4608 + 2048 floats = 34 KiB, the maxima after the weights (XS = 4096) and 4
+ * barriers per tile (no "K read": the maxima do not overlap K; no "maxima read": the weights do not
+ * overlap them). Tiles whose 64 keys every query of the work-group sees skip the masking (uniform
+ * test); elsewhere masking as in the kernels above (-FLT_MAX scores, weights exactly 0), keys at or
+ * past the work-group's last visible key loaded as 0. Rows past n_q compute on zero queries and are
+ * not written. Chosen by host/ops/attention.c for GPU-variant contexts when attention.tiled is 2 and
+ * the device has the work-group size and the local memory (else -DWBCL_ATT_NO_TILED2=1 leaves it
+ * out of the program). */
+#if !WBCL_ATT_NO_TILED && !WBCL_ATT_NO_TILED2 && (WBCL_ATT_P == 32 || WBCL_ATT_P == 64)
+#define TQ 64
+#define TK 64
+#define TU (P / 32) /* float4 channel groups of O per work-item */
+#if P == 32
+#define STATS_APART 1
+#define XS (TK * TQ)
+#define KXN (TK * TQ + 8 * TQ)
+#else
+#define STATS_APART 0
+#define XS 0
+#define KXN (TK * TQ)
+#endif
+#define SWZ(x, ch) ((x) * P + ((ch) ^ (((x) & 7) << 2)))
+#define L4(p) (*(__local float4 *)(p)) /* an aligned float4 of local memory: one 128-bit access */
+
+__kernel __attribute__((reqd_work_group_size(128, 1, 1))) void wbcl_attn_tiled2_gpu(
+    __global const Q_T *restrict q, const ulong q_off, const ulong q_sb, const ulong q_sh, const ulong q_sn,
+    __global const K_T *restrict k, const ulong k_off, const ulong k_sb, const ulong k_sh, const ulong k_sn,
+    __global const V_T *restrict v, const ulong v_off, const ulong v_sb, const ulong v_sh, const ulong v_sn,
+    __global O_T *restrict o, const ulong o_off, const ulong o_sb, const ulong o_sh, const ulong o_sn,
+    const uint H, const uint BH, const uint Nq, const uint Nk, const uint causal, const float qscale)
+{
+    __local float Qs[TQ * P] __attribute__((aligned(16))), KX[KXN] __attribute__((aligned(16))),
+        Vs[TK * P] __attribute__((aligned(16)));
+    const uint lid = get_local_id(0), bh = get_global_id(1);
+    if (bh >= BH) return; /* uniform over the work-group */
+    const uint b = bh / H, h = bh % H;
+    const uint q0 = get_group_id(0) * TQ, shift = Nk - Nq;
+    const uint glast = min(q0 + TQ, Nq) - 1;
+    const uint kend = causal ? min(Nk, glast + shift + 1) : Nk; /* uniform */
+    const uint kfull = causal ? min(Nk, q0 + shift + 1) : Nk;   /* keys below: seen by every query */
+    const uint r = lid / 8, c = lid % 8;
+    const uint xq = (r & 7) << 2, xk = c << 2; /* the swizzle of the query rows r + 16 i, key rows c + 8 j */
+
+    const __global Q_T *qb = q + q_off + b * q_sb + h * q_sh;
+    const __global K_T *kb = k + k_off + b * k_sb + h * k_sh;
+    const __global V_T *vb = v + v_off + b * v_sb + h * v_sh;
+    for (uint e = lid; e < TQ * P; e += 128) { /* coalesced along the channels */
+        const uint qq = e / P, ch = e % P;
+        Qs[SWZ(qq, ch)] = q0 + qq < Nq ? LD_Q((ulong)(q0 + qq) * q_sn + ch, qb) * qscale : 0.0f;
+    }
+    float4 O[4][TU];
+    float m[4], lp[4]; /* queries r + 16 i: running maximum, partial running sum (own keys) */
+    int lim[4];        /* and their last visible key */
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+#pragma unroll
+        for (int u = 0; u < TU; u++) O[i][u] = (float4)(0.0f);
+        m[i] = NEG_BIG;
+        lp[i] = 0.0f;
+        lim[i] = causal ? (int)min(Nk - 1, q0 + r + 16 * i + shift) : (int)Nk - 1;
+    }
+
+    for (uint j0 = 0; j0 < kend; j0 += TK) {
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile's readers of KX and Vs are done */
+#pragma unroll 8
+        for (uint t = 0; t < TK * P / 128; t++) {
+            const uint e = lid + 128 * t, jj = e / P, ch = e % P;
+            const int in = j0 + jj < kend;
+            KX[SWZ(jj, ch)] = in ? LD_K((ulong)(j0 + jj) * k_sn + ch, kb) : 0.0f;
+            Vs[e] = in ? LD_V((ulong)(j0 + jj) * v_sn + ch, vb) : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        float s[4][8];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 8; j++) s[i][j] = 0.0f;
+        for (uint ch = 0; ch < P; ch += 4) {
+            float4 qv[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) qv[i] = L4(Qs + (r + 16 * i) * P + (ch ^ xq));
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float4 kv = L4(KX + (c + 8 * j) * P + (ch ^ xk));
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    s[i][j] = fma(qv[i].x, kv.x, s[i][j]);
+                    s[i][j] = fma(qv[i].y, kv.y, s[i][j]);
+                    s[i][j] = fma(qv[i].z, kv.z, s[i][j]);
+                    s[i][j] = fma(qv[i].w, kv.w, s[i][j]);
+                }
+            }
+        }
+        const int full = j0 + TK <= kfull; /* uniform: no key of the tile is masked for any query */
+        float mx[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            mx[i] = NEG_BIG;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                if (!full && (int)(j0 + c + 8 * j) > lim[i]) s[i][j] = NEG_BIG;
+                mx[i] = fmax(mx[i], s[i][j]);
+            }
+        }
+#if !STATS_APART
+        barrier(CLK_LOCAL_MEM_FENCE); /* the K tile is read: KX takes the partial maxima */
+#endif
+#pragma unroll
+        for (int i = 0; i < 4; i++) KX[XS + (r + 16 * i) * 8 + c] = mx[i];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        float alpha[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint qq = r + 16 * i;
+            const float4 p01 = fmax(L4(KX + XS + qq * 8), L4(KX + XS + qq * 8 + 4));
+            const float mnew = fmax(m[i], fmax(fmax(p01.x, p01.y), fmax(p01.z, p01.w)));
+            alpha[i] = exp2(fmax(m[i] - mnew, EXP2_FLOOR));
+            m[i] = mnew;
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                float p = exp2(s[i][j] - mnew);
+                if (!full && (int)(j0 + c + 8 * j) > lim[i]) p = 0.0f;
+                s[i][j] = p;
+                sum += p;
+            }
+            lp[i] = lp[i] * alpha[i] + sum;
+        }
+#if !STATS_APART
+        barrier(CLK_LOCAL_MEM_FENCE); /* the partial maxima are read: KX takes the weights */
+#endif
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            L4(KX + (c + 8 * j) * TQ + ((r ^ c) << 2)) = (float4)(s[0][j], s[1][j], s[2][j], s[3][j]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+#pragma unroll
+        for (int u = 0; u < TU; u++) {
+            O[0][u] *= alpha[0];
+            O[1][u] *= alpha[1];
+            O[2][u] *= alpha[2];
+            O[3][u] *= alpha[3];
+        }
+#pragma unroll 8
+        for (uint jj = 0; jj < TK; jj++) {
+            const float4 pv = L4(KX + jj * TQ + ((r ^ (jj & 7)) << 2));
+#pragma unroll
+            for (int u = 0; u < TU; u++) {
+                const float4 vv = L4(Vs + jj * P + 4 * c + 32 * u);
+                O[0][u] = fma((float4)(pv.x), vv, O[0][u]);
+                O[1][u] = fma((float4)(pv.y), vv, O[1][u]);
+                O[2][u] = fma((float4)(pv.z), vv, O[2][u]);
+                O[3][u] = fma((float4)(pv.w), vv, O[3][u]);
+            }
+        }
+    }
+    /* the row sums: the 8 partial sums of each query through KX; the normalized O tile is staged in
+     * Qs (no longer read, row-major) and written out coalesced along the channels */
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int i = 0; i < 4; i++) KX[XS + (r + 16 * i) * 8 + c] = lp[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint qq = r + 16 * i;
+        const float4 l4 = L4(KX + XS + qq * 8) + L4(KX + XS + qq * 8 + 4);
+        const float inv = 1.0f / ((l4.x + l4.y) + (l4.z + l4.w));
+#pragma unroll
+        for (int u = 0; u < TU; u++) L4(Qs + qq * P + 4 * c + 32 * u) = O[i][u] * inv;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __global O_T *ob = o + o_off + b * o_sb + h * o_sh;
+    for (uint e = lid; e < TQ * P; e += 128) {
+        const uint qq = e / P, ch = e % P;
+        if (q0 + qq < Nq) ST_O(Qs[e], (ulong)(q0 + qq) * o_sn + ch, ob);
+    }
+}
+#undef TQ
+#undef TK
+#undef TU
+#undef STATS_APART
+#undef XS
 #undef KXN
 #undef SWZ
 #undef L4

@@ -36,8 +36,8 @@
 # cl/gemm_tiled.cl, the GPU default) with its tile by the shape and with gemm.tiled.db = 1, gemm.tiled.tk = 16,
 # gemm.tiled.tile = 128 and 64 (GEMM_PARAM_SIZES); sizes 1024^3, 2048^3, 4096^3 and CRATE-T's MLP shapes at batch 8 and 64 (GEMM_SIZES), then
 # CLBlast with the tuned table) (150 s); perf/peers/attention_sdpa_paired.py against CUDA SDPA on ATT_SHAPES (default
-# "4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128"), once with the default kernels and once with
-# attention.tiled=1 (the register-tiled kernel for p = 32, 64) (120 s); perf/peers/models_torch.py, CRATE-T and
+# "4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128"), once with the default kernels, once with
+# attention.tiled=1 (the register-tiled kernel for p = 32, 64) and once with attention.tiled=2 (its second form) (180 s); perf/peers/models_torch.py, CRATE-T and
 # ToST-T at batch 1, 8, 64 against PyTorch CUDA eager, the default parameters (needs safetensors) (150 s);
 # models_clblast: the same at batch 8 and 64 with CLBlast as the GEMM (the tuned table plus gemm.backend = 2;
 # only when clblast_tune wrote its table) (120 s).
@@ -86,10 +86,12 @@ step gemm_peer "${STEP_GEMM_PEER:-150}" gemm_peer.log sh -c "p=perf/peers/gemm_m
     WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes ${GEMM_PARAM_SIZES:-1024,2048,4096,12608x384x1536} --reps 20 --backends tiled --param \$t; done
   [ -s '$out/clblast-tuned.txt' ] && { echo '== CLBlast with the tuned table'; WBCL_TUNING='$out/clblast-tuned.txt' '$py' \$p --torch-device cuda --sizes '$gemm_sizes' --reps 20 --backends clblast; }; true"
 cat "$out/gemm_peer.log" 2>/dev/null
-step attention_peer "${STEP_ATTENTION_PEER:-120}" attention_peer.log sh -c "s='${ATT_SHAPES:-4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128}'
+step attention_peer "${STEP_ATTENTION_PEER:-180}" attention_peer.log sh -c "s='${ATT_SHAPES:-4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128}'
   '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10
   echo '== the register-tiled kernel (attention.tiled = 1; p = 32, 64)'
-  '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10 --param attention.tiled=1"
+  '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10 --param attention.tiled=1
+  echo '== its second form (attention.tiled = 2; p = 32, 64: 64-key tiles, wbcl_attn_tiled2_gpu; p = 128: the first form)'
+  '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10 --param attention.tiled=2"
 cat "$out/attention_peer.log" 2>/dev/null
 step models_peer "${STEP_MODELS_PEER:-150}" models_peer.log env WBCL_TUNING=off "$py" perf/peers/models_torch.py \
   --lib "$build/libwbcl.so" --torch-device cuda --batch 1,8,64 --reps 5 --threads 1

@@ -275,6 +275,76 @@ START_TEST(tiled_gpu_p128_vs_ref)
 }
 END_TEST
 
+/* The register-tiled kernel's second form (attention.tiled = 2, p = 32 and 64: 64 queries x 64-key
+ * tiles, wbcl_attn_tiled2_gpu) on PoCL with the GPU variant, against the double reference: one
+ * query, primes and non-multiples of its 64-query and 64-key tiles, exact multiples (every tile
+ * unmasked), several tiles each way, fewer queries than keys (causal: the last n_q, unmasked and
+ * masked tiles both), MSSA, and logits of ~1e3 (the running maximum changes between tiles). The
+ * profile shows that the second form, not the first or the one-query kernel, ran. Then: at p = 128
+ * the value 2 takes the first form; a GPU with the first form's local memory but not the second's
+ * (46 KiB at p = 64, 32 KiB at p = 32) builds the program without it (-DWBCL_ATT_NO_TILED2=1) and runs
+ * the first form; with less than either (32 KiB at p = 64) the one-query kernel. */
+START_TEST(tiled2_gpu_vs_ref)
+{
+    wbcl_context *ctx = tu_context();
+    tu_rng rng;
+    tu_rng_seed(&rng, 16);
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.tiled", 2), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_set_timing(ctx, 1), WBCL_SUCCESS);
+    long t;
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "attention.p64.tiled", &t, NULL), WBCL_SUCCESS);
+    ck_assert_int_eq(t, 2);
+    reset_launches(ctx);
+    const heads_case cases[] = {{1, 1, 1, 1, 64},     {1, 1, 1, 1, 32},     {2, 3, 45, 45, 64},
+                                {1, 2, 131, 131, 32}, {1, 1, 131, 131, 64}, {2, 1, 97, 97, 32},
+                                {1, 1, 128, 128, 64}, {1, 1, 192, 192, 32}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int causal = 0; causal < 2; causal++) check_heads_case(ctx, &cases[i], causal, 0, &rng, 1.0);
+    const heads_case rect[] = {{1, 2, 5, 37, 64}, {1, 1, 40, 97, 32}, {1, 1, 70, 150, 64}, {2, 1, 64, 200, 32}};
+    for (size_t i = 0; i < sizeof rect / sizeof rect[0]; i++)
+        for (int causal = 0; causal < 2; causal++) check_heads_case(ctx, &rect[i], causal, 0, &rng, 1.0);
+    const heads_case ms[] = {{1, 3, 71, 71, 64}, {1, 1, 67, 67, 32}};
+    for (size_t i = 0; i < 2; i++)
+        for (int causal = 0; causal < 2; causal++) check_heads_case(ctx, &ms[i], causal, 1, &rng, 1.0);
+    /* |q.k| up to p * 16 * 16 at scale p^-1/2: logits ~1e3 (p = 32: 1.4e3, p = 64: 2e3) */
+    const heads_case big[] = {{1, 2, 100, 100, 64}, {1, 1, 130, 130, 32}};
+    for (size_t i = 0; i < 2; i++)
+        for (int causal = 0; causal < 2; causal++) check_heads_case(ctx, &big[i], causal, 0, &rng, 16.0);
+    ck_assert_uint_gt(launches_of(ctx, "wbcl_attn_tiled2_gpu"), 0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_tiled_gpu"), 0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_fused_gpu"), 0);
+
+    /* p = 128: no second form, 2 takes the first */
+    reset_launches(ctx);
+    const heads_case c128 = {1, 1, 37, 37, 128};
+    check_heads_case(ctx, &c128, 1, 0, &rng, 1.0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_tiled_gpu"), 1);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_tiled2_gpu"), 0);
+
+    /* local memory for the first form only: the program leaves the second out, the first runs */
+    const heads_case c64 = {1, 1, 70, 70, 64}, c32 = {1, 1, 70, 70, 32};
+    const uint64_t lmem = ctx->info.local_mem_size;
+    ctx->info.local_mem_size = 46 * 1024;
+    reset_launches(ctx);
+    check_heads_case(ctx, &c64, 1, 0, &rng, 1.0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_tiled_gpu"), 1);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_tiled2_gpu"), 0);
+    ctx->info.local_mem_size = 32 * 1024;
+    reset_launches(ctx);
+    check_heads_case(ctx, &c32, 0, 0, &rng, 1.0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_tiled_gpu"), 1);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_tiled2_gpu"), 0);
+    /* and less than either: the one-query kernel */
+    reset_launches(ctx);
+    check_heads_case(ctx, &c64, 0, 0, &rng, 1.0);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_fused_gpu"), 1);
+    ck_assert_uint_eq(launches_of(ctx, "wbcl_attn_tiled_gpu") + launches_of(ctx, "wbcl_attn_tiled2_gpu"), 0);
+    ctx->info.local_mem_size = lmem;
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 /* Logits of order 1e4 (scale 1, |q.k| up to 1e4): a naive exp overflows; the online softmax must
  * stay finite. Entries are +-25, so q.k is a multiple of 1250 up to 16*625 = 1e4.
  * (a) q = k with distinct sign patterns per token: query i's own key scores 1e4, every other key
@@ -997,6 +1067,7 @@ int main(void)
     tcase_add_test(tc, heads_mssa_vs_ref);
     tcase_add_test(tc, tiled_gpu_vs_ref);
     tcase_add_test(tc, tiled_gpu_p128_vs_ref);
+    tcase_add_test(tc, tiled2_gpu_vs_ref);
     tcase_add_test(tc, large_logits);
     tcase_add_test(tc, heads_decode_vs_ref);
     tcase_add_test(tc, modules_vs_ref);

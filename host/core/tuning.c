@@ -55,8 +55,9 @@ static const pdesc registry[] = {
     {"attention.vw", "attention", K_SET, 0, 0, {4, 8, 16, 0}, 0, 0, 1, "fused attention: accumulator vector width"},
     {"attention.bq", "attention", K_POW2, 1, 1 << 16, {0}, 1, 0, 1, "GPU fused attention: queries per work-group"},
     {"attention.bk", "attention", K_RANGE, 1, 256, {0}, 0, 0, 1, "GPU fused attention: keys per local-memory tile"},
-    {"attention.tiled", "attention", K_RANGE, 0, 1, {0}, 0, 0, 1,
-     "GPU fused attention, p = 32, 64, 96, 128: 1 the register-tiled kernel, 0 one query per work-item"},
+    {"attention.tiled", "attention", K_RANGE, 0, 2, {0}, 0, 0, 1,
+     "GPU fused attention, p = 32, 64, 96, 128: 1 the register-tiled kernel, 2 its second form (p = 32, 64), "
+     "0 one query per work-item"},
     /* CLBlast's Xgemm kernel (its names; host/core/blas.c applies them, checks the set as a whole) */
 #define XG(name, kind, lo, hi, doc) {"clblast.xgemm." name, "clblast", kind, lo, hi, {1, 2, 4, 8, 16, 0}, 0, 0, 0, doc}
     XG("GEMMK", K_RANGE, 0, 1, "CLBlast Xgemm: kernel form (0: 2-D register tiles, 1: 1-D, KREG)"),

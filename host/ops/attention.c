@@ -13,6 +13,10 @@
  *        work-group of 128 in register tiles (p = 32, 64: 32-key tiles; p = 96,
  *        128: 16-key tiles, Q swizzled in local memory, within 48 KiB). On by
  *        default for p = 64 and 128 (measured, see wbcl__attention_params).
+ *        With attention.tiled = 2 and p = 32 or 64: wbcl_attn_tiled2_gpu, the
+ *        second form (64 queries x 64-key tiles per work-group of 128, 4 x 8
+ *        score tiles, statistics kept per work-item; 34 / 48 KiB), for A/B
+ *        measurement (issue 17); at p = 96 and 128, 2 means the first form.
  * Kernel parameters are compile-time (-D): the head dimension p and the
  * tile shapes derived from it, so each distinct p builds one program.
  * One query per (batch, head) in float32 (a decode step) takes neither: host/ops/attn_decode.c
@@ -47,7 +51,7 @@ typedef struct att_params {
     size_t p, pp;   /* head dim, padded to vw */
     int vw, qb, g;  /* CPU */
     int bq, bk;     /* GPU */
-    int tiled;      /* GPU, p = 32, 64, 96 or 128: the register-tiled kernel */
+    int tiled;      /* GPU, p = 32, 64, 96 or 128: the register-tiled kernel (2: its second form, p = 32, 64) */
 } att_params;
 
 void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[6])
@@ -81,7 +85,8 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
      *                      tiled kernel is not yet measured, but its 64-query tiles with 64 accumulators per
      *                      work-item replace a kernel whose private q and accumulator rows do not fit registers)
      * p = 96 shares the p = 128 code but has no measurement of either kernel: off. The CPU variant never
-     * takes it. attention.tiled = 0 / 1 (context, table or WBCL_TUNING) overrides this default. */
+     * takes it. attention.tiled = 0 / 1 / 2 (context, table or WBCL_TUNING) overrides this default; 2, the
+     * second form for p = 32 and 64 (wbcl_attn_tiled2_gpu), is not yet measured: not a default. */
     v[5] = ctx->variant == WBCL_VARIANT_GPU && (p == 64 || p == 128);
     if (tuned) {
         static const char *const keys[6] = {"attention.qb", "attention.g", NULL, "attention.bq", "attention.bk",
@@ -127,9 +132,20 @@ static uint64_t tiled_lmem(size_t p)
     return 0;
 }
 
+/* Local memory of the second form (wbcl_attn_tiled2_gpu, p = 32 and 64); 0: no such form. Qs 64 p,
+ * KX max(64 p, 64 * 64 + 8 * 64 at p = 32 / 64 * 64 at p = 64), Vs 64 p floats (34 / 48 KiB). */
+static uint64_t tiled2_lmem(size_t p)
+{
+    if (p == 32) return 4u * (64u * 32u + (64u * 64u + 8u * 64u) + 64u * 32u);
+    if (p == 64) return 4u * (3u * 64u * 64u);
+    return 0;
+}
+
 /* The program's options. A GPU-variant device without the register-tiled kernel's local memory or
  * work-group size gets -DWBCL_ATT_NO_TILED=1: that kernel's local arrays are then left out of the
- * program, whose build would otherwise fail there and take the one-query kernel with it. */
+ * program, whose build would otherwise fail there and take the one-query kernel with it. One with
+ * the first form's but not the second form's local memory (p = 32: 28.8 against 34 KiB; p = 64:
+ * 44.8 against 48 KiB) gets -DWBCL_ATT_NO_TILED2=1 (the second form alone left out). */
 static void options(const wbcl_context *ctx, const att_params *a, int half, char *buf, size_t len)
 {
     int n = snprintf(buf, len,
@@ -137,10 +153,12 @@ static void options(const wbcl_context *ctx, const att_params *a, int half, char
                      "-DWBCL_ATT_BQ=%d -DWBCL_ATT_BK=%d",
                      a->p, a->pp, a->vw, a->qb, a->g, a->bq, a->bk);
     if (half && n > 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_HALF=%d", half);
-    const uint64_t lmem = tiled_lmem(a->p);
-    if (ctx->variant == WBCL_VARIANT_GPU && lmem &&
-        (ctx->info.local_mem_size < lmem || ctx->info.max_work_group_size < TILED_WG) && n > 0 && (size_t)n < len)
+    const uint64_t lmem = tiled_lmem(a->p), lmem2 = tiled2_lmem(a->p);
+    if (ctx->variant != WBCL_VARIANT_GPU || !lmem || n <= 0 || (size_t)n >= len) return;
+    if (ctx->info.local_mem_size < lmem || ctx->info.max_work_group_size < TILED_WG)
         snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_NO_TILED=1");
+    else if (lmem2 && ctx->info.local_mem_size < lmem2)
+        snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_NO_TILED2=1");
 }
 
 /* ---- validation ------------------------------------------------------------------- */
@@ -314,25 +332,36 @@ static wbcl_status gpu_kernel(wbcl_context *ctx, att_params *a, int half, char *
     return WBCL_SUCCESS; /* no fitting work-group size: *kf NULL, the caller takes the CPU-shaped path */
 }
 
-/* The register-tiled kernel (wbcl_attn_tiled_gpu) where attention.tiled asks for it, p is 32, 64, 96
- * or 128, and the device and the compiled kernel take the work-group and its local memory (tiled_lmem);
- * else *kf NULL. */
+/* The register-tiled kernel where attention.tiled asks for it, p is 32, 64, 96 or 128, and the device
+ * and the compiled kernel take the work-group and its local memory (tiled_lmem); else *kf NULL.
+ * attention.tiled = 2 at p = 32, 64: the second form (wbcl_attn_tiled2_gpu, tiled2_lmem) where it
+ * fits, else the first (wbcl_attn_tiled_gpu); both launch 128 work-items per 64 queries. */
 static wbcl_status tiled_kernel(wbcl_context *ctx, const att_params *a, const char *opts, wbcl_kern **kf)
 {
     *kf = NULL;
-    const uint64_t lmem = tiled_lmem(a->p);
+    const uint64_t lmem = tiled_lmem(a->p), lmem2 = tiled2_lmem(a->p);
     if (!a->tiled || !lmem || ctx->info.max_work_group_size < TILED_WG) return WBCL_SUCCESS;
     if (ctx->info.local_mem_size < lmem) return WBCL_SUCCESS;
     wbcl_kern *k;
     size_t limit;
-    wbcl_status st = wbcl__kernel(ctx, FAMILY, opts, "wbcl_attn_tiled_gpu", &k);
+    wbcl_status st;
+    if (a->tiled == 2 && lmem2 && ctx->info.local_mem_size >= lmem2) {
+        st = wbcl__kernel(ctx, FAMILY, opts, "wbcl_attn_tiled2_gpu", &k);
+        if (!st) st = wbcl__kernel_wg_limit(ctx, k, &limit);
+        if (st) return st;
+        if (limit >= TILED_WG) {
+            *kf = k;
+            return WBCL_SUCCESS;
+        }
+    }
+    st = wbcl__kernel(ctx, FAMILY, opts, "wbcl_attn_tiled_gpu", &k);
     if (!st) st = wbcl__kernel_wg_limit(ctx, k, &limit);
     if (st) return st;
     if (limit >= TILED_WG) *kf = k;
     return WBCL_SUCCESS;
 }
 
-/* global (g0, B*K), local (l0, 1): the one-query kernel g0 = n_q, l0 = BQ; the tiled one
+/* global (g0, B*K), local (l0, 1): the one-query kernel g0 = n_q, l0 = BQ; the tiled ones
  * g0 = 128 per 64 queries, l0 = 128. */
 static wbcl_status run_gpu(wbcl_context *ctx, const wbcl_attention_desc *d, size_t g0, size_t l0, wbcl_kern *kf,
                            const wbcl_tensor *q, const wbcl_tensor *k, const wbcl_tensor *v, wbcl_tensor *o)

@@ -71,10 +71,14 @@
  *                      unscoped: halved at use until it fits that p)
  *   attention.tiled    GPU fused attention for p = 32, 64, 96 and 128: 1 the register-tiled kernel
  *                      (64 queries per work-group of 128, 32-key tiles at p <= 64, 16 above;
- *                      wbcl_attn_tiled_gpu), 0 the one-query-per-work-item kernel; default 1 for
- *                      p = 64 and 128 on GPU-variant contexts (measured faster at p = 64 on an
- *                      NVIDIA H200), else 0; the tiled one needs 128 work-items and 29-48 KiB of
- *                      local memory, else the other runs
+ *                      wbcl_attn_tiled_gpu), 0 the one-query-per-work-item kernel; 2 at p = 32
+ *                      and 64 the register-tiled kernel's second form (64-key tiles, 4 x 8 score
+ *                      tiles per work-item, row maxima kept per work-item; wbcl_attn_tiled2_gpu;
+ *                      34 / 48 KiB of local memory, else the first form), at p = 96 and 128 the
+ *                      same as 1; default 1 for p = 64 and 128 on GPU-variant contexts (measured
+ *                      faster at p = 64 on an NVIDIA H200; 2 not yet measured), else 0; the tiled
+ *                      ones need 128 work-items and 29-48 KiB of local memory, else the
+ *                      one-query kernel runs
  *   clblast.xgemm.NAME CLBlast's Xgemm kernel (the GEMM backend WBCL_GEMM_CLBLAST, selected by
  *                      gemm.backend = 2 or explicitly), NAME one of CLBlast's 16: GEMMK KREG KWG
  *                      KWI MDIMA MDIMC MWG NDIMB NDIMC NWG SA SB STRM STRN VWM VWN. Keys missing from a table keep CLBlast's own
