@@ -68,7 +68,7 @@ specs() { # family variant -> one line per extra option set ("-" = none)
     attention) for p in 32 64 128; do att_opts $p "$2"; done
           echo "$(att_opts 64 "$2") -DWBCL_ATT_HALF=15"; echo "$(att_opts 64 "$2") -DWBCL_ATT_HALF=8"
           # a GPU without the register-tiled kernel's local memory: the program without it (host/ops/attention.c)
-          if [ "$2" = gpu ]; then echo "$(att_opts 64 "$2") -DWBCL_ATT_NO_TILED=1"; fi ;;
+          if [ "$2" = gpu ]; then echo "$(att_opts 64 "$2") -DWBCL_ATT_NO_TILED=1"; echo "$(att_opts 64 "$2") -DWBCL_ATT_NO_TILED2=1"; fi ;;
     tssa) echo "-"; echo "-DWBCL_TSSA_P=64 -DWBCL_TSSA_K=8 -DWBCL_TSSA_ALIGNED=1"; echo "-DWBCL_TSSA_P=17 -DWBCL_TSSA_K=3"
           echo "-DWBCL_TSSA_P=128 -DWBCL_TSSA_K=12"
           echo "-DWBCL_TSSA_P=32"; echo "-DWBCL_TSSA_K=4 -DWBCL_TSSA_ALIGNED=1" # K > 64 heads; p > 1024
