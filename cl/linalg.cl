@@ -11,7 +11,9 @@
  *   wbcl_chol_cm / wbcl_chol_blk_g       factor a kb x kb (diagonal) block
  *   wbcl_chol_panel / wbcl_chol_trsm_g   rows below it: X <- X L11^-T
  *   wbcl_chol_syrk_g                     GPU: right-looking trailing update (lower triangle)
+ *   wbcl_chol_s32_g / wbcl_chol_s64_g    GPU: batches of n <= 32 / 64, a row per work-item
  *   wbcl_trsm_inv / wbcl_trsm_cols_wg    X <- L11^-1 X or L11^-T X (solves)
+ *   wbcl_la_trinv_g, wbcl_la_ltl_g       GPU inverse: L_II^-1 of the diagonal blocks, W^T W
  *   wbcl_chol_upd                        CPU: left-looking update from L kept packed
  *   wbcl_chol_upd_panel                  CPU: the update and the panel below the diagonal block
  *   wbcl_la_logdet, wbcl_la_identity, wbcl_la_mirror, wbcl_la_zero_right,
@@ -1166,6 +1168,246 @@ __kernel void wbcl_la_zero_upper_g(__global float *L, const uint n)
     const uint c = get_global_id(0), i = get_global_id(1), b = get_global_id(2);
     if (c >= n || c <= i) return;
     L[((ulong)b * n + i) * n + c] = 0.0f;
+}
+
+/* ============================================================================
+ * GPU batched small Cholesky (n <= 64, host/ops/linalg.c, chol_small_g): one
+ * work-group of NMAX (32 or 64) work-items per matrix, work-item i holding row i
+ * of the matrix in NMAX registers (rows n .. NMAX - 1 hold zeros and store
+ * nothing). Right-looking, n steps of one barrier each: step k posts column
+ * k (raw, A'_ik) into a two-slot local buffer (slots of 2 NMAX floats, the
+ * upper half zero), each row writes its finished L_ik (c_i / sqrt(d), the
+ * diagonal sqrt(d), 0 right of the diagonal) straight to L, and updates its
+ * later columns x_j -= (c_i / d) c_j with d = c_k. The register array shifts by
+ * one column every step (x[j] <- x[j + 1] - f c[k + 1 + j]), so column k is
+ * always x[0] and every register index is static: no dynamic indexing, no
+ * stack frame, no copy of the matrix in local memory; NMAX - 1 FMAs and
+ * broadcast local reads per work-item and step (the columns past NMAX read
+ * the zero half). Rows above k use f = 0, so the entries right of a row's
+ * diagonal stay bounded; they are never stored. Pivot failures as
+ * wbcl_chol_cm (pivots from pivot_base). L may be A (each work-item reads and
+ * writes only its own row, reading all of it first). For 64 < n <= 128:
+ * wbcl_chol_blk_g.
+ * global: (NMAX batch), local: (NMAX). */
+static inline __attribute__((always_inline)) void la_chol_small(const __global float *A, const ulong off_a,
+                                                                const ulong stride_a, const uint lda,
+                                                                __global float *L, const ulong off_l,
+                                                                const ulong stride_l, const uint ldl, const uint n,
+                                                                __global int *info, const uint pivot_base,
+                                                                const uint NMAX, __local float *c)
+{
+    const uint i = get_local_id(0), b = get_group_id(0);
+    const uint row = min(i, n - 1u); /* rows n .. NMAX - 1: zeros (they post zeros, store nothing) */
+    const __global float *a = A + off_a + (ulong)b * stride_a + (ulong)row * lda;
+    __global float *l = L + off_l + (ulong)b * stride_l + (ulong)i * ldl;
+    /* x[j] holds column k + j of row i at step k (shifted by one every step);
+     * the loads are unconditional (clamped to the row's diagonal) so that the
+     * loop unrolls into straight-line code and x stays in registers */
+    float x[64];
+#pragma unroll
+    for (uint j = 0; j < NMAX; j++) {
+        const float v = a[min(j, row)];
+        x[j] = i < n && j <= i ? v : 0.0f;
+    }
+    c[NMAX + i] = 0.0f; /* the slots' upper halves: read for columns >= NMAX only */
+    c[3 * NMAX + i] = 0.0f;
+    int fail = -1;
+    float fval = 0.0f;
+    for (uint k = 0; k < n; k++) {
+        __local float *ck = c + (k & 1u) * 2u * NMAX;
+        const float ci = x[0];
+        ck[i] = ci;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const float d = ck[k];
+        if (fail < 0 && la_bad_pivot(d)) {
+            fail = (int)k;
+            fval = d;
+        }
+        const float f = i > k ? ci * (1.0f / d) : 0.0f, s = sqrt(d);
+        if (i < n) l[k] = i == k ? s : (i > k ? ci * (1.0f / s) : 0.0f);
+        __local const float *cn = ck + k + 1u;
+#pragma unroll
+        for (uint j = 0; j + 1 < NMAX; j++) x[j] = LA_FMS_C(f, cn[j], x[j + 1]);
+        x[NMAX - 1] = 0.0f;
+    }
+    if (i == 0 && fail >= 0) la_record(info, b, pivot_base + (uint)fail, fval);
+}
+
+__kernel __attribute__((reqd_work_group_size(32, 1, 1))) void
+wbcl_chol_s32_g(__global const float *A, const ulong off_a, const ulong stride_a, const uint lda, __global float *L,
+                const ulong off_l, const ulong stride_l, const uint ldl, const uint n, __global int *info,
+                const uint pivot_base)
+{
+    __local float c[4 * 32];
+    la_chol_small(A, off_a, stride_a, lda, L, off_l, stride_l, ldl, n, info, pivot_base, 32, c);
+}
+
+__kernel __attribute__((reqd_work_group_size(64, 1, 1))) void
+wbcl_chol_s64_g(__global const float *A, const ulong off_a, const ulong stride_a, const uint lda, __global float *L,
+                const ulong off_l, const ulong stride_l, const uint ldl, const uint n, __global int *info,
+                const uint pivot_base)
+{
+    __local float c[4 * 64];
+    la_chol_small(A, off_a, stride_a, lda, L, off_l, stride_l, ldl, n, info, pivot_base, 64, c);
+}
+
+/* ============================================================================
+ * GPU SPD inverse (host/ops/linalg.c, inverse_gpu): A^-1 = W^T W with W = L^-1,
+ * blocked by nb (the factorization's block size):
+ *   1. W_II = L_II^-1 for every diagonal block     wbcl_la_trinv_g, one launch
+ *   2. per block row I > 0:
+ *      T = L[I, 0:I] W[0:I, 0:I]                   the context's GEMM
+ *      W[I, 0:I] = -W_II T                          the context's GEMM
+ *   3. A^-1 = W^T W, lower tiles, mirrored          wbcl_la_ltl_g, one launch */
+
+/* W_II = L_II^-1 (kb <= LA_GNB) for the diagonal blocks of L (n x n, ld n,
+ * matrices at stride_l), written into W (n x n, ld n, stride_w: the block and
+ * zeros right of it in its rows, i.e. W's strict upper triangle in those rows)
+ * and into D (nblk blocks of nb x nb per matrix, ld nb, stride_d; zeros above
+ * the diagonal). As wbcl_chol_trsm_g on the identity: a work-group takes rows
+ * r = 16 g .. 16 g + 15 of I and solves X L_II^T = I, whose row r is column r
+ * of W_II (L_II^T packed in U, row r's columns in registers, one barrier per
+ * column). U: nb (nb + 1) / 2 floats, Xl: at least 2 x 16.
+ * global: (16 ceil(nb / 16), 16 nblk batch), local: (16, 16). */
+__kernel void wbcl_la_trinv_g(__global const float *Lm, const ulong stride_l, const uint n, const uint nb,
+                              const uint nblk, __global float *W, const ulong stride_w, __global float *D,
+                              const ulong stride_d, __local float *U, __local float *Xl)
+{
+    const uint tx = get_local_id(0), ty = get_local_id(1), gz = get_group_id(1);
+    const uint blk = gz % nblk, b = gz / nblk, j0 = blk * nb;
+    const uint kb = min(nb, n - j0);
+    const uint r = get_group_id(0) * LA_GT + ty;
+    const __global float *dm = Lm + (ulong)b * stride_l + (ulong)j0 * n + j0;
+    __local float *xs = Xl + 2 * ty;
+    for (uint i = ty; i < kb; i += LA_GT)
+        for (uint c = tx; c <= i; c += LA_GT) U[c * kb - LA_TRI(c) + i] = dm[(ulong)i * n + c];
+    float v[LA_GNB / LA_GT];
+#pragma unroll
+    for (uint q = 0; q < LA_GNB / LA_GT; q++) v[q] = tx + LA_GT * q == r ? 1.0f : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (tx == 0) xs[0] = v[0] * (1.0f / U[0]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint c = 0; c < kb; c++) {
+        const uint rc = c * kb - LA_TRI(c);
+        const float xc = xs[c & 1u];
+#pragma unroll
+        for (uint q = 0; q < LA_GNB / LA_GT; q++) {
+            const uint c2 = tx + LA_GT * q;
+            if (c2 == c) {
+                v[q] = xc;
+            } else if (c2 > c && c2 < kb) {
+                v[q] = LA_FMS_C(xc, U[rc + c2], v[q]);
+                if (c2 == c + 1) xs[(c + 1u) & 1u] = v[q] * (1.0f / U[rc + kb]);
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (r >= kb) return;
+    /* v[q] = X[r][c] = W_II[c][r], c = tx + 16 q (exactly 0 for c < r) */
+    __global float *w = W + (ulong)b * stride_w + (ulong)j0 * n + j0;
+    __global float *dd = D + (ulong)b * stride_d + (ulong)blk * nb * nb;
+#pragma unroll
+    for (uint q = 0; q < LA_GNB / LA_GT; q++) {
+        const uint c = tx + LA_GT * q;
+        if (c < kb) {
+            const float val = c >= r ? v[q] : 0.0f;
+            w[(ulong)c * n + r] = val;
+            dd[c * nb + r] = val;
+        }
+    }
+    /* zeros right of the block in row r of W */
+    __global float *wr = w + (ulong)r * n;
+    for (uint c = kb + tx; c < n - j0; c += LA_GT) wr[c] = 0.0f;
+}
+
+/* C[row][col0 .. col0 + 3] = v, within n columns; mode 1: only col <= row,
+ * mode 2: only col >= row. */
+static inline __attribute__((always_inline)) void la_ltl_store(__global float *C, uint n, uint row, uint col0,
+                                                               float4 v, int mode)
+{
+    if (row >= n) return;
+    __global float *p = C + (ulong)row * n + col0;
+    if (!mode && col0 + 3 < n) {
+        vstore4(v, 0, p);
+        return;
+    }
+    const float e[4] = {v.s0, v.s1, v.s2, v.s3};
+#pragma unroll
+    for (uint f = 0; f < 4; f++) {
+        const uint col = col0 + f;
+        if (col < n && (mode != 1 || col <= row) && (mode != 2 || col >= row)) p[f] = e[f];
+    }
+}
+
+/* C = W^T W (n x n, ld n; W lower triangular with zeros above the diagonal,
+ * at least within each 64-row band's diagonal tile): one work-group per 64 x 64
+ * tile (ti, tj) of the lower triangle, g = ti (ti + 1) / 2 + tj, summing
+ * C[i][j] = sum_{k >= 64 ti} W[k][i] W[k][j] (W[k][i] = 0 for k < i), 16 x 16
+ * work-items of 4 x 4 outputs, W's rows in chunks of 16 through local memory
+ * (the next chunk read into registers during the FMAs); each tile also writes
+ * its mirror, so C comes out exactly symmetric. n^3 / 3 FMAs.
+ * global: (16 ntiles, 16 batch), local: (16, 16). */
+__kernel void wbcl_la_ltl_g(__global const float *W, const ulong stride_w, const uint n, __global float *C,
+                            const ulong stride_c)
+{
+    __local float As[LA_SK][LA_ST + 4];
+    __local float Bs[LA_SK][LA_ST + 4];
+    const uint tx = get_local_id(0), ty = get_local_id(1), t = ty * LA_GT + tx;
+    const uint g = get_group_id(0), b = get_group_id(1);
+    uint ti = (uint)((sqrt(8.0f * (float)g + 1.0f) - 1.0f) * 0.5f);
+    while (ti > 0 && LA_TRI(ti) > g) ti--;
+    while (LA_TRI(ti + 1) <= g) ti++;
+    const uint tj = g - LA_TRI(ti), i0 = ti * LA_ST, j0 = tj * LA_ST;
+    const __global float *w = W + (ulong)b * stride_w;
+    __global float *cm = C + (ulong)b * stride_c;
+    /* loads: chunk row lk = t / 16 (+ 0), columns (t % 16) + 16 q */
+    const uint lr = t / LA_GT, lc = t % LA_GT;
+    float pa[LA_ST / LA_GT], pb[LA_ST / LA_GT];
+    float4 acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;
+    uint k = i0 + lr;
+#pragma unroll
+    for (uint q = 0; q < LA_ST / LA_GT; q++) {
+        const uint ci = i0 + lc + LA_GT * q, cj = j0 + lc + LA_GT * q;
+        pa[q] = k < n && ci < n ? w[(ulong)k * n + ci] : 0.0f;
+        pb[q] = k < n && cj < n ? w[(ulong)k * n + cj] : 0.0f;
+    }
+    for (uint k0 = i0; k0 < n; k0 += LA_SK) {
+#pragma unroll
+        for (uint q = 0; q < LA_ST / LA_GT; q++) {
+            As[lr][lc + LA_GT * q] = pa[q];
+            Bs[lr][lc + LA_GT * q] = pb[q];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        k = k0 + LA_SK + lr;
+        if (k0 + LA_SK < n) {
+#pragma unroll
+            for (uint q = 0; q < LA_ST / LA_GT; q++) {
+                const uint ci = i0 + lc + LA_GT * q, cj = j0 + lc + LA_GT * q;
+                pa[q] = k < n && ci < n ? w[(ulong)k * n + ci] : 0.0f;
+                pb[q] = k < n && cj < n ? w[(ulong)k * n + cj] : 0.0f;
+            }
+        }
+#pragma unroll
+        for (uint kk = 0; kk < LA_SK; kk++) {
+            const float4 av = vload4(0, &As[kk][4 * ty]), bv = vload4(0, &Bs[kk][4 * tx]);
+            acc0 = fma((float4)av.s0, bv, acc0);
+            acc1 = fma((float4)av.s1, bv, acc1);
+            acc2 = fma((float4)av.s2, bv, acc2);
+            acc3 = fma((float4)av.s3, bv, acc3);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const uint r0 = i0 + 4 * ty, c0 = j0 + 4 * tx;
+    const int diag = ti == tj;
+    la_ltl_store(cm, n, r0, c0, acc0, diag);
+    la_ltl_store(cm, n, r0 + 1, c0, acc1, diag);
+    la_ltl_store(cm, n, r0 + 2, c0, acc2, diag);
+    la_ltl_store(cm, n, r0 + 3, c0, acc3, diag);
+    /* the mirror: C[c0 + f][r0 .. r0 + 3] */
+    la_ltl_store(cm, n, c0, r0, (float4)(acc0.s0, acc1.s0, acc2.s0, acc3.s0), diag ? 2 : 0);
+    la_ltl_store(cm, n, c0 + 1, r0, (float4)(acc0.s1, acc1.s1, acc2.s1, acc3.s1), diag ? 2 : 0);
+    la_ltl_store(cm, n, c0 + 2, r0, (float4)(acc0.s2, acc1.s2, acc2.s2, acc3.s2), diag ? 2 : 0);
+    la_ltl_store(cm, n, c0 + 3, r0, (float4)(acc0.s3, acc1.s3, acc2.s3, acc3.s3), diag ? 2 : 0);
 }
 
 /* GPU: the load of a kb x kb lower block (kb <= LA_WG_NB) into local memory. */

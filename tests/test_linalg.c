@@ -582,6 +582,92 @@ START_TEST(batches_of_small_matrices)
 }
 END_TEST
 
+/* The GPU-shaped inverse (host/ops/linalg.c, inverse_gpu): W = L^-1 by blocks of
+ * nb = 128 (the diagonal blocks' inverses in one launch, then two GEMMs per
+ * block row), A^-1 = W^T W in 64 x 64 tiles written with their mirrors.
+ * Sizes: one block (128), a block plus one row (129), primes and odd sizes
+ * with partial last blocks and tiles (131, 257, 385), 200, and ReduNet's
+ * d = 784 (6 blocks + 16 rows) batched 3; gram (cond <= 5) and cond 1e4
+ * matrices alternating, and one ReduNet matrix (I + a Z^T Z, m = 1000) at
+ * d = 784. Tolerance as in inverse_sizes (n u cond, exact symmetry). */
+START_TEST(inverse_gpu_blocked)
+{
+    static const struct { size_t n, batch; int kind; } cases[] = {
+        {128, 2, 0}, {129, 1, 1}, {131, 2, 0}, {200, 1, 1}, {257, 1, 0}, {385, 1, 1}, {784, 3, 0}};
+    wbcl_context *ctx = tu_context();
+    tu_rng r;
+    tu_rng_seed(&r, 51);
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const size_t n = cases[c].n, batch = cases[c].batch;
+        float *A = malloc(batch * n * n * sizeof *A);
+        double cond = gen_batch(&r, cases[c].kind, n, batch, A);
+        char what[96];
+        snprintf(what, sizeof what, "gpu inverse n=%zu batch=%zu kind=%d", n, batch, cases[c].kind);
+        check_inverse(ctx, n, batch, A, cond, what);
+        free(A);
+    }
+    {
+        const size_t d = 784;
+        float *A = malloc(d * d * sizeof *A);
+        double cond = gen_redunet(&r, d, 1000, A);
+        check_inverse(ctx, d, 1, A, cond, "gpu inverse redunet d=784 m=1000");
+        free(A);
+    }
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
+/* Batches of small matrices in the GPU-shaped variant: n <= 32 and n <= 64 take
+ * one work-group of 32 / 64 work-items per matrix with a row per work-item
+ * (wbcl_chol_s32_g / wbcl_chol_s64_g), 64 < n <= 128 one 16 x 16 work-group
+ * (wbcl_chol_blk_g). n = 1, 3, 17 (s32), 64 (s64, full), 100, 128 (blk_g), each
+ * at batches 1, 5 and 1024 (generators alternating); then in place at n = 64
+ * and 17 (L = A, the same L bit for bit), and the CPU variant at the same
+ * shapes for batch 5. Residual bound as in cholesky_sizes. */
+START_TEST(cholesky_gpu_small_batches)
+{
+    static const size_t sizes[] = {1, 3, 17, 64, 100, 128};
+    static const size_t batches[] = {1, 5, 1024};
+    wbcl_context *ctx = tu_context();
+    tu_rng r;
+    tu_rng_seed(&r, 52);
+    for (int v = 0; v < 2; v++) {
+        ck_assert_int_eq(wbcl_context_set_variant(ctx, variants[v]), WBCL_SUCCESS);
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+            for (size_t bi = 0; bi < 3; bi++) {
+                const size_t n = sizes[s], batch = batches[bi];
+                if (variants[v] == WBCL_VARIANT_CPU && batch != 5) continue;
+                float *A = malloc(batch * n * n * sizeof *A);
+                gen_batch(&r, (int)((s + bi) & 1), n, batch, A);
+                char what[96];
+                snprintf(what, sizeof what, "%s small n=%zu batch=%zu", vname(variants[v]), n, batch);
+                check_cholesky(ctx, n, batch, 1, A, what);
+                free(A);
+            }
+    }
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
+    static const size_t inplace[] = {64, 17};
+    for (size_t s = 0; s < 2; s++) {
+        const size_t n = inplace[s], batch = 5, total = batch * n * n;
+        float *A = malloc(total * sizeof *A), *L1 = malloc(total * sizeof *L1), *L2 = malloc(total * sizeof *L2);
+        gen_batch(&r, (int)s, n, batch, A);
+        wbcl_tensor *tA = make(ctx, batch, n, n, A), *tL = make(ctx, batch, n, n, NULL);
+        ck_assert_int_eq(wbcl_cholesky(ctx, tA, tL), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_cholesky(ctx, tA, tA), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_tensor_read(ctx, tL, L1, total), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_tensor_read(ctx, tA, L2, total), WBCL_SUCCESS);
+        ck_assert_msg(memcmp(L1, L2, total * sizeof *L1) == 0, "gpu small n=%zu: in-place L differs", n);
+        wbcl_tensor_destroy(tA);
+        wbcl_tensor_destroy(tL);
+        free(A);
+        free(L1);
+        free(L2);
+    }
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 /* ReduNet's E = a (I + a Z^T Z)^-1 for K + 1 = 4 matrices of d = 3, 30, 150 (vector
  * ReduNet on 3-D Gaussians ... MNIST-like widths), and their logdets. */
 START_TEST(redunet_matrices)
@@ -863,6 +949,8 @@ int main(void)
         {"cholesky_gpu_blocks", cholesky_gpu_blocks},
         {"cholesky_gpu_gemm", cholesky_gpu_gemm},
         {"batches_of_small_matrices", batches_of_small_matrices},
+        {"inverse_gpu_blocked", inverse_gpu_blocked},
+        {"cholesky_gpu_small_batches", cholesky_gpu_small_batches},
         {"redunet_matrices", redunet_matrices},
         {"non_spd_rejected", non_spd_rejected},
         {"upper_triangle_ignored", upper_triangle_ignored},

@@ -19,9 +19,12 @@
  *      3. L[j+kb:n, j:j+kb] = (A + T) V        wbcl_chol_panel: a GEMM-like kernel
  *                                             with a triangular right factor
  * Cholesky, GPU-shaped variant (chol_gpu; the kernels' layout in cl/linalg.cl):
+ *  - n <= 64 (GPU_SMALL), any batch: one launch, one work-group of 32 (n <= 32)
+ *    or 64 work-items per matrix, a row per work-item in registers, one
+ *    barrier per column (wbcl_chol_s32_g / wbcl_chol_s64_g: chol_small_g).
  *  - n <= 128 (LA_GNB), any batch: one launch, one work-group of 16 x 16 per
- *    matrix, the lower triangle packed in local memory, right-looking with
- *    one barrier per column (wbcl_chol_blk_g).
+ *    matrix, the lower triangle packed in local memory, right-looking by
+ *    strips of 16 columns (wbcl_chol_blk_g).
  *  - larger n: right-looking blocked, nb = 128: L = tril(A) once, the first
  *    diagonal block (wbcl_chol_blk_g, one work-group per matrix), then per
  *    block column the panel below it (wbcl_chol_trsm_g, 16 rows per
@@ -39,7 +42,11 @@
  *    is zeroed once at the end (wbcl_la_zero_upper_g); smaller rounds keep
  *    wbcl_chol_syrk_g (lower triangle only, in place, the factor overlapped).
  * Batches go through the same steps.
- * Solve (and inverse = solve with B = I): L into scratch, then forward and
+ * Inverse, GPU-shaped variant (inverse_gpu): A^-1 = W^T W with W = L^-1 built
+ * by blocks of the factorization's nb: the diagonal blocks' inverses in one
+ * launch, two GEMMs per block row, then W^T W in one launch of lower tiles
+ * written with their mirrors; no per-column launches, 4 n^3 / 3 flops.
+ * Solve (and, on CPUs, inverse = solve with B = I): L into scratch, then forward and
  * backward substitution by block rows, each a GEMM with the finished rows plus
  * the diagonal block (multiplication by V on CPUs, wbcl_trsm_inv; substitution
  * on GPUs). For the inverse the forward pass is right-looking and touches only
@@ -91,6 +98,9 @@
 #define GPU_NB 128
 #define GPU_T 16
 #define GPU_ST 64
+/* GPU Cholesky: largest n of the one-row-per-work-item kernels (wbcl_chol_s32_g,
+ * wbcl_chol_s64_g: a work-group of 32 or 64 per matrix). */
+#define GPU_SMALL 64
 /* GPU Cholesky: rounds whose trailing block has at least GPU_GEMM_MIN rows do
  * the trailing update through the context's GEMM (CLBlast or the tiled
  * kernel: 24-33 TFLOP/s on an H200 at 2048-4096) on the whole square, then
@@ -332,10 +342,10 @@ static wbcl_status tri_kernel(la_run *r, int solve, la_mat d, la_mat x, const la
     return la_launch(r, 1 + 2 * solve, k, 2, global, local);
 }
 
-/* C = -op(A) op(B) + beta C through wbcl_gemm_strided, batched over r->batch. */
-static wbcl_status gemm_b(la_run *r, int ta, size_t m, size_t n, size_t k, const wbcl_tensor *A, size_t off_a,
-                          size_t lda, size_t sa, int tb, const wbcl_tensor *B, size_t off_b, size_t ldb, size_t sb,
-                          float beta, wbcl_tensor *C, size_t off_c, size_t ldc, size_t sc)
+/* C = alpha op(A) op(B) + beta C through wbcl_gemm_strided, batched over r->batch. */
+static wbcl_status gemm_ab(la_run *r, float alpha, int ta, size_t m, size_t n, size_t k, const wbcl_tensor *A,
+                           size_t off_a, size_t lda, size_t sa, int tb, const wbcl_tensor *B, size_t off_b,
+                           size_t ldb, size_t sb, float beta, wbcl_tensor *C, size_t off_c, size_t ldc, size_t sc)
 {
     wbcl_gemm_desc d;
     memset(&d, 0, sizeof d);
@@ -345,7 +355,7 @@ static wbcl_status gemm_b(la_run *r, int ta, size_t m, size_t n, size_t k, const
     d.n = n;
     d.k = k;
     d.batch = r->batch;
-    d.alpha = -1.0f;
+    d.alpha = alpha;
     d.beta = beta;
     d.off_a = off_a;
     d.lda = lda;
@@ -369,6 +379,14 @@ static wbcl_status gemm_b(la_run *r, int ta, size_t m, size_t n, size_t k, const
     return st ? prefix_fail(r, st, "blocked update") : WBCL_SUCCESS;
 }
 
+/* C = -op(A) op(B) + beta C */
+static wbcl_status gemm_b(la_run *r, int ta, size_t m, size_t n, size_t k, const wbcl_tensor *A, size_t off_a,
+                          size_t lda, size_t sa, int tb, const wbcl_tensor *B, size_t off_b, size_t ldb, size_t sb,
+                          float beta, wbcl_tensor *C, size_t off_c, size_t ldc, size_t sc)
+{
+    return gemm_ab(r, -1.0f, ta, m, n, k, A, off_a, lda, sa, tb, B, off_b, ldb, sb, beta, C, off_c, ldc, sc);
+}
+
 static wbcl_status gemm(la_run *r, int ta, size_t m, size_t n, size_t k, const wbcl_tensor *A, size_t off_a,
                         size_t lda, size_t sa, int tb, const wbcl_tensor *B, size_t off_b, size_t ldb, size_t sb,
                         wbcl_tensor *C, size_t off_c, size_t ldc, size_t sc)
@@ -385,6 +403,9 @@ static int use_soa(const la_run *r)
 {
     return !r->gpu && r->n <= r->nb && !r->keep_v && r->batch >= SOA_MIN_BATCH;
 }
+
+/* GPU inverse: floats per matrix of the diagonal blocks' inverses (nb x nb each). */
+static size_t inv_d_floats(const la_run *r) { return ceil_div(r->n, r->nbf) * r->nbf * r->nbf; }
 
 /* Grows every scratch buffer the call will use (the Cholesky, and the solve
  * with rc right-hand sides when rc > 0) before anything is enqueued, so that
@@ -403,6 +424,10 @@ static wbcl_status reserve(la_run *r, size_t rc, int inverse)
     if (rc && n > nb) {
         const size_t ts = inverse ? n * n : nb * rc;
         if (ts > t) t = ts;
+    }
+    if (r->gpu && inverse) { /* inverse_gpu: W = L^-1 in SLOT_T, the diagonal blocks' inverses in SLOT_W */
+        if (n * n > t) t = n * n;
+        if (!st) st = wbcl__scratch(r->ctx, SLOT_W, r->batch * inv_d_floats(r) * sizeof(float), &m);
     }
     if (!st && t) st = wbcl__scratch(r->ctx, SLOT_T, r->batch * t * sizeof(float), &m);
     return st;
@@ -559,6 +584,23 @@ static wbcl_status blk_g(la_run *r, wbcl_kern *k, cl_mem A, size_t off_a, cl_mem
     return la_launch(r, 0, k, 2, g, l);
 }
 
+/* GPU, n <= GPU_SMALL, any batch: one work-group of 32 or 64 work-items per
+ * matrix, a row per work-item in registers (wbcl_chol_s32_g / _s64_g). */
+static wbcl_status chol_small_g(la_run *r, cl_mem A, cl_mem L)
+{
+    const size_t n = r->n, nn = n * n, w = n <= 32 ? 32 : 64;
+    wbcl_kern *k;
+    wbcl_status st = kernel(r, w == 32 ? "wbcl_chol_s32_g" : "wbcl_chol_s64_g", &k);
+    if (st) return st;
+    if ((st = set_mat(r, k, 0, mat(A, 0, nn, n))) || (st = set_mat(r, k, 4, mat(L, 0, nn, n)))) return st;
+    const cl_uint n_ = (cl_uint)n, pb = 0;
+    WBCL_ARG(r->ctx, k, 8, n_);
+    WBCL_ARG(r->ctx, k, 9, r->info);
+    WBCL_ARG(r->ctx, k, 10, pb);
+    size_t g = w * r->batch, l = w;
+    return la_launch(r, 0, k, 1, &g, &l);
+}
+
 static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
 {
     const size_t n = r->n, nn = n * n, nb = r->nbf;
@@ -568,6 +610,7 @@ static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
                           "%s: the GPU-shaped Cholesky needs work-groups of %d work-items, the device allows %zu "
                           "(use the CPU-shaped variant)",
                           r->op, GPU_T * GPU_T, r->ctx->info.max_work_group_size);
+    if (n <= GPU_SMALL) return chol_small_g(r, A, L);
     wbcl_status st = kernel(r, "wbcl_chol_blk_g", &kblk);
     if (st) return st;
     if (n <= nb) return blk_g(r, kblk, A, 0, L, 0, n, 0, 0);
@@ -772,6 +815,62 @@ static wbcl_status solve(la_run *r, const wbcl_tensor *Lt, const wbcl_tensor *B,
     return st;
 }
 
+/* GPU: A^-1 = W^T W with W = L^-1 (Lt holds L), blocked by nb = r->nbf:
+ *   1. W_II = L_II^-1 for every diagonal block, into W and D (one launch,
+ *      wbcl_la_trinv_g, which also zeros W right of the diagonal blocks)
+ *   2. for block rows I = 1 .. : T = L[I, 0:I] W[0:I, 0:I] (into X, free until
+ *      step 3), then W[I, 0:I] = -W_II T, both through the context's GEMM (whose
+ *      C may not share a buffer with A or B: hence W_II also in D, T in X)
+ *   3. X = W^T W: the lower 64 x 64 tiles, each written with its mirror
+ *      (wbcl_la_ltl_g, exactly symmetric)
+ * Flops: n^3 / 3 (Cholesky) + about 2 n^3 / 3 (step 2 multiplies W[0:I, 0:I]
+ * as a full square) + n^3 / 3 (step 3): 4 n^3 / 3, LAPACK's potrf + potri
+ * take n^3. Launches: 2 + 2 (n / nb - 1), none per column. */
+static wbcl_status inverse_gpu(la_run *r, const wbcl_tensor *Lt, wbcl_tensor *X)
+{
+    const size_t n = r->n, nn = n * n, nb = r->nbf, nblk = ceil_div(n, nb), sd = inv_d_floats(r);
+    cl_mem W, D;
+    wbcl_kern *kinv, *kltl;
+    wbcl_status st = wbcl__scratch(r->ctx, SLOT_T, r->batch * nn * sizeof(float), &W); /* reserved */
+    if (!st) st = wbcl__scratch(r->ctx, SLOT_W, r->batch * sd * sizeof(float), &D);
+    if (!st) st = kernel(r, "wbcl_la_trinv_g", &kinv);
+    if (!st) st = kernel(r, "wbcl_la_ltl_g", &kltl);
+    if (st) return st;
+    const cl_ulong snn = nn, sd_ = sd;
+    const cl_uint n_ = (cl_uint)n, nb_ = (cl_uint)nb, nblk_ = (cl_uint)nblk;
+    WBCL_ARG(r->ctx, kinv, 0, Lt->mem);
+    WBCL_ARG(r->ctx, kinv, 1, snn);
+    WBCL_ARG(r->ctx, kinv, 2, n_);
+    WBCL_ARG(r->ctx, kinv, 3, nb_);
+    WBCL_ARG(r->ctx, kinv, 4, nblk_);
+    WBCL_ARG(r->ctx, kinv, 5, W);
+    WBCL_ARG(r->ctx, kinv, 6, snn);
+    WBCL_ARG(r->ctx, kinv, 7, D);
+    WBCL_ARG(r->ctx, kinv, 8, sd_);
+    if ((st = wbcl__set_arg(r->ctx, kinv, 9, nb * (nb + 1) / 2 * sizeof(float), NULL)) ||
+        (st = wbcl__set_arg(r->ctx, kinv, 10, 2 * GPU_T * sizeof(float), NULL)))
+        return st;
+    {
+        size_t g[2] = {GPU_T * ceil_div(nb, GPU_T), GPU_T * nblk * r->batch}, l[2] = {GPU_T, GPU_T};
+        if ((st = la_launch(r, 3, kinv, 2, g, l))) return st;
+    }
+    wbcl_tensor Wv = view(r->ctx, W, r->batch * nn), Dv = view(r->ctx, D, r->batch * sd);
+    for (size_t I = 1; I < nblk && !st; I++) {
+        const size_t j = I * nb, kb = n - j < nb ? n - j : nb;
+        st = gemm_ab(r, 1.0f, 0, kb, j, j, Lt, j * n, n, nn, 0, &Wv, 0, n, nn, 0.0f, X, 0, n, nn);
+        if (!st) st = gemm_ab(r, -1.0f, 0, kb, j, kb, &Dv, I * nb * nb, nb, sd, 0, X, 0, n, nn, 0.0f, &Wv, j * n, n, nn);
+    }
+    if (st) return st;
+    WBCL_ARG(r->ctx, kltl, 0, W);
+    WBCL_ARG(r->ctx, kltl, 1, snn);
+    WBCL_ARG(r->ctx, kltl, 2, n_);
+    WBCL_ARG(r->ctx, kltl, 3, X->mem);
+    WBCL_ARG(r->ctx, kltl, 4, snn);
+    const size_t nt = ceil_div(n, GPU_ST);
+    size_t g[2] = {GPU_T * (nt * (nt + 1) / 2), GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
+    return la_launch(r, 3, kltl, 2, g, l);
+}
+
 /* Reads the pivot status back (waits for the queue) and reports the first failure. */
 static wbcl_status check_info(la_run *r)
 {
@@ -937,6 +1036,10 @@ wbcl_status wbcl_spd_inverse(wbcl_context *ctx, const wbcl_tensor *A, wbcl_tenso
         (st = kernel(&r, "wbcl_la_mirror", &kmir)))
         return st;
     if ((st = cholesky(&r, A->mem, &S))) return st;
+    if (r.gpu) {
+        if ((st = inverse_gpu(&r, &S, Ainv))) return st;
+        return check_info(&r);
+    }
     cl_uint n_ = (cl_uint)n, b_ = (cl_uint)batch;
     WBCL_ARG(ctx, kid, 0, Ainv->mem);
     WBCL_ARG(ctx, kid, 1, n_);
