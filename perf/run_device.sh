@@ -44,7 +44,9 @@
 # These Python steps import python/wbcl with WBCL_BUILD_DIR=BUILD_DIR and run $PY (default python3).
 # SKIP="tests circulant ..." skips steps by name. ARCHIVE=FILE.tgz: OUTDIR is packed into FILE after every
 # step. A device with no package access needs the build, the runtime libraries and an ICD file brought
-# along (perf/RESULTS.md, "NVIDIA H200", says what that run carried).
+# along: tools/device-bundle.sh BUILD_DIR prepares them and prints the lines to run there (perf/RESULTS.md,
+# "NVIDIA H200", says what those runs carried). The device tool returns only a few files from $OUT: pass
+# an OUTDIR elsewhere and ARCHIVE=$OUT/logs.tgz to get every log back in one file.
 set -uo pipefail
 out=${1:?usage: perf/run_device.sh OUTDIR [BUILD_DIR]}
 build=${2:-build}
