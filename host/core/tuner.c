@@ -289,8 +289,10 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
             for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], 0);
         }
     } else if (gpu) {
-        /* the register-tiled kernel first (its bq, bk are unused), then the one-query kernel's tiles */
+        /* the register-tiled kernel's two forms first (their bq, bk are unused), then the one-query
+         * kernel's tiles */
         add_cand(f, d[0], d[1], 1);
+        add_cand(f, d[0], d[1], 2);
         static const long t[][2] = {{64, 32}, {32, 32}, {128, 32}, {64, 16}, {128, 16}, {256, 16}, {64, 64}, {32, 64}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], 0);
     } else {
