@@ -35,7 +35,9 @@
  * (3) --redunet: ReduNet's per-layer work, 11 matrices of d = 784 (MNIST, 10
  *     classes + the whole set): wbcl_spd_inverse vs spotrf_ + spotri_ per matrix.
  * --profile: instead of the tables, the device time per kernel of one
- *     wbcl_cholesky and of one wbcl_spd_inverse call at each --large n
+ *     wbcl_cholesky and of one wbcl_spd_inverse call at each --large n, and
+ *     with --small (given) one batched wbcl_cholesky of B matrices at each of
+ *     those n, with --redunet one wbcl_spd_inverse of 11 matrices of d = 784
  *     (kernel_profile.h).
  * The input copies the peer needs (LAPACK works in place) are made outside its
  * timed region. Recommended environment (perf/RESULTS.md): POCL_AFFINITY=1
@@ -369,36 +371,37 @@ static void yardsticks(wbcl_context *ctx, probe *pr, int reps, double *probe_gf,
 
 /* One row of a table: interleaved repetitions of wbcl (which = 0: cholesky,
  * 1: inverse) and the peer. Returns wbcl and peer medians. */
-/* --profile: device time per kernel of one wbcl_cholesky call at each large n (every launch waited for:
- * the sum has no overlap and no host gaps), the median call's share per kernel over reps calls. */
-static void profile_large(wbcl_context *ctx, const int *large, int nl, int reps)
+/* --profile: device time per kernel of one call on b matrices of order n (every launch waited for: the
+ * sum has no overlap and no host gaps), the mean over reps calls; ops: 1 wbcl_cholesky, 2
+ * wbcl_spd_inverse, 3 both. */
+static void profile_case(wbcl_context *ctx, int n, int b, int ops, int reps)
 {
-    for (int i = 0; i < nl; i++) {
-        const int n = large[i];
-        float *A = malloc((size_t)n * n * sizeof *A);
-        if (!A) exit(1);
-        make_spd(n, A);
-        size_t s3[3] = {1, (size_t)n, (size_t)n};
-        wbcl_tensor *tA, *tL;
-        check(wbcl_tensor_create(ctx, 3, s3, WBCL_F32, A, &tA), ctx, "tensor A");
-        check(wbcl_tensor_create(ctx, 3, s3, WBCL_F32, NULL, &tL), ctx, "tensor L");
-        for (int op = 0; op < 2; op++) {
-            const char *name = op ? "wbcl_spd_inverse" : "wbcl_cholesky";
-            for (int r = -1; r < reps; r++) { /* r = -1: warm-up (builds), untimed */
-                if (r == 0) {
-                    check(wbcl_context_set_timing(ctx, 1), ctx, "timing");
-                    wbcl_context_reset_kernel_ns(ctx);
-                }
-                check(op ? wbcl_spd_inverse(ctx, tA, tL) : wbcl_cholesky(ctx, tA, tL), ctx, name);
+    const size_t nn = (size_t)n * n;
+    float *A = malloc(nn * (size_t)b * sizeof *A);
+    if (!A) exit(1);
+    for (int i = 0; i < b; i++) make_spd(n, A + nn * (size_t)i);
+    size_t s3[3] = {(size_t)b, (size_t)n, (size_t)n};
+    wbcl_tensor *tA, *tL;
+    check(wbcl_tensor_create(ctx, 3, s3, WBCL_F32, A, &tA), ctx, "tensor A");
+    check(wbcl_tensor_create(ctx, 3, s3, WBCL_F32, NULL, &tL), ctx, "tensor L");
+    for (int op = 0; op < 2; op++) {
+        if (!(ops & (1 << op))) continue;
+        const char *name = op ? "wbcl_spd_inverse" : "wbcl_cholesky";
+        for (int r = -1; r < reps; r++) { /* r = -1: warm-up (builds), untimed */
+            if (r == 0) {
+                check(wbcl_context_set_timing(ctx, 1), ctx, "timing");
+                wbcl_context_reset_kernel_ns(ctx);
             }
-            check(wbcl_context_set_timing(ctx, 0), ctx, "timing");
-            printf("n = %d: %s, device time per kernel and call (mean of %d calls)\n", n, name, reps);
-            print_kernel_profile(ctx, stdout, (double)reps);
+            check(op ? wbcl_spd_inverse(ctx, tA, tL) : wbcl_cholesky(ctx, tA, tL), ctx, name);
         }
-        wbcl_tensor_destroy(tA);
-        wbcl_tensor_destroy(tL);
-        free(A);
+        check(wbcl_context_set_timing(ctx, 0), ctx, "timing");
+        if (b == 1) printf("n = %d: %s, device time per kernel and call (mean of %d calls)\n", n, name, reps);
+        else printf("%d x n = %d: %s, device time per kernel and call (mean of %d calls)\n", b, n, name, reps);
+        print_kernel_profile(ctx, stdout, (double)reps);
     }
+    wbcl_tensor_destroy(tA);
+    wbcl_tensor_destroy(tL);
+    free(A);
 }
 
 /* pr (table (1)): also one probe launch after each repetition's pair of
@@ -471,7 +474,7 @@ static void run_case(wbcl_context *ctx, int which, int n, int b, int reps, const
 
 int main(int argc, char **argv)
 {
-    int reps = 9, threads = 2, batch = 1000, redunet = 0, profile = 0;
+    int reps = 9, threads = 2, batch = 1000, redunet = 0, profile = 0, small_set = 0;
     double peak = 0.0; /* 0: the probe's median */
     int large[16] = {256, 512, 1024, 2048}, nl = 4, small[16] = {3, 10, 20, 64}, nsm = 4;
     for (int i = 1; i < argc; i++) {
@@ -479,7 +482,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--peak") && i + 1 < argc) peak = atof(argv[++i]);
         else if (!strcmp(argv[i], "--large") && i + 1 < argc) nl = parse_list(argv[++i], large, 16);
-        else if (!strcmp(argv[i], "--small") && i + 1 < argc) nsm = parse_list(argv[++i], small, 16);
+        else if (!strcmp(argv[i], "--small") && i + 1 < argc) nsm = parse_list(argv[++i], small, 16), small_set = 1;
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--redunet")) redunet = 1;
         else if (!strcmp(argv[i], "--profile")) profile = 1;
@@ -504,7 +507,10 @@ int main(int argc, char **argv)
     }
     const wbcl_device_info *dev = wbcl_context_device(ctx);
     if (profile) {
-        profile_large(ctx, large, nl, reps);
+        for (int i = 0; i < nl; i++) profile_case(ctx, large[i], 1, 3, reps);
+        if (small_set) /* the batched small factorizations of table (2) */
+            for (int i = 0; i < nsm; i++) profile_case(ctx, small[i], batch, 1, reps);
+        if (redunet) profile_case(ctx, 784, 11, 2, reps); /* table (3): ReduNet's 11 inverses */
         wbcl_context_destroy(ctx);
         return 0;
     }

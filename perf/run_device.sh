@@ -26,7 +26,7 @@
 # "4,12,4096,64;1,8,1024,64"; % of a 67 TFLOP/s FP32 peak) and ptxas -v on its cached GPU programs (90 s);
 # the PyTorch CUDA peer perf/peers/aot_energy_torch_cuda.py on the same shapes (90 s).
 # chol_bench, chol_peer (issue 16): bench_linalg on the Cholesky shapes of the GPU targets (one 4096, 1024 x
-# 64^2, d = 784 single and ReduNet's 11 inverses), then its per-kernel device times, then one 784 and one
+# 64^2, d = 784 single and ReduNet's 11 inverses), then their per-kernel device times, then one 784 and one
 # 4096 with WBCL_LA_GEMM_MIN = 100000 (no trailing update through the GEMM) and 0 (every one) (120 s); the PyTorch
 # CUDA peer perf/peers/linalg_torch_cuda.py on the same shapes (60 s).
 # clblast_tune, gemm_peer, attention_peer, models_peer (issue 17): wbcl-tune --op clblast (CLBlast's Xgemm
@@ -153,7 +153,7 @@ cat "$out/xca_peer.log" 2>/dev/null | head -40
 step linalg 60 linalg.log "$build/perf/bench_linalg" --reps 5 --threads "$(nproc)" --redunet --large 256,512,1024,2048
 step chol_bench "${STEP_CHOL_BENCH:-120}" chol_bench.log sh -c "b='$build/perf/bench_linalg'
   \$b --reps 5 --threads \"\$(nproc)\" --large 784,4096 --small 64 --batch 1024 --redunet || exit 1
-  echo '== device time per kernel'; \$b --profile --large 784,4096 --reps 3
+  echo '== device time per kernel'; \$b --profile --large 784,4096 --small 64 --batch 1024 --redunet --reps 3
   for g in 100000 0; do echo \"== WBCL_LA_GEMM_MIN=\$g (default 1024)\"; WBCL_LA_GEMM_MIN=\$g \$b --reps 5 --threads \"\$(nproc)\" --large 784,4096 || exit 1; done"
 cat "$out/chol_bench.log" 2>/dev/null | head -60
 step chol_peer "${STEP_CHOL_PEER:-60}" chol_peer.log env PYTHONUNBUFFERED=1 python3 perf/peers/linalg_torch_cuda.py --shapes "1,4096;1024,64;1,784;11,784" --inverse "11,784" --reps 20
