@@ -6,6 +6,8 @@
  *   bench_redunet --case NAME [--reps N] [--impl auto|fused|gemm]
  *                                             after one untimed warm-up fit (kernel builds), prints
  *                                             one line per repetition: "wbcl SECONDS FINAL_DR"
+ *   bench_redunet --case NAME --profile       instead of the timing lines, the device time per kernel of one
+ *                                             fit's layer (kernel_profile.h: every launch waited for)
  *   bench_redunet --device-info               one line: device, platform, driver
  * Cases (layers L of one timed fit):
  *   small    m = 1500 (3 x 500), d = 3,   K = 3,  sigma 0.1,  L = 100  (Example 5.1's size)
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernel_profile.h"
 #include "wbcl/io.h"
 #include "wbcl/redunet.h"
 #include "wbcl/wbcl.h"
@@ -80,16 +83,17 @@ static int write_data(const char *dir)
 int main(int argc, char **argv)
 {
     const char *name = NULL, *impl = "auto";
-    int reps = 1;
+    int reps = 1, profile = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--write-data") && i + 1 < argc) return write_data(argv[i + 1]);
         if (!strcmp(argv[i], "--case") && i + 1 < argc) name = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--impl") && i + 1 < argc) impl = argv[++i];
+        else if (!strcmp(argv[i], "--profile")) profile = 1;
         else if (!strcmp(argv[i], "--device-info")) name = "";
         else {
             fprintf(stderr, "usage: bench_redunet --write-data DIR | --case small|mnist|example [--reps N] "
-                            "[--impl auto|fused|gemm] | --device-info\n");
+                            "[--impl auto|fused|gemm] [--profile] | --device-info\n");
             return 2;
         }
     }
@@ -123,6 +127,16 @@ int main(int argc, char **argv)
     if (wbcl_redunet_fit(ctx, tX, y, c->K, &p, NULL, NULL, NULL, &net)) goto fail;
     wbcl_redunet_destroy(net);
     p.layers = c->layers;
+    if (profile) { /* one fit, every launch timed; per layer */
+        if (wbcl_context_set_timing(ctx, 1)) goto fail;
+        wbcl_context_reset_kernel_ns(ctx);
+        if (wbcl_redunet_fit(ctx, tX, y, c->K, &p, NULL, NULL, NULL, &net)) goto fail;
+        wbcl_redunet_destroy(net);
+        net = NULL;
+        printf("case %s: device time per kernel and layer (one fit of %d layers)\n", c->name, c->layers);
+        print_kernel_profile(ctx, stdout, (double)c->layers);
+        reps = 0;
+    }
     for (int r = 0; r < reps; r++) {
         double t0 = now_s();
         if (wbcl_redunet_fit(ctx, tX, y, c->K, &p, NULL, NULL, NULL, &net)) goto fail;

@@ -8,7 +8,8 @@
 # CTEST_ARGS passed on, e.g. "-R test_linalg"; default "-E python_pytest", which would run the build host's
 # interpreter; pytest: the Python tests with $PY where it has pytest, 120 s); linalg: bench_linalg with the OpenBLAS peer (60 s); redunet,
 # circulant: run_redunet.sh and run_circulant.sh with the NumPy peer and the PyTorch peer on TORCH_PEER
-# (default cuda; perf/peers/redunet_torch.py, circulant_torch.py: issue 16's ReduNet targets) (STEP_PEERS, 90 s each); profile:
+# (default cuda; perf/peers/redunet_torch.py, circulant_torch.py: issue 16's ReduNet targets) (STEP_PEERS, 90 s each);
+# redunet_profile: bench_redunet --profile, the vector ReduNet's device time per kernel and layer (60 s); profile:
 # bench_circulant's per-kernel device times, 1-D and 2-D (60 s); bench: wbcl-bench on the device, every
 # operator verified against the double-precision reference, csv/json/svg (STEP_BENCH, 180 s).
 # tssa_test, tssa_bench, tssa_peer (issue 16): test_tssa run directly (150 s), bench_tssa --heads-core on
@@ -160,6 +161,7 @@ step chol_peer "${STEP_CHOL_PEER:-60}" chol_peer.log env PYTHONUNBUFFERED=1 pyth
 cat "$out/chol_peer.log" 2>/dev/null | head -12
 step redunet "${STEP_PEERS:-90}" redunet.log env OPENBLAS_NUM_THREADS="$(nproc)" TORCH_PEER="${TORCH_PEER:-cuda}" TORCH_PY="$py" \
   perf/run_redunet.sh "$build" 3
+step redunet_profile 60 redunet_profile.log sh -c "'$build/perf/bench_redunet' --case mnist --profile && '$build/perf/bench_redunet' --case small --profile"
 step circulant "${STEP_PEERS:-90}" circulant.log env OPENBLAS_NUM_THREADS="$(nproc)" TORCH_PEER="${TORCH_PEER:-cuda}" TORCH_PY="$py" \
   perf/run_circulant.sh "$build" 3
 step profile 60 profile.log sh -c "'$build/perf/bench_circulant' --case 1d --layers 5 --reps 3 --profile && '$build/perf/bench_circulant' --case 2d --layers 5 --reps 3 --profile"
