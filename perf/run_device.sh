@@ -5,8 +5,8 @@
 #
 # Usage: perf/run_device.sh OUTDIR [BUILD_DIR]      (WBCL_DEVICE selects the device; default: gpu)
 # Steps (cap): info: device listing (20 s); tests: the ctest suite (STEP_TESTS, 240 s, CTEST_J parallel,
-# CTEST_ARGS passed on, e.g. "-R test_linalg"; default "-E python_pytest", which would run the build host's
-# interpreter; pytest: the Python tests with $PY where it has pytest, 120 s); linalg: bench_linalg with the OpenBLAS peer (60 s); redunet,
+# CTEST_ARGS passed on, e.g. "-R test_linalg"; its python_pytest runs the build host's interpreter and is
+# skipped where that one lacks pytest; pytest: the Python tests with $PY where it has pytest, 120 s); linalg: bench_linalg with the OpenBLAS peer (60 s); redunet,
 # circulant: run_redunet.sh and run_circulant.sh with the NumPy peer and the PyTorch peer on TORCH_PEER
 # (default cuda; perf/peers/redunet_torch.py, circulant_torch.py: issue 16's ReduNet targets) (STEP_PEERS, 90 s each);
 # redunet_profile: bench_redunet --profile, the vector ReduNet's device time per kernel and layer (60 s); profile:
@@ -70,7 +70,7 @@ step() {  # step NAME CAP_S LOG CMD...
 step info 20 info.log "$build/tools/wbcl-info"
 tail -n +1 "$out/info.log" | head -40
 # shellcheck disable=SC2086
-step tests "${STEP_TESTS:-240}" tests.log ctest --test-dir "$build" -j "${CTEST_J:-8}" --timeout 200 --output-on-failure ${CTEST_ARGS:--E python_pytest}
+step tests "${STEP_TESTS:-240}" tests.log ctest --test-dir "$build" -j "${CTEST_J:-8}" --timeout 200 --output-on-failure ${CTEST_ARGS:-}
 grep -E "tests passed|Failed|\*\*\*|Timeout|Test +#" "$out/tests.log" 2>/dev/null | grep -v "Passed" | head -30
 grep -E "tests passed" "$out/tests.log" 2>/dev/null
 # issue 17: dense compute against the CUDA peers
