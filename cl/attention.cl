@@ -413,7 +413,8 @@ __kernel __attribute__((reqd_work_group_size(BQ, 1, 1))) void wbcl_attn_fused_gp
  * 28.8 KiB at P = 32. Masking as in the kernels above: masked scores get -FLT_MAX for the
  * maximum and a weight of exactly 0. Rows past n_q compute on zero queries and are not written.
  * Chosen by host/ops/attention.c for GPU-variant contexts when the parameter attention.tiled is 1
- * and the device has the work-group size and local memory. */
+ * (the default at p = 64), or 2 where the second form does not fit, and the device has the
+ * work-group size and local memory. */
 #if WBCL_ATT_NO_TILED
 /* left out: the device lacks the local memory or work-group size (host/ops/attention.c options) */
 #elif WBCL_ATT_P == 32 || WBCL_ATT_P == 64

@@ -44,7 +44,7 @@
  * `flags`, a uniform branch in the loads (on PoCL each program is a cold
  * compile of about 3 s).
  * Core OpenCL C 1.2 functions only; compute and accumulation stay float32.
- * Local memory: 4 TK (TM + TN + 8) bytes (8.25 KiB at the default 128 x 128 x 8), twice that with
+ * Local memory: 4 TK (TM + TN + 8) bytes (8.25 KiB at 128 x 128 x 8), twice that with
  * WBCL_GT_DB.
  * Registers (tools/gpu-check.sh, ptxas sm_90, no spill or stack): 125 at 128 x 128 x 8
  * (two work-groups per SM), 150 at x 16, 197 at x 32, 57 at 64 x 64 x 8; with DB, VA and VB 118 at

@@ -1345,7 +1345,7 @@ static inline __attribute__((always_inline)) void la_ltl_store(__global float *C
  * C[i][j] = sum_{k >= 64 ti} W[k][i] W[k][j] (W[k][i] = 0 for k < i), 16 x 16
  * work-items of 4 x 4 outputs, W's rows in chunks of 16 through local memory
  * (the next chunk read into registers during the FMAs); each tile also writes
- * its mirror, so C comes out exactly symmetric. n^3 / 3 FMAs.
+ * its mirror, so C comes out exactly symmetric. About n^3 / 6 FMAs (n^3 / 3 flops).
  * global: (16 ntiles, 16 batch), local: (16, 16). */
 __kernel void wbcl_la_ltl_g(__global const float *W, const ulong stride_w, const uint n, __global float *C,
                             const ulong stride_c)

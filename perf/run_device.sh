@@ -37,8 +37,9 @@
 # cl/gemm_tiled.cl, the GPU default) with its tile by the shape and with gemm.tiled.db = 1, gemm.tiled.tk = 16,
 # gemm.tiled.tile = 128 and 64 (GEMM_PARAM_SIZES); sizes 1024^3, 2048^3, 4096^3 and CRATE-T's MLP shapes at batch 8 and 64 (GEMM_SIZES), then
 # CLBlast with the tuned table) (150 s); perf/peers/attention_sdpa_paired.py against CUDA SDPA on ATT_SHAPES (default
-# "4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128"), once with the default kernels, once with
-# attention.tiled=1 (the register-tiled kernel for p = 32, 64) and once with attention.tiled=2 (its second form) (180 s); perf/peers/models_torch.py, CRATE-T and
+# "4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128"), with the default kernels, then attention.tiled = 0
+# (the one-query kernel), 1 (the register-tiled kernel, p = 32 ... 128) and 2 (its second form, p = 32, 64)
+# (STEP_ATTENTION_PEER, 180 s); perf/peers/models_torch.py, CRATE-T and
 # ToST-T at batch 1, 8, 64 against PyTorch CUDA eager, the default parameters (needs safetensors) (150 s);
 # models_clblast: the same at batch 8 and 64 with CLBlast as the GEMM (the tuned table plus gemm.backend = 2;
 # only when clblast_tune wrote its table) (120 s).
@@ -76,8 +77,9 @@ grep -E "tests passed" "$out/tests.log" 2>/dev/null
 # issue 17: dense compute against the CUDA peers
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" WBCL_BUILD_DIR="$PWD/$build" PYTHONUNBUFFERED=1
 py=${PY:-python3} # a Python with torch (CUDA) and numpy
-"$py" -c "import pytest, numpy" 2>/dev/null && step pytest "${STEP_PYTEST:-120}" pytest.log env WBCL_TEST_DEVICE="$WBCL_DEVICE" \
-  "$py" -m pytest -q -p no:cacheprovider python/tests
+if "$py" -c "import pytest, numpy" 2>/dev/null; then
+  step pytest "${STEP_PYTEST:-120}" pytest.log env WBCL_TEST_DEVICE="$WBCL_DEVICE" "$py" -m pytest -q -p no:cacheprovider python/tests
+else echo "== pytest: skipped ($py does not import pytest and numpy)"; fi
 tail -n 3 "$out/pytest.log" 2>/dev/null
 step clblast_tune "${STEP_CLBLAST_TUNE:-240}" clblast_tune.log "$build/tools/wbcl-tune" --device "$WBCL_DEVICE" --op clblast \
   --budget "${CLBLAST_BUDGET:-150}" --out "$out/clblast-tuned.txt"
@@ -90,8 +92,11 @@ step gemm_peer "${STEP_GEMM_PEER:-150}" gemm_peer.log sh -c "p=perf/peers/gemm_m
   [ -s '$out/clblast-tuned.txt' ] && { echo '== CLBlast with the tuned table'; WBCL_TUNING='$out/clblast-tuned.txt' '$py' \$p --torch-device cuda --sizes '$gemm_sizes' --reps 20 --backends clblast; }; true"
 cat "$out/gemm_peer.log" 2>/dev/null
 step attention_peer "${STEP_ATTENTION_PEER:-180}" attention_peer.log sh -c "s='${ATT_SHAPES:-4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128}'
+  echo '== the defaults (GPU variant: the register-tiled kernel at p = 64 and 128, the one-query kernel at p = 32)'
   '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10
-  echo '== the register-tiled kernel (attention.tiled = 1; p = 32, 64)'
+  echo '== the one-query kernel (attention.tiled = 0)'
+  '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10 --param attention.tiled=0
+  echo '== the register-tiled kernel (attention.tiled = 1; p = 32, 64, 96, 128)'
   '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10 --param attention.tiled=1
   echo '== its second form (attention.tiled = 2; p = 32, 64: 64-key tiles, wbcl_attn_tiled2_gpu; p = 128: the first form)'
   '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10 --param attention.tiled=2"
@@ -117,7 +122,7 @@ step tssa_bench "${STEP_TSSA_BENCH:-90}" tssa_bench.log sh -c "b='$build/perf/be
     grep -m3 -E '^.target|WBCL_TSSA|^// ' /tmp/tssa.ptx; \$px -arch=sm_90 -v /tmp/tssa.ptx -o /dev/null 2>&1 | grep -E -A2 'entry function .wbcl_tssa_(g_|member|rowsq|output)' | grep -E 'entry|Used|stack'
   done"
 cat "$out/tssa_bench.log" 2>/dev/null | head -80
-step tssa_peer "${STEP_TSSA_PEER:-60}" tssa_peer.log env PYTHONUNBUFFERED=1 python3 perf/peers/tssa_torch_cuda.py --shapes "$tssa_shapes" --reps 50
+step tssa_peer "${STEP_TSSA_PEER:-60}" tssa_peer.log env PYTHONUNBUFFERED=1 "$py" perf/peers/tssa_torch_cuda.py --shapes "$tssa_shapes" --reps 50
 cat "$out/tssa_peer.log" 2>/dev/null | head -20
 step tssa_causal_bench "${STEP_TSSA_CAUSAL_BENCH:-90}" tssa_causal_bench.log sh -c "'$build/perf/bench_tssa' --heads-core '$tssa_shapes' --variants cpu,gpu --reps 50 --causal || exit 1
   px=\$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)
@@ -126,7 +131,7 @@ step tssa_causal_bench "${STEP_TSSA_CAUSAL_BENCH:-90}" tssa_causal_bench.log sh 
     \$px -arch=sm_90 -v /tmp/tssa_gc.ptx -o /dev/null 2>&1 | grep -E -A2 'entry function .wbcl_tssa_gc_' | grep -E 'entry|Used|stack'
   done; true"
 cat "$out/tssa_causal_bench.log" 2>/dev/null | head -60
-step tssa_causal_peer "${STEP_TSSA_CAUSAL_PEER:-60}" tssa_causal_peer.log env PYTHONUNBUFFERED=1 python3 perf/peers/tssa_torch_cuda.py --shapes "$tssa_shapes" --reps 50 --causal
+step tssa_causal_peer "${STEP_TSSA_CAUSAL_PEER:-60}" tssa_causal_peer.log env PYTHONUNBUFFERED=1 "$py" perf/peers/tssa_torch_cuda.py --shapes "$tssa_shapes" --reps 50 --causal
 cat "$out/tssa_causal_peer.log" 2>/dev/null | head -20
 aot_shapes=${AOT_SHAPES:-4,12,4096,64;1,8,1024,64}
 step aot_energy_bench "${STEP_AOT_BENCH:-90}" aot_energy_bench.log sh -c "'$build/perf/bench_aot_energy' --shapes '$aot_shapes' --variants gpu --reps 10 --peak 67000 || exit 1
@@ -136,7 +141,7 @@ step aot_energy_bench "${STEP_AOT_BENCH:-90}" aot_energy_bench.log sh -c "'$buil
     \$px -arch=sm_90 -v /tmp/aot_energy.ptx -o /dev/null 2>&1 | grep -E -A2 'entry function .wbcl_(aot|energy)_[a-z0-9_]*_g' | grep -E 'entry|Used|stack'
   done; true"
 cat "$out/aot_energy_bench.log" 2>/dev/null | head -40
-step aot_energy_peer "${STEP_AOT_PEER:-90}" aot_energy_peer.log env PYTHONUNBUFFERED=1 python3 perf/peers/aot_energy_torch_cuda.py --shapes "$aot_shapes" --reps 10 --peak 67000
+step aot_energy_peer "${STEP_AOT_PEER:-90}" aot_energy_peer.log env PYTHONUNBUFFERED=1 "$py" perf/peers/aot_energy_torch_cuda.py --shapes "$aot_shapes" --reps 10 --peak 67000
 cat "$out/aot_energy_peer.log" 2>/dev/null | head -20
 xca_shapes=${XCA_SHAPES:-8,12,4096,64;1,8,1024,64}
 ops_shapes=${OPS_SHAPES:-4096,1024;16384,4096}
@@ -149,7 +154,7 @@ step xca_bench "${STEP_XCA_BENCH:-120}" xca_bench.log sh -c "'$build/perf/bench_
     \$px -arch=sm_90 -v /tmp/xo.ptx -o /dev/null 2>&1 | grep -E -A2 'entry function .wbcl_(xca_g_|layernorm_g|softmax_g|reduce_(rows|cols)_g_|ew_[a-z_]*_g)' | grep -E 'entry|Used|stack'
   done; true"
 cat "$out/xca_bench.log" 2>/dev/null | head -120
-step xca_peer "${STEP_XCA_PEER:-90}" xca_peer.log env PYTHONUNBUFFERED=1 python3 perf/peers/xca_ops_torch_cuda.py --xca "$xca_shapes" --ops "$ops_shapes" --reps 50
+step xca_peer "${STEP_XCA_PEER:-90}" xca_peer.log env PYTHONUNBUFFERED=1 "$py" perf/peers/xca_ops_torch_cuda.py --xca "$xca_shapes" --ops "$ops_shapes" --reps 50
 cat "$out/xca_peer.log" 2>/dev/null | head -40
 step linalg 60 linalg.log "$build/perf/bench_linalg" --reps 5 --threads "$(nproc)" --redunet --large 256,512,1024,2048
 step chol_bench "${STEP_CHOL_BENCH:-120}" chol_bench.log sh -c "b='$build/perf/bench_linalg'
@@ -157,7 +162,7 @@ step chol_bench "${STEP_CHOL_BENCH:-120}" chol_bench.log sh -c "b='$build/perf/b
   echo '== device time per kernel'; \$b --profile --large 784,4096 --small 64 --batch 1024 --redunet --reps 3
   for g in 100000 0; do echo \"== WBCL_LA_GEMM_MIN=\$g (default 1024)\"; WBCL_LA_GEMM_MIN=\$g \$b --reps 5 --threads \"\$(nproc)\" --large 784,4096 || exit 1; done"
 cat "$out/chol_bench.log" 2>/dev/null | head -60
-step chol_peer "${STEP_CHOL_PEER:-60}" chol_peer.log env PYTHONUNBUFFERED=1 python3 perf/peers/linalg_torch_cuda.py --shapes "1,4096;1024,64;1,784;11,784" --inverse "11,784" --reps 20
+step chol_peer "${STEP_CHOL_PEER:-60}" chol_peer.log env PYTHONUNBUFFERED=1 "$py" perf/peers/linalg_torch_cuda.py --shapes "1,4096;1024,64;1,784;11,784" --inverse "11,784" --reps 20
 cat "$out/chol_peer.log" 2>/dev/null | head -12
 step redunet "${STEP_PEERS:-90}" redunet.log env OPENBLAS_NUM_THREADS="$(nproc)" TORCH_PEER="${TORCH_PEER:-cuda}" TORCH_PY="$py" \
   perf/run_redunet.sh "$build" 3

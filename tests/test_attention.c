@@ -142,14 +142,7 @@ END_TEST
  * and 32-key tiles, several tiles each way, fewer queries than keys (causal: the last n_q),
  * MSSA, and logits of 1e3 (the running maximum changes between tiles). The per-kernel profile
  * shows that the tiled kernel, not the one-query kernel, ran. */
-static uint64_t launches_of(wbcl_context *ctx, const char *kernel)
-{
-    uint64_t total = 0, n;
-    const char *name;
-    for (size_t i = 0; wbcl_context_kernel_profile(ctx, i, &name, NULL, &n); i++)
-        if (!strcmp(name, kernel)) total += n;
-    return total;
-}
+#define launches_of tu_launches
 
 START_TEST(tiled_gpu_vs_ref)
 {

@@ -443,11 +443,28 @@ START_TEST(tiled_parameters)
     tu_assert_status(ctx, wbcl_context_set_param(ctx, "gemm.tiled.tile", 96), WBCL_ERROR_INVALID_ARGUMENT,
                      "96 is not one of {0, 64, 128}");
     wbcl_context_reset_params(ctx);
+    /* a table's tiled backend (or a GPU's default) whose tile parameters need more local memory than the
+     * device has runs on CLBlast: 4 * 32 * (2 * 128 + 8) * 2 = 67584 bytes against 48 KiB */
+    ck_assert_int_eq(wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_AUTO), WBCL_SUCCESS);
+    const uint64_t lm0 = ctx->info.local_mem_size;
+    ctx->info.local_mem_size = 49152;
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "gemm.backend", WBCL_GEMM_TILED), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_gemm_backend(ctx), WBCL_GEMM_TILED);
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "gemm.tiled.tile", 128), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "gemm.tiled.tk", 32), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "gemm.tiled.db", 1), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_gemm_backend(ctx), WBCL_GEMM_CLBLAST);
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "gemm.tiled.db", 0), WBCL_SUCCESS); /* 33792 bytes: fits */
+    ck_assert_int_eq(wbcl_context_gemm_backend(ctx), WBCL_GEMM_TILED);
+    ctx->info.local_mem_size = lm0;
+    wbcl_context_reset_params(ctx);
+    ck_assert_int_eq(wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_TILED), WBCL_SUCCESS);
     /* both tiles, each slice: several row and column tiles with ragged edges, k not a multiple of
      * tk and several slices, the four transposes (the other cases run the tile by the shape: 64 x 8
      * at their sizes on a CPU's few compute units) */
     /* {tile, tk, db}: with db = 1 (two local slices) the k = 80, m = 260 / 132, n = 140 cases also read
-     * A and B as float4 (every stored row whole float4s), k = 77 does not (scalar loads) */
+     * A and B as float4 (every stored row whole float4s); the last (k = 77, no transposes) reads A with
+     * scalar loads (its rows of 77 are not whole float4s) and B as float4 (rows of n = 140) */
     const int sets[][3] = {{64, 8, 0},  {64, 32, 0}, {128, 16, 0}, {128, 8, 0}, /* a cold compile of ~7 s each on PoCL */
                            {128, 8, 1}, {128, 16, 1}, {64, 16, 1}, {64, 32, 1}, {128, 8, 1}};
     for (size_t t = 0; t < sizeof sets / sizeof sets[0]; t++) {

@@ -543,10 +543,17 @@ START_TEST(cholesky_gpu_gemm)
     tu_rng_seed(&r, 45);
     ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
     ck_assert_int_eq(wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_TILED), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_set_timing(ctx, 1), WBCL_SUCCESS);
     const size_t n = 600;
     float *A = malloc(n * n * sizeof *A);
     gen_batch(&r, 1, n, 1, A);
     check_cholesky(ctx, n, 1, 0, A, "gpu gemm 256 tiled n=600");
+    /* per factorization: trailing blocks of 472 and 344 rows through the GEMM (>= 256), 216 and 88
+     * through syrk_g, the upper triangle zeroed once */
+    const uint64_t calls = tu_launches(ctx, "wbcl_la_zero_upper_g");
+    ck_assert_uint_ge(calls, 1);
+    ck_assert_uint_eq(tu_launches(ctx, "wbcl_gemm_tiled"), 2 * calls);
+    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_syrk_g"), 2 * calls);
     free(A);
     wbcl_context_destroy(ctx);
     unsetenv("WBCL_LA_GEMM_MIN");

@@ -227,14 +227,7 @@ START_TEST(non_default_table_is_used_and_correct)
 END_TEST
 
 /* Launches of the kernel `name` since the last reset (timing on). */
-static uint64_t launches_of(const wbcl_context *ctx, const char *name)
-{
-    const char *kn;
-    uint64_t ns, l, total = 0;
-    for (size_t i = 0; wbcl_context_kernel_profile(ctx, i, &kn, &ns, &l); i++)
-        if (!strcmp(kn, name)) total += l;
-    return total;
-}
+#define launches_of tu_launches
 
 /* gemm.backend: a table picks a device's GEMM backend (issue 17: per device, decided by
  * measurement). A context's key, or a table file carrying it, selects the backend that runs

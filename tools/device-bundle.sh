@@ -7,16 +7,23 @@
 # where the lent machines keep it), and drops BUILD_DIR's program caches. Prints the size (the device tool carries at most 64 MiB) and the lines
 # to run there.
 #
-# Usage: tools/device-bundle.sh [BUILD_DIR]        (default build-gpu; needs cmake, a compiler, apt-get)
+# OpenBLAS (the CPU peer of perf/bench_linalg and the ReduNet benchmarks) is not carried: the lent machines
+# have their own (0.3.26 in the runs of 2026-11-27) and libopenblas0-pthread alone is ~30 MB; EXTRA_DEBS="..."
+# adds Debian packages to the bundle (e.g. "libopenblas0-pthread libgfortran5") where a machine lacks them.
+#
+# Usage: tools/device-bundle.sh [BUILD_DIR]        (default build-gpu, relative to the tree's root: it travels
+#                                                  with the tree; needs cmake, a compiler, apt-get)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-gpu}
+case "$build" in /*|..*) echo "device-bundle: BUILD_DIR must be inside the tree (relative), not $build" >&2; exit 2 ;; esac
 icd=${ICD_LIB:-/usr/local/nvidia/lib64/libnvidia-opencl.so.1}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j "$(nproc)" >/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-(cd "$tmp" && apt-get download ocl-icd-libopencl1 libclblast1 libclfft2 libcjson1 libsubunit0 >/dev/null 2>&1) ||
+# shellcheck disable=SC2086
+(cd "$tmp" && apt-get download ocl-icd-libopencl1 libclblast1 libclfft2 libcjson1 libsubunit0 ${EXTRA_DEBS:-} >/dev/null 2>&1) ||
   { echo "device-bundle: apt-get download failed (no package index? run apt-get update)" >&2; exit 1; }
 for d in "$tmp"/*.deb; do dpkg-deb -x "$d" "$tmp/root"; done
 rm -rf "$build/devlibs"

@@ -60,7 +60,9 @@ att_opts() { # p variant
   if [ $nv -le 4 ]; then qb=4; elif [ $nv -le 8 ]; then qb=2; else qb=1; fi
   if [ "$2" = cpu ]; then lm=$((2 * 1024 * 1024)); else lm=49152; fi  # PoCL 2 MiB; GPUs >= 48 KiB
   while [ $bk -gt 1 ] && [ $(( bk * p * 2 * 4 )) -gt $(( lm / 2 )) ]; do bk=$(( bk / 2 )); done
-  echo "-DWBCL_ATT_P=$p -DWBCL_ATT_PP=$pp -DWBCL_ATT_VW=$vw -DWBCL_ATT_QB=$qb -DWBCL_ATT_G=2 -DWBCL_ATT_BQ=64 -DWBCL_ATT_BK=$bk"
+  # the CPU variant's programs leave the register-tiled GPU kernels out (host/ops/attention.c options)
+  local nt=""; case "$2:$p" in cpu:32|cpu:64|cpu:96|cpu:128) nt=" -DWBCL_ATT_NO_TILED=1" ;; esac
+  echo "-DWBCL_ATT_P=$p -DWBCL_ATT_PP=$pp -DWBCL_ATT_VW=$vw -DWBCL_ATT_QB=$qb -DWBCL_ATT_G=2 -DWBCL_ATT_BQ=64 -DWBCL_ATT_BK=$bk$nt"
 }
 
 specs() { # family variant -> one line per extra option set ("-" = none)

@@ -209,7 +209,7 @@ wbcl_status wbcl__gemm_tiled_limits(const wbcl_device_info *dev, int tile, int t
  * unless the 128 x 128 tiles would be fewer than the device's compute units (or 128 does not fit), then 64 */
 int wbcl__gemm_tiled_tile(const wbcl_context *ctx, size_t m, size_t n, size_t batch);
 /* The backend a context on dev uses without a table key or an explicit choice: packed on CPU
- * devices, CLBlast elsewhere. */
+ * devices, tiled on GPUs that take its smallest form, CLBlast elsewhere. */
 wbcl_gemm_backend wbcl__gemm_backend_default(const wbcl_device_info *dev);
 wbcl_status wbcl__gemm_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t m, size_t k, const wbcl_tensor *W,
                               size_t n, const wbcl_tensor *bias, int gelu, wbcl_tensor *Y);

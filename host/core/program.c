@@ -81,12 +81,13 @@ void wbcl__gemm_backend_resolve(wbcl_context *ctx)
     if (ctx->gemm_backend_explicit) return;
     wbcl_gemm_backend b = (wbcl_gemm_backend)ctx->params.gemm_backend;
     char why[8];
-    /* a table's tiled backend with tile parameters the device cannot take: the default (the
-     * table's load already refused a device too small for any tile) */
+    /* the tiled backend (a table's, or the GPU default) with tile parameters the device cannot take
+     * (gemm.tiled.tk and .db fixing more local memory than it has): CLBlast (the table's load
+     * already refused gemm.backend = 3 on a device too small for any tile) */
     if (b == WBCL_GEMM_TILED &&
         wbcl__gemm_tiled_limits(&ctx->info, ctx->params.gemm_tiled, ctx->params.gemm_tiled_k, ctx->params.gemm_tiled_db,
                                 why, sizeof why))
-        b = wbcl__gemm_backend_default(&ctx->info);
+        b = WBCL_GEMM_CLBLAST;
     ctx->gemm_backend = b;
 }
 

@@ -12,7 +12,8 @@
  *        and p = 32, 64, 96 or 128: wbcl_attn_tiled_gpu, 64 queries per
  *        work-group of 128 in register tiles (p = 32, 64: 32-key tiles; p = 96,
  *        128: 16-key tiles, Q swizzled in local memory, within 48 KiB). On by
- *        default for p = 64 and 128 (measured, see wbcl__attention_params).
+ *        default for p = 64 (measured faster) and 128 (not yet measured; it
+ *        replaces a kernel measured at 0.25x SDPA): wbcl__attention_params.
  *        With attention.tiled = 2 and p = 32 or 64: wbcl_attn_tiled2_gpu, the
  *        second form (64 queries x 64-key tiles per work-group of 128, 4 x 8
  *        score tiles, statistics kept per work-item; 34 / 48 KiB), for A/B
@@ -141,9 +142,10 @@ static uint64_t tiled2_lmem(size_t p)
     return 0;
 }
 
-/* The program's options. A GPU-variant device without the register-tiled kernel's local memory or
- * work-group size gets -DWBCL_ATT_NO_TILED=1: that kernel's local arrays are then left out of the
- * program, whose build would otherwise fail there and take the one-query kernel with it. One with
+/* The program's options. CPU-variant contexts, and GPU-variant ones on a device without the
+ * register-tiled kernel's local memory or work-group size, get -DWBCL_ATT_NO_TILED=1: that kernel's
+ * local arrays are then left out of the program, whose build would otherwise fail on such a device
+ * and take the kernels it does run with it. One with
  * the first form's but not the second form's local memory (p = 32: 28.8 against 34 KiB; p = 64:
  * 44.8 against 48 KiB) gets -DWBCL_ATT_NO_TILED2=1 (the second form alone left out). */
 static void options(const wbcl_context *ctx, const att_params *a, int half, char *buf, size_t len)
@@ -154,8 +156,9 @@ static void options(const wbcl_context *ctx, const att_params *a, int half, char
                      a->p, a->pp, a->vw, a->qb, a->g, a->bq, a->bk);
     if (half && n > 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_HALF=%d", half);
     const uint64_t lmem = tiled_lmem(a->p), lmem2 = tiled2_lmem(a->p);
-    if (ctx->variant != WBCL_VARIANT_GPU || !lmem || n <= 0 || (size_t)n >= len) return;
-    if (ctx->info.local_mem_size < lmem || ctx->info.max_work_group_size < TILED_WG)
+    if (!lmem || n <= 0 || (size_t)n >= len) return;
+    /* the CPU variant never runs them: left out (also shorter cold compiles on PoCL) */
+    if (ctx->variant != WBCL_VARIANT_GPU || ctx->info.local_mem_size < lmem || ctx->info.max_work_group_size < TILED_WG)
         snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_NO_TILED=1");
     else if (lmem2 && ctx->info.local_mem_size < lmem2)
         snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_NO_TILED2=1");

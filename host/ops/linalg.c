@@ -376,7 +376,7 @@ static wbcl_status gemm_ab(la_run *r, float alpha, int ta, size_t m, size_t n, s
     clFinish(r->ctx->queue);
     wbcl__la_trace_acc[2] += (double)(wbcl__now_ns() - t0) * 1e-6;
 #endif
-    return st ? prefix_fail(r, st, "blocked update") : WBCL_SUCCESS;
+    return st ? prefix_fail(r, st, "blocked update (GEMM)") : WBCL_SUCCESS;
 }
 
 /* C = -op(A) op(B) + beta C */
@@ -430,6 +430,11 @@ static wbcl_status reserve(la_run *r, size_t rc, int inverse)
         if (!st) st = wbcl__scratch(r->ctx, SLOT_W, r->batch * inv_d_floats(r) * sizeof(float), &m);
     }
     if (!st && t) st = wbcl__scratch(r->ctx, SLOT_T, r->batch * t * sizeof(float), &m);
+    /* the GEMM the GPU path calls part-way (update rounds, the blocked inverse): the tiled backend's
+     * device limits are checked now, so that a refusal leaves the outputs untouched */
+    if (!st && r->gpu && n > r->nbf && (inverse || n - r->nbf >= r->gemm_min) &&
+        r->ctx->gemm_backend == WBCL_GEMM_TILED)
+        st = wbcl__gemm_tiled_fits(r->ctx, r->op);
     return st;
 }
 

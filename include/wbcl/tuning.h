@@ -50,7 +50,7 @@
  *                      2 CLBlast, 3 tiled) unless one sets it explicitly; absent: packed on CPU
  *                      devices, tiled on GPUs that take it, CLBlast elsewhere. 3 needs work-groups
  *                      of 256 and 4352 bytes of local memory (checked at load); with tile
- *                      parameters the device cannot take, the device-type default is used
+ *                      parameters the device cannot take (gemm.tiled.*), CLBlast is used
  *   gemm.tiled.tile    tiled GEMM (backend WBCL_GEMM_TILED, cl/gemm_tiled.cl): rows = columns of C
  *                      per work-group of 16 x 16 (-DWBCL_GT_TM = -DWBCL_GT_TN): 64 or 128; absent: by
  *                      the shape, 128 unless C has fewer 128 x 128 tiles than the device has compute

@@ -245,8 +245,8 @@ class Context:
     @property
     def gemm_backend(self):
         """The GEMM backend in use: "packed" (wbcl's CPU-shaped kernel, the default on CPUs),
-        "clblast" (the default on GPUs) or "tiled" (wbcl's GPU-shaped kernel). Settable; "auto"
-        restores the device's default."""
+        "tiled" (wbcl's GPU-shaped kernel, the default on GPUs that take it) or "clblast" (the
+        default elsewhere). Settable; "auto" restores the device's default."""
         b = lib.wbcl_context_gemm_backend(self._h())
         return {v: k for k, v in self._BACKENDS.items()}.get(b, str(b))
 

@@ -113,6 +113,15 @@ int tu_canary_ok(const float *p, size_t n)
 
 void tu_guarded_free(float *p) { free(p); }
 
+uint64_t tu_launches(const wbcl_context *ctx, const char *kernel)
+{
+    const char *name;
+    uint64_t n, total = 0;
+    for (size_t i = 0; wbcl_context_kernel_profile(ctx, i, &name, NULL, &n); i++)
+        if (!strcmp(name, kernel)) total += n;
+    return total;
+}
+
 double *tu_to_f64(const float *x, size_t n)
 {
     double *d = malloc((n ? n : 1) * sizeof *d);

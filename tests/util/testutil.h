@@ -43,6 +43,10 @@ void tu_guarded_free(float *p);
 
 double *tu_to_f64(const float *x, size_t n); /* malloc'd copy */
 
+/* Launches of the kernel named `kernel` the context counted since timing was turned on (or
+ * wbcl_context_reset_kernel_ns): which kernel ran, for tests of a dispatch. */
+uint64_t tu_launches(const wbcl_context *ctx, const char *kernel);
+
 /* Asserts a status and that the context's message contains `needle`. */
 #define tu_assert_status(ctx, got, want, needle)                                                        \
     do {                                                                                                \
