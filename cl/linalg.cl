@@ -819,8 +819,10 @@ __kernel void wbcl_chol_upd_panel(__global float *restrict P, const ulong stride
 #if WBCL_VARIANT_GPU
 
 /* ============================================================================
- * GPU Cholesky (host/ops/linalg.c, chol_gpu): n <= LA_GNB, any batch: one
- * work-group per matrix (wbcl_chol_blk_g). Larger n: right-looking blocked,
+ * GPU Cholesky (host/ops/linalg.c, chol_gpu): n <= 64, any batch: a work-group
+ * of 32 or 64 per matrix, a row per work-item (wbcl_chol_s32_g, _s64_g, below);
+ * n <= LA_GNB: one work-group of 16 x 16 per matrix (wbcl_chol_blk_g). Larger
+ * n: right-looking blocked,
  * nb = LA_GNB, L first set to tril(A) (wbcl_la_tril_g) and its first diagonal
  * block factored (wbcl_chol_blk_g), then per block column j (kb <= nb
  * columns, m = n - j - kb rows below) two launches:
@@ -830,16 +832,19 @@ __kernel void wbcl_chol_upd_panel(__global float *restrict P, const ulong stride
  *                                               work-group 0 updates the next diagonal
  *                                               block and factors it (as wbcl_chol_blk_g)
  *                                               while the others update the rest
- * so n / 128 rounds of two launches, each sized by n (the trailing update,
+ * (rounds whose trailing block has at least GPU_GEMM_MIN rows do step 2 through
+ * the context's GEMM on the whole square instead, then factor the next block
+ * with wbcl_chol_blk_g, and the upper junk is zeroed at the end by
+ * wbcl_la_zero_upper_g), so n / 128 rounds of two launches, each sized by n (the trailing update,
  * all but about n^2 nb of the n^3 / 3 flops, is one launch of up to
  * (n/64)^2/2 work-groups), and the one serial step of a round, the diagonal
  * block, overlaps the round's largest launch.
  * Work-groups are 16 x 16 work-items. The 128 x 128 lower triangle kept packed in
  * local memory is 33 KB (row i at LA_TRI(i), or the transpose), 41 KB with the
- * 16 rows of wbcl_chol_trsm_g, within the 48 KB a work-group may have on NVIDIA's
- * OpenCL (a 256 block would not fit); both take their local memory as arguments
- * sized by kb, so a batch of 64 x 64 matrices takes 8 KB per work-group, and the
- * host takes a smaller nb where the device has less (OpenCL 1.2 promises 32 KB). */
+ * row slots of wbcl_chol_trsm_g and 43 KB with wbcl_chol_syrk_g's tiles, within the
+ * 48 KB a work-group may have on NVIDIA's OpenCL (a 256 block would not fit); they
+ * take their local memory as arguments sized by kb, and the host takes a smaller nb
+ * where the device has less (OpenCL 1.2 promises 32 KB). */
 #define LA_GNB 128
 #define LA_GT 16
 #define LA_TRI(i) ((i) * ((i) + 1u) / 2u)

@@ -79,12 +79,14 @@ wbcl_status wbcl_variant_default(const wbcl_device_info *dev, wbcl_variant *out,
  *   CLBLAST  CLBlast's SGEMM with the context's clblast.* parameters;
  *   TILED    our local-memory tiled kernel (cl/gemm_tiled.cl), GPU-shaped: work-groups of
  *            16 x 16 work-items over 128 x 128 tiles of C (64 x 64 where the 128-tiles would be
- *            fewer than the compute units), k in slices of 8 (gemm.tiled.tile, gemm.tiled.tk).
+ *            fewer than the compute units), k in slices of 8 (gemm.tiled.tile, gemm.tiled.tk,
+ *            gemm.tiled.db: double buffering and float4 loads).
  *            Setting it fails with WBCL_ERROR_DEVICE_LIMIT on a device whose work-groups
  *            or local memory are too small for it;
  *   AUTO     the device's parameter table's gemm.backend (wbcl/tuning.h; wbcl-tune measures it),
  *            else packed on CPU devices, tiled on GPUs that take it (measured faster than CLBlast
- *            on an NVIDIA H200), CLBlast elsewhere. A new context starts with AUTO;
+ *            on an NVIDIA H200; on other GPUs not yet measured: `wbcl-tune --op gemm_backend`
+ *            writes the device's choice), CLBlast elsewhere. A new context starts with AUTO;
  *            an explicit backend set here wins over the table until AUTO is set again.
  * All give the same results to rounding, for every shape, transpose and dtype. */
 typedef enum wbcl_gemm_backend {

@@ -52,9 +52,9 @@
  *                      of 256 and 4352 bytes of local memory (checked at load); with tile
  *                      parameters the device cannot take (gemm.tiled.*), CLBlast is used
  *   gemm.tiled.tile    tiled GEMM (backend WBCL_GEMM_TILED, cl/gemm_tiled.cl): rows = columns of C
- *                      per work-group of 16 x 16 (-DWBCL_GT_TM = -DWBCL_GT_TN): 64 or 128; absent: by
- *                      the shape, 128 unless C has fewer 128 x 128 tiles than the device has compute
- *                      units, then 64
+ *                      per work-group of 16 x 16 (-DWBCL_GT_TM = -DWBCL_GT_TN): 64 or 128; 0 or
+ *                      absent: by the shape, 128 unless C has fewer 128 x 128 tiles than the device
+ *                      has compute units, then 64
  *   gemm.tiled.tk      tiled GEMM: k per local-memory slice (-DWBCL_GT_TK): 8 (default), 16 or 32;
  *                      4 tk (2 tile + 8) bytes of local memory, checked when the GEMM runs
  *   gemm.tiled.db      tiled GEMM: 1 = two local-memory slices (one barrier per slice instead of two;
