@@ -1060,6 +1060,16 @@ __kernel void wbcl_chol_trsm_g(__global const float *D, const ulong off_d, const
  * (16, 16 batch); local: (16, 16). */
 #define LA_ST 64
 #define LA_SK 16
+/* The 4 x 4 register tile of work-item (tx, ty), acc0 .. acc3 (rows 4 ty + 0 .. 3, columns 4 tx
+ * .. 4 tx + 3), += the LA_SK-deep slice held in the work-group's As, Bs (syrk_g, ltl_g) */
+#define LA_TILE_FMA()                                                                             \
+    _Pragma("unroll") for (uint sk_ = 0; sk_ < LA_SK; sk_++) {                                    \
+        const float4 av = vload4(0, &As[sk_][4 * ty]), bv = vload4(0, &Bs[sk_][4 * tx]);          \
+        acc0 = fma((float4)av.s0, bv, acc0);                                                      \
+        acc1 = fma((float4)av.s1, bv, acc1);                                                      \
+        acc2 = fma((float4)av.s2, bv, acc2);                                                      \
+        acc3 = fma((float4)av.s3, bv, acc3);                                                      \
+    }
 /* C[i][c0 .. c0+3] -= v where on or below the diagonal (c <= i < m). */
 static inline __attribute__((always_inline)) void la_syrk_store(__global float *cm, uint ld, uint m, uint i, uint c0,
                                                                 float4 v)
@@ -1110,14 +1120,7 @@ static inline __attribute__((always_inline)) void la_syrk_tile(const __global fl
                 pb[q] = j0 + rr < m && kk < kb ? rb[q * step] : 0.0f;
             }
         }
-#pragma unroll
-        for (uint k = 0; k < LA_SK; k++) {
-            const float4 av = vload4(0, &As[k][4 * ty]), bv = vload4(0, &Bs[k][4 * tx]);
-            acc0 = fma((float4)av.s0, bv, acc0);
-            acc1 = fma((float4)av.s1, bv, acc1);
-            acc2 = fma((float4)av.s2, bv, acc2);
-            acc3 = fma((float4)av.s3, bv, acc3);
-        }
+        LA_TILE_FMA();
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     const uint c0 = j0 + 4 * tx;
@@ -1392,14 +1395,7 @@ __kernel void wbcl_la_ltl_g(__global const float *W, const ulong stride_w, const
                 pb[q] = k < n && cj < n ? w[(ulong)k * n + cj] : 0.0f;
             }
         }
-#pragma unroll
-        for (uint kk = 0; kk < LA_SK; kk++) {
-            const float4 av = vload4(0, &As[kk][4 * ty]), bv = vload4(0, &Bs[kk][4 * tx]);
-            acc0 = fma((float4)av.s0, bv, acc0);
-            acc1 = fma((float4)av.s1, bv, acc1);
-            acc2 = fma((float4)av.s2, bv, acc2);
-            acc3 = fma((float4)av.s3, bv, acc3);
-        }
+        LA_TILE_FMA();
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     const uint r0 = i0 + 4 * ty, c0 = j0 + 4 * tx;
