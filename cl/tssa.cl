@@ -472,13 +472,6 @@ __kernel void wbcl_tssa_causal_seq(__global const float *w, const ulong off, con
 #define G_JPT ((G_KP + G_LX - 1) / G_LX)
 #define G_PP (WBCL_TSSA_P + 1) /* padded head row in local memory: no bank conflicts across heads */
 #define GC_FC 16 /* columns per work-group of the finish and scan kernels */
-/* The member kernels' logits: the TT*K dot products of a tile (one per token row and head, p terms
- * each) are each split over G_LS lanes (the most, up to 16, that TT*K*G_LS <= 256 allows; TT*K <=
- * 256 since LX >= K), so that the serial chain is p / G_LS terms plus G_LS partials, not p terms on
- * K lanes of each row (the H200 profile of 2026-11-27: g_member at 1.8 TB/s against the 3.8 of the
- * copy, with a 64-term chain of local reads per tile) */
-#define G_SLOTS (G_TT * G_K)
-#define G_LS (G_SLOTS * 16 <= G_WG ? 16 : G_SLOTS * 8 <= G_WG ? 8 : G_SLOTS * 4 <= G_WG ? 4 : G_SLOTS * 2 <= G_WG ? 2 : 1)
 
 #if !WBCL_TSSA_CAUSAL
 
@@ -628,11 +621,9 @@ wbcl_tssa_g_member(__global const float *w, const ulong off, const ulong sb, con
     __local float li2[G_K * G_PP];       /* inv^2 */
     __local float ll[G_TT * G_K];        /* logits */
     __local float lp[G_TT * G_K];        /* Pi, then the work-items' sums of Pi */
-    __local float lsum[G_SLOTS * G_LS];  /* the logits' partial dot products */
     const uint lid = get_local_id(0), lx = lid % G_LX, t = lid / G_LX, g = get_group_id(0);
     const uint ush = (uint)sh; /* the host checks (K - 1) sh + p < 2^32 */
     const float th = lx < G_K ? temp[lx] : 0.0f;
-    const uint slot = lid / G_LS, part = lid % G_LS; /* slot = t' K + h': a partial of that dot product */
 #pragma unroll 1
     for (uint s = 0; s < 2; s++) {
         uint b, n0, n1;
@@ -674,18 +665,16 @@ wbcl_tssa_g_member(__global const float *w, const ulong off, const ulong sb, con
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-            if (slot < G_SLOTS) { /* partial `part` of logit slot: channels part, part + G_LS, ... */
-                __local const float *q = lq + slot * G_PP, *s2 = li2 + (slot % G_K) * G_PP;
-                float d = 0.0f;
-                for (uint c = part; c < WBCL_TSSA_P; c += G_LS) d = fma(q[c], s2[c], d);
-                lsum[slot * G_LS + part] = d;
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
             if (lx < G_K) {
-                __local const float *d = lsum + (t * G_K + lx) * G_LS;
-                float sum = 0.0f;
-                for (uint k = 0; k < G_LS; k++) sum += d[k];
-                ll[t * G_K + lx] = th * sum;
+                __local const float *q = lq + (t * G_K + lx) * G_PP, *s2 = li2 + lx * G_PP;
+                float s0 = 0.0f, s1 = 0.0f;
+                uint c = 0;
+                for (; c + 2 <= WBCL_TSSA_P; c += 2) {
+                    s0 = fma(q[c], s2[c], s0);
+                    s1 = fma(q[c + 1], s2[c + 1], s1);
+                }
+                if (c < WBCL_TSSA_P) s0 = fma(q[c], s2[c], s0);
+                ll[t * G_K + lx] = th * (s0 + s1);
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             if (lx < G_K) {
@@ -876,9 +865,7 @@ wbcl_tssa_gc_member(__global const float *w, const ulong off, const ulong sb, co
     __local float lr[G_TT * G_K * G_PP]; /* w^2 / max(S, eps) */
     __local float ll[G_TT * G_K];        /* logits */
     __local float lp[G_TT * G_K];        /* Pi; at the end the rows' sums of Pi */
-    __local float lsum[G_SLOTS * G_LS];  /* the logits' partial sums */
     const uint lid = get_local_id(0), lx = lid % G_LX, t = lid / G_LX, g = get_group_id(0);
-    const uint slot = lid / G_LS, part = lid % G_LS; /* slot = t' K + h': a partial of that sum */
     const int live = g < B * nblk; /* no early return before a barrier: a dead work-group runs no tile */
     const uint b = live ? g / nblk : 0, n0 = (g % nblk) * L, n1 = live ? min(N, n0 + L) : n0;
     const uint ush = (uint)sh; /* the host checks (K - 1) sh + p < 2^32 */
@@ -934,19 +921,17 @@ wbcl_tssa_gc_member(__global const float *w, const ulong off, const ulong sb, co
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* 2 */
-        if (slot < G_SLOTS) { /* partial `part` of slot's sum: channels part, part + G_LS, ... */
-            __local const float *rr = lr + slot * G_PP;
-            float d = 0.0f;
-            for (uint c = part; c < WBCL_TSSA_P; c += G_LS) d += rr[c];
-            lsum[slot * G_LS + part] = d;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE); /* 2b */
         if (lx < G_K) {
-            __local const float *d = lsum + (t * G_K + lx) * G_LS;
-            float sum = 0.0f;
-            for (uint k = 0; k < G_LS; k++) sum += d[k];
+            __local const float *rr = lr + (t * G_K + lx) * G_PP;
+            float s0 = 0.0f, s1 = 0.0f;
+            uint c = 0;
+            for (; c + 2 <= WBCL_TSSA_P; c += 2) {
+                s0 += rr[c];
+                s1 += rr[c + 1];
+            }
+            if (c < WBCL_TSSA_P) s0 += rr[c];
             const float bh = valid ? bias[(size_t)lx * tmax + t0 + n] : 0.0f;
-            ll[t * G_K + lx] = th * (sum + (float)WBCL_TSSA_P * bh);
+            ll[t * G_K + lx] = th * ((s0 + s1) + (float)WBCL_TSSA_P * bh);
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* 3 */
         if (lx < G_K) {

@@ -7,19 +7,11 @@
 
 #include "launch.h"
 
-size_t wbcl__tssa_logit_partials(size_t K, size_t lx)
-{
-    const size_t slots = 256 / lx * K; /* cl/tssa.cl G_SLOTS, G_LS */
-    size_t ls = 16;
-    while (ls > 1 && slots * ls > 256) ls /= 2;
-    return slots * ls;
-}
-
 /* local memory of wbcl_tssa_g_member (the larger of the two reductions) for lx lanes */
 static size_t glx_local_bytes(size_t p, size_t K, size_t lx)
 {
     size_t tt = 256 / lx;
-    return 4 * (tt * K * (p + 1) + K * (p + 1) + 2 * tt * K + wbcl__tssa_logit_partials(K, lx));
+    return 4 * (tt * K * (p + 1) + K * (p + 1) + 2 * tt * K);
 }
 
 static int glx_ok(const wbcl_context *ctx, size_t p, size_t K, size_t lx)

@@ -15,8 +15,6 @@
 #define WBCL_TSSA_P_MAX 1024
 #define WBCL_TSSA_K_MAX 64
 wbcl_status wbcl__tssa_kernel(wbcl_context *ctx, size_t p, size_t K, int aligned, const char *name, wbcl_kern **out);
-/* floats of the member kernels' logit partials (cl/tssa.cl G_SLOTS x G_LS) for K heads and lx lanes */
-size_t wbcl__tssa_logit_partials(size_t K, size_t lx);
 /* Lanes per token row of the GPU-shaped non-causal TSSA kernels (cl/tssa.cl, -DWBCL_TSSA_GLX) for
  * this context and shape, or 0 when they do not apply (a CPU-variant context, p or K beyond the
  * specialized range, more than 8 channels per work-item, or too little local memory). In a

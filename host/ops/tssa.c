@@ -527,9 +527,8 @@ static size_t gc_lanes(wbcl_context *ctx, const wbcl__hview *w, const wbcl__hvie
     if (!lx) return 0;
     const size_t K = dm->K, p = dm->p, lim = 0xffffffffu;
     if ((K - 1) * w->sh + p > lim || (K - 1) * y->sh + p > lim) return 0; /* 32-bit head offsets */
-    /* local memory of gc_member / gc_output (two tiles of (p + 1)-padded rows; gc_member also the
-     * logits' partial sums) */
-    const size_t tt = 256 / lx, bytes = 4 * (2 * (tt * K * (p + 1) + tt * K) + wbcl__tssa_logit_partials(K, lx));
+    /* local memory of gc_member / gc_output (the larger: two tiles of (p + 1)-padded rows) */
+    const size_t tt = 256 / lx, bytes = 4 * 2 * (tt * K * (p + 1) + tt * K);
     return bytes <= ctx->info.local_mem_size ? lx : 0;
 }
 
