@@ -106,11 +106,12 @@
  * kernel: 24-33 TFLOP/s on an H200 at 2048-4096) on the whole square, then
  * factor the next diagonal block in a launch of its own; smaller ones keep
  * wbcl_chol_syrk_g (lower triangle only, the next diagonal block factored by
- * its first work-group). Not measured yet: chosen by the arithmetic of
- * perf/RESULTS.md, "GPU Cholesky through the GEMM (issue 16)". The
- * environment variable WBCL_LA_GEMM_MIN overrides it (0: every round through
- * the GEMM; a value above n: none). */
-#define GPU_GEMM_MIN 1024
+ * its first work-group). Off by default: measured on an NVIDIA H200 (perf/RESULTS.md,
+ * 2026-11-27, second device call), one 4096 Cholesky took 8.05 ms with 1024,
+ * 8.01 ms with 0 (every round) and 6.57 ms with none (syrk_g overlaps the next
+ * factor; the GEMM rounds serialize it). The environment variable
+ * WBCL_LA_GEMM_MIN sets it (0: every round through the GEMM). */
+#define GPU_GEMM_MIN ((size_t)-1)
 /* Panel height of the packed L and block of wbcl_chol_upd (LA_UC of
  * cl/linalg.cl). */
 #define PK_UC 32
