@@ -841,7 +841,7 @@ __kernel void wbcl_chol_upd_panel(__global float *restrict P, const ulong stride
  * block, overlaps the round's largest launch.
  * Work-groups are 16 x 16 work-items. The 128 x 128 lower triangle kept packed in
  * local memory is 33 KB (row i at LA_TRI(i), or the transpose), 41 KB with the
- * row slots of wbcl_chol_trsm_g and 43 KB with wbcl_chol_syrk_g's tiles, within the
+ * rows of wbcl_chol_trsm_g and 43 KB with wbcl_chol_syrk_g's tiles, within the
  * 48 KB a work-group may have on NVIDIA's OpenCL (a 256 block would not fit); they
  * take their local memory as arguments sized by kb, and the host takes a smaller nb
  * where the device has less (OpenCL 1.2 promises 32 KB). */
@@ -990,15 +990,14 @@ __kernel void wbcl_chol_blk_g(__global const float *A, const ulong off_a, const 
 /* Panel X <- X L11^-T in place: X (rows x kb) at X + off_x, L11 (kb x kb
  * lower, kb <= LA_GNB, factored) at D + off_d. A work-group takes 16 rows:
  * L11^T packed in local memory (row c of U = L11^T, i.e. column c of L11, is
- * contiguous from its diagonal: U[c][c2] at c kb - c (c - 1) / 2 + c2 - c);
- * work-item (tx, ty) holds row ty's columns tx + 16 q in registers and the
- * substitution goes right-looking by columns, one barrier per column: step c
- * reads X[r][c] (final) from the row's two-slot buffer in Xl, subtracts it
- * times U[c][c2] from its later columns c2, and the owner of column c + 1
- * divides that one by its pivot and posts it in the other slot. (With the rows
- * in local memory and every update a local read-modify-write, a launch took
- * 51 us on an H200 at n = 4096.) Xl: local memory of at least 2 x 16 floats
- * (the host passes 16 (kb + 1)); U: kb (kb + 1) / 2 floats.
+ * contiguous from its diagonal: U[c][c2] at c kb - c (c - 1) / 2 + c2 - c), the
+ * rows in local memory, and substitutes right-looking by columns, one barrier
+ * per column: step c makes X[r][c] final (divided by L11[c][c]) on the fly and
+ * subtracts it from the later columns, the stored column c - 1 being divided
+ * during step c (as in wbcl_chol_blk_g). Work-item (tx, ty): row ty, columns
+ * tx + 16 q. U: local memory of kb (kb + 1) / 2 floats, Xl of 16 (kb + 1).
+ * (A form holding each row in registers measured slower on an H200: 72 us a launch at
+ * n = 4096 against this one's 51 us; perf/RESULTS.md, second visit.)
  * global: (16 ceil(rows / 16), 16 batch), local: (16, 16). */
 __kernel void wbcl_chol_trsm_g(__global const float *D, const ulong off_d, const ulong stride_d, const uint ldd,
                                __global float *X, const ulong off_x, const ulong stride_x, const uint ldx,
@@ -1008,40 +1007,25 @@ __kernel void wbcl_chol_trsm_g(__global const float *D, const ulong off_d, const
     const uint r = get_group_id(0) * LA_GT + ty;
     const __global float *dm = D + off_d + (ulong)b * stride_d;
     __global float *x = X + off_x + (ulong)b * stride_x + (ulong)r * ldx;
-    __local float *xs = Xl + 2 * ty; /* this row's two slots */
+    __local float *xs = Xl + ty * (kb + 1); /* this work-item's row */
     for (uint i = ty; i < kb; i += LA_GT)
         for (uint c = tx; c <= i; c += LA_GT) U[c * kb - LA_TRI(c) + i] = dm[(ulong)i * ldd + c];
-    float v[LA_GNB / LA_GT];
-#pragma unroll
-    for (uint q = 0; q < LA_GNB / LA_GT; q++) {
-        const uint c = tx + LA_GT * q;
-        v[q] = r < rows && c < kb ? x[c] : 0.0f;
-    }
+    for (uint c = tx; c < kb; c += LA_GT) xs[c] = r < rows ? x[c] : 0.0f;
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (tx == 0) xs[0] = v[0] * (1.0f / U[0]);
-    barrier(CLK_LOCAL_MEM_FENCE);
+    float rprev = 0.0f;
     for (uint c = 0; c < kb; c++) {
         const uint rc = c * kb - LA_TRI(c); /* U[c][c2] = U[rc + c2] */
-        const float xc = xs[c & 1u];
-#pragma unroll
-        for (uint q = 0; q < LA_GNB / LA_GT; q++) {
-            const uint c2 = tx + LA_GT * q;
-            if (c2 == c) {
-                v[q] = xc;
-            } else if (c2 > c && c2 < kb) {
-                v[q] = LA_FMS_C(xc, U[rc + c2], v[q]);
-                if (c2 == c + 1) xs[(c + 1u) & 1u] = v[q] * (1.0f / U[rc + kb]); /* U[c+1][c+1] */
-            }
-        }
+        const float rinv = 1.0f / U[rc + c];
+        if (c > 0 && tx == 0) xs[c - 1] *= rprev;
+        const float xc = xs[c] * rinv;
+        for (uint c2 = c + 1 + tx; c2 < kb; c2 += LA_GT) xs[c2] = LA_FMS_C(xc, U[rc + c2], xs[c2]);
+        rprev = rinv;
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (r < rows) {
-#pragma unroll
-        for (uint q = 0; q < LA_GNB / LA_GT; q++) {
-            const uint c = tx + LA_GT * q;
-            if (c < kb) x[c] = v[q];
-        }
-    }
+    if (tx == 0) xs[kb - 1] *= rprev;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (r < rows)
+        for (uint c = tx; c < kb; c += LA_GT) x[c] = xs[c];
 }
 
 /* Trailing update of the lower triangle only: C[i][c] -= sum_p P[i][p] P[c][p]

@@ -565,7 +565,7 @@ static size_t gpu_nb(const wbcl_context *ctx)
     const uint64_t have = ctx->info.local_mem_size;
     size_t nb = GPU_NB;
     for (; nb > 16; nb -= 16) {
-        const size_t tri = nb * (nb + 1) / 2, trsm = tri + 2 * GPU_T,
+        const size_t tri = nb * (nb + 1) / 2, trsm = tri + GPU_T * (nb + 1),
                      syrk = tri + 2 * GPU_NB + 2 * 16 * (GPU_ST + 4) + 2; /* + its column slots and tiles */
         if ((trsm > syrk ? trsm : syrk) * sizeof(float) + 1024 <= have) break;
     }
@@ -656,7 +656,7 @@ static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
         WBCL_ARG(r->ctx, ktrsm, 8, kb_);
         WBCL_ARG(r->ctx, ktrsm, 9, m_);
         if ((st = wbcl__set_arg(r->ctx, ktrsm, 10, kb * (kb + 1) / 2 * sizeof(float), NULL)) ||
-            (st = wbcl__set_arg(r->ctx, ktrsm, 11, 2 * GPU_T * sizeof(float), NULL))) /* two slots a row */
+            (st = wbcl__set_arg(r->ctx, ktrsm, 11, GPU_T * (kb + 1) * sizeof(float), NULL)))
             return st;
         {
             size_t g[2] = {GPU_T * ceil_div(m, GPU_T), GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
