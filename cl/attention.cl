@@ -104,6 +104,14 @@
 #error "WBCL_ATT_PP must be a multiple of WBCL_ATT_VW, at least WBCL_ATT_P"
 #endif
 
+/* The register-tiled forms (p = 96 / 128, and the second form for p = 32 / 64): row x of an
+ * unpadded P-float tile in local memory keeps its float4 at channel ch at SWZ(x, ch), the 16-byte
+ * groups XOR-swizzled by the row so that a warp's reads of 8 rows fall in distinct banks; L4 is a
+ * float4 of local memory at a float offset that is a multiple of 4 (the arrays are 16-byte aligned):
+ * one 128-bit access (vload4 only assumes 4-byte alignment: four scalar loads). */
+#define SWZ(x, ch) ((x) * P + ((ch) ^ (((x) & 7) << 2)))
+#define L4(p) (*(__local float4 *)(p))
+
 inline float wbcl_hmax16(float16 v)
 {
     /* max (not fmax): no NaN handling needed, one instruction per step */
@@ -625,10 +633,6 @@ __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void wbcl_attn_tiled_g
 #define XAL (XPM + 8 * TQ)  /* KX: alpha per query                                   */
 #define XN (XAL + TQ)       /* KX: floats of the statistics and weights              */
 #define KXN (TK * P > XN ? TK * P : XN)
-#define SWZ(x, ch) ((x) * P + ((ch) ^ (((x) & 7) << 2)))
-/* a float4 of local memory at a float offset that is a multiple of 4 (the arrays are 16-byte
- * aligned): one 128-bit access (vload4 only assumes 4-byte alignment: four scalar loads) */
-#define L4(p) (*(__local float4 *)(p))
 
 __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void wbcl_attn_tiled_gpu(
     __global const Q_T *restrict q, const ulong q_off, const ulong q_sb, const ulong q_sh, const ulong q_sn,
@@ -794,8 +798,6 @@ __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void wbcl_attn_tiled_g
 #undef XAL
 #undef XN
 #undef KXN
-#undef SWZ
-#undef L4
 #endif
 
 /* ---- GPU-shaped, register-tiled, second form (P = 32 or 64; attention.tiled = 2) ---------------
@@ -844,8 +846,6 @@ __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void wbcl_attn_tiled_g
 #define XS 0
 #define KXN (TK * TQ)
 #endif
-#define SWZ(x, ch) ((x) * P + ((ch) ^ (((x) & 7) << 2)))
-#define L4(p) (*(__local float4 *)(p)) /* an aligned float4 of local memory: one 128-bit access */
 
 __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void wbcl_attn_tiled2_gpu(
     __global const Q_T *restrict q, const ulong q_off, const ulong q_sb, const ulong q_sh, const ulong q_sn,
@@ -1007,6 +1007,4 @@ __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void wbcl_attn_tiled2_
 #undef STATS_APART
 #undef XS
 #undef KXN
-#undef SWZ
-#undef L4
 #endif
