@@ -1176,29 +1176,40 @@ __kernel void wbcl_la_zero_upper_g(__global float *L, const uint n)
  * stack frame, no copy of the matrix in local memory; NMAX - 1 FMAs and
  * broadcast local reads per work-item and step (the columns past NMAX read
  * the zero half). Rows above k use f = 0, so the entries right of a row's
- * diagonal stay bounded; they are never stored. Pivot failures as
- * wbcl_chol_cm (pivots from pivot_base). L may be A (each work-item reads and
- * writes only its own row, reading all of it first). For 64 < n <= 128:
- * wbcl_chol_blk_g.
+ * diagonal stay bounded; they are never stored. The matrix comes in and L
+ * goes out through a local tile of n rows (stride NMAX + 1: row i, column k
+ * is bank i + k, conflict-free both for a row per work-item and a column per
+ * step), a row of the matrix per load or store instruction: coalesced, where
+ * a row per work-item would touch NMAX cache lines per instruction. Each
+ * work-item reads and writes only its own row of the tile between the two
+ * barriers. Every matrix's pivot status is written (first failing pivot from
+ * pivot_base, or -1), so the call needs no clearing of the status first.
+ * L may be A (the whole matrix is in the tile before anything is stored).
+ * For 64 < n <= 128: wbcl_chol_blk_g.
  * global: (NMAX batch), local: (NMAX). */
 static inline __attribute__((always_inline)) void la_chol_small(const __global float *A, const ulong off_a,
                                                                 const ulong stride_a, const uint lda,
                                                                 __global float *L, const ulong off_l,
                                                                 const ulong stride_l, const uint ldl, const uint n,
                                                                 __global int *info, const uint pivot_base,
-                                                                const uint NMAX, __local float *c)
+                                                                const uint NMAX, __local float *c,
+                                                                __local float *tile)
 {
-    const uint i = get_local_id(0), b = get_group_id(0);
+    const uint i = get_local_id(0), b = get_group_id(0), TS = NMAX + 1u;
     const uint row = min(i, n - 1u); /* rows n .. NMAX - 1: zeros (they post zeros, store nothing) */
-    const __global float *a = A + off_a + (ulong)b * stride_a + (ulong)row * lda;
-    __global float *l = L + off_l + (ulong)b * stride_l + (ulong)i * ldl;
+    const __global float *a = A + off_a + (ulong)b * stride_a;
+    __global float *l = L + off_l + (ulong)b * stride_l;
+    if (i < n)
+        for (uint r = 0; r < n; r++) tile[r * TS + i] = a[(ulong)r * lda + i];
+    barrier(CLK_LOCAL_MEM_FENCE);
     /* x[j] holds column k + j of row i at step k (shifted by one every step);
-     * the loads are unconditional (clamped to the row's diagonal) so that the
+     * the reads are unconditional (clamped to the row's diagonal) so that the
      * loop unrolls into straight-line code and x stays in registers */
+    __local float *t = tile + row * TS;
     float x[64];
 #pragma unroll
     for (uint j = 0; j < NMAX; j++) {
-        const float v = a[min(j, row)];
+        const float v = t[min(j, row)];
         x[j] = i < n && j <= i ? v : 0.0f;
     }
     c[NMAX + i] = 0.0f; /* the slots' upper halves: read for columns >= NMAX only */
@@ -1216,13 +1227,19 @@ static inline __attribute__((always_inline)) void la_chol_small(const __global f
             fval = d;
         }
         const float f = i > k ? ci * (1.0f / d) : 0.0f, s = sqrt(d);
-        if (i < n) l[k] = i == k ? s : (i > k ? ci * (1.0f / s) : 0.0f);
+        if (i < n && i >= k) t[k] = i == k ? s : ci * (1.0f / s);
         __local const float *cn = ck + k + 1u;
 #pragma unroll
         for (uint j = 0; j + 1 < NMAX; j++) x[j] = LA_FMS_C(f, cn[j], x[j + 1]);
         x[NMAX - 1] = 0.0f;
     }
-    if (i == 0 && fail >= 0) la_record(info, b, pivot_base + (uint)fail, fval);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (i < n)
+        for (uint r = 0; r < n; r++) l[(ulong)r * ldl + i] = i <= r ? tile[r * TS + i] : 0.0f;
+    if (i == 0) {
+        info[2 * b] = fail < 0 ? -1 : (int)(pivot_base + (uint)fail);
+        info[2 * b + 1] = as_int(fval);
+    }
 }
 
 __kernel __attribute__((reqd_work_group_size(32, 1, 1))) void
@@ -1230,8 +1247,8 @@ wbcl_chol_s32_g(__global const float *A, const ulong off_a, const ulong stride_a
                 const ulong off_l, const ulong stride_l, const uint ldl, const uint n, __global int *info,
                 const uint pivot_base)
 {
-    __local float c[4 * 32];
-    la_chol_small(A, off_a, stride_a, lda, L, off_l, stride_l, ldl, n, info, pivot_base, 32, c);
+    __local float c[4 * 32], tile[32 * 33];
+    la_chol_small(A, off_a, stride_a, lda, L, off_l, stride_l, ldl, n, info, pivot_base, 32, c, tile);
 }
 
 __kernel __attribute__((reqd_work_group_size(64, 1, 1))) void
@@ -1239,8 +1256,8 @@ wbcl_chol_s64_g(__global const float *A, const ulong off_a, const ulong stride_a
                 const ulong off_l, const ulong stride_l, const uint ldl, const uint n, __global int *info,
                 const uint pivot_base)
 {
-    __local float c[4 * 64];
-    la_chol_small(A, off_a, stride_a, lda, L, off_l, stride_l, ldl, n, info, pivot_base, 64, c);
+    __local float c[4 * 64], tile[64 * 65];
+    la_chol_small(A, off_a, stride_a, lda, L, off_l, stride_l, ldl, n, info, pivot_base, 64, c, tile);
 }
 
 /* ============================================================================

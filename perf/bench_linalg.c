@@ -398,6 +398,18 @@ static void profile_case(wbcl_context *ctx, int n, int b, int ops, int reps)
         if (b == 1) printf("n = %d: %s, device time per kernel and call (mean of %d calls)\n", n, name, reps);
         else printf("%d x n = %d: %s, device time per kernel and call (mean of %d calls)\n", b, n, name, reps);
         print_kernel_profile(ctx, stdout, (double)reps);
+        /* wall time per call the way the PyTorch peer times it (perf/peers/linalg_torch_cuda.py):
+         * 20 calls back to back (each waits for its pivot status, as torch.linalg.cholesky
+         * does for its info), the median of 5 such batches */
+        double per[5];
+        for (int t = 0; t < 5; t++) {
+            double t0 = now_s();
+            for (int c = 0; c < 20; c++)
+                check(op ? wbcl_spd_inverse(ctx, tA, tL) : wbcl_cholesky(ctx, tA, tL), ctx, name);
+            per[t] = (now_s() - t0) / 20;
+        }
+        printf("  wall per call, 20 calls back to back (median of 5 batches, the peer's protocol): %.4f ms\n",
+               1e3 * median(per, 5));
     }
     wbcl_tensor_destroy(tA);
     wbcl_tensor_destroy(tL);

@@ -21,7 +21,9 @@
  * Cholesky, GPU-shaped variant (chol_gpu; the kernels' layout in cl/linalg.cl):
  *  - n <= 64 (GPU_SMALL), any batch: one launch, one work-group of 32 (n <= 32)
  *    or 64 work-items per matrix, a row per work-item in registers, one
- *    barrier per column (wbcl_chol_s32_g / wbcl_chol_s64_g: chol_small_g).
+ *    barrier per column, the matrix in and L out through a local tile by
+ *    whole rows (wbcl_chol_s32_g / wbcl_chol_s64_g: chol_small_g); they
+ *    write every matrix's pivot status, so the status is not cleared first.
  *  - n <= 128 (LA_GNB), any batch: one launch, one work-group of 16 x 16 per
  *    matrix, the lower triangle packed in local memory, right-looking by
  *    strips of 16 columns (wbcl_chol_blk_g).
@@ -713,6 +715,8 @@ static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
 static wbcl_status cholesky(la_run *r, cl_mem A, const wbcl_tensor *Lt)
 {
     const size_t n = r->n, nn = n * n, nb = r->nb;
+    /* the GPU small-matrix kernels write every matrix's status: no clearing (one command less a call) */
+    if (r->gpu && n <= GPU_SMALL) return chol_gpu(r, A, Lt->mem);
     int minus1 = -1;
     cl_int e = clEnqueueFillBuffer(r->ctx->queue, r->info, &minus1, sizeof minus1, 0, 2 * r->batch * sizeof(int), 0,
                                    NULL, NULL);
