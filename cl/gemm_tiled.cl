@@ -40,6 +40,12 @@
  *                           (the host sets them with gemm.tiled.db = 1 where the
  *                           operand is float32, its ld, offset, batch stride and
  *                           row length are multiples of 4; not 64 x 64 x 8)
+ *   WBCL_GT_EPI             the linear layers' epilogue (wbcl__gemm_linear): 0 none,
+ *                           1: C[i][j] += bias[j], 2: then GELU (wbcl_gelu1), applied
+ *                           after alpha and beta, before the store: the same float as
+ *                           the separate pass wbcl_gemm_bias_act computes on the
+ *                           stored C, one read and write of C less. `bias` (the last
+ *                           argument) is read only when WBCL_GT_EPI > 0.
  * The storage of A and B (float, or half through vload_half) is the argument
  * `flags`, a uniform branch in the loads (on PoCL each program is a cold
  * compile of about 3 s).
@@ -109,6 +115,16 @@
 #ifndef WBCL_GT_C_HALF
 #define WBCL_GT_C_HALF 0
 #endif
+#ifndef WBCL_GT_EPI
+#define WBCL_GT_EPI 0
+#endif
+#if WBCL_GT_EPI == 0
+#define GT_EPI(x, j) (x)
+#elif WBCL_GT_EPI == 1
+#define GT_EPI(x, j) ((x) + bias[j])
+#else
+#define GT_EPI(x, j) wbcl_gelu1((x) + bias[j])
+#endif
 
 /* Element l of this work-item's share of a slice: its place (i: row of op(A) or column of
  * op(B), kk) in the slice. Consecutive work-items take consecutive addresses of the operand
@@ -124,7 +140,7 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void wbcl_gemm_tiled(
     __global const float *restrict A, const ulong off_a, const ulong lda, const ulong stride_a,
     __global const float *restrict B, const ulong off_b, const ulong ldb, const ulong stride_b,
     __global float *restrict C, const ulong off_c, const ulong ldc, const ulong stride_c, const uint m, const uint n,
-    const uint k, const float alpha, const float beta, const uint flags)
+    const uint k, const float alpha, const float beta, const uint flags, __global const float *restrict bias)
 {
     const uint a_half = flags & GT_A_HALF, b_half = flags & GT_B_HALF;
     __global const half *Ah = (__global const half *)A, *Bh = (__global const half *)B;
@@ -284,7 +300,7 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void wbcl_gemm_tiled(
             const ulong at = cb + (ulong)i * ldc + j;
             float y = x[c];
             if (beta != 0.0f) y += beta * vload_half(at, Ch);
-            vstore_half_rte(y, at, Ch);
+            vstore_half_rte(GT_EPI(y, j), at, Ch);
         }
 #else
 #pragma unroll
@@ -294,7 +310,7 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void wbcl_gemm_tiled(
             const ulong at = cb + (ulong)i * ldc + j;
             float x = alpha * acc[r][c];
             if (beta != 0.0f) x += beta * C[at];
-            C[at] = x;
+            C[at] = GT_EPI(x, j);
         }
 #endif
     }

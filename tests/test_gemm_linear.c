@@ -45,7 +45,9 @@ static void run_linear(wbcl_context *ctx, size_t m, size_t n, size_t k, int has_
     ck_assert_int_eq(wbcl_tensor_fill(ctx, Y, NAN), WBCL_SUCCESS); /* every element must be written */
     char what[160];
     snprintf(what, sizeof what, "linear m=%zu n=%zu k=%zu bias=%d gelu=%d mode=%d %s", m, n, k, has_bias, gelu,
-             mode, wbcl_context_gemm_backend(ctx) == WBCL_GEMM_CLBLAST ? "CLBlast" : "packed");
+             mode, wbcl_context_gemm_backend(ctx) == WBCL_GEMM_CLBLAST ? "CLBlast"
+                   : wbcl_context_gemm_backend(ctx) == WBCL_GEMM_TILED  ? "tiled"
+                                                                         : "packed");
     ck_assert_int_eq(wbcl__gemm_set_linear_mode(ctx, mode), WBCL_SUCCESS);
     wbcl_status st = wbcl__gemm_linear(ctx, X, m, k, W, n, has_bias ? Bt : NULL, gelu, Y);
     ck_assert_msg(st == WBCL_SUCCESS, "%s: %s: %s", what, wbcl_status_name(st), wbcl_context_last_error(ctx));
@@ -152,6 +154,56 @@ START_TEST(clblast)
 }
 END_TEST
 
+/* Tiled backend (the GPU default): bias and GELU in the tiled kernel's store (WBCL_GT_EPI,
+ * cl/gemm_tiled.cl) in mode 0, the separate pass in mode 2, both against the double reference
+ * on full and edge tiles of both tile sizes (m, n not multiples of 64 or 128; k = 1 and 200);
+ * and mode 0 bit for bit equal to mode 2: the epilogue adds the bias to the same float the
+ * unfused GEMM stores and applies the same GELU function to it. */
+START_TEST(tiled)
+{
+    wbcl_context *ctx = tu_context();
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
+    if (wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_TILED) != WBCL_SUCCESS) {
+        printf("tiled: the device cannot take the tiled GEMM (%s): not run\n", wbcl_context_last_error(ctx));
+        wbcl_context_destroy(ctx);
+        return;
+    }
+    const size_t sh[][3] = {{197, 200, 27}, {130, 257, 200}, {9, 64, 1}};
+    for (int mode = 0; mode < 3; mode += 2)
+        for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+            for (int v = 0; v < 3; v++) run_linear(ctx, sh[i][0], sh[i][1], sh[i][2], v > 0, v == 2, mode, 700 + 10 * i + v);
+    /* fused == unfused, bit for bit, at 300 x 160 x 96 (128 tiles by the shape rule or 64) */
+    const size_t m = 300, n = 160, k = 96;
+    tu_rng r;
+    tu_rng_seed(&r, 77);
+    float *x = tu_random_f32(&r, m * k, -3, 3), *w = tu_random_f32(&r, n * k, -1, 1), *b = tu_random_f32(&r, n, -1, 1);
+    wbcl_tensor *X = tensor(ctx, m, k, x), *W = tensor(ctx, n, k, w), *Bt = tensor(ctx, n, 0, b);
+    wbcl_tensor *Y = tensor(ctx, m, n, NULL);
+    float *y[2] = {malloc(m * n * sizeof(float)), malloc(m * n * sizeof(float))};
+    ck_assert_int_eq(wbcl_context_set_timing(ctx, 1), WBCL_SUCCESS); /* counts launches */
+    for (int g = 0; g < 2; g++)
+        for (int mode = 0; mode < 2; mode++) {
+            ck_assert_int_eq(wbcl__gemm_set_linear_mode(ctx, mode ? 2 : 0), WBCL_SUCCESS);
+            const uint64_t passes = tu_launches(ctx, "wbcl_gemm_bias_act8");
+            ck_assert_int_eq(wbcl__gemm_linear(ctx, X, m, k, W, n, Bt, g, Y), WBCL_SUCCESS);
+            /* mode 0: no separate pass (the epilogue is in the GEMM); mode 2: one */
+            ck_assert_uint_eq(tu_launches(ctx, "wbcl_gemm_bias_act8"), passes + (uint64_t)mode);
+            ck_assert_int_eq(wbcl_tensor_read(ctx, Y, y[mode], m * n), WBCL_SUCCESS);
+            if (mode)
+                ck_assert_msg(memcmp(y[0], y[1], m * n * sizeof(float)) == 0,
+                              "tiled linear gelu=%d: the fused epilogue differs from the GEMM + bias/GELU pass", g);
+        }
+    free(y[0]);
+    free(y[1]);
+    free(x);
+    free(w);
+    free(b);
+    wbcl_tensor *ts[] = {X, W, Bt, Y};
+    for (int i = 0; i < 4; i++) wbcl_tensor_destroy(ts[i]);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 /* The GELU itself on z in [-12, 12] step 2^-10 (24577 points, z exact in float): X = z (k = 1),
  * W = 1, bias 0, so the epilogue sees z exactly. Against double: |got - GELU(z)| <=
  * 3e-7 max(1, |z|) (measured 2.5e-7); beyond |z| = 4 sqrt 2 the erf clamp gives z or 0. Both
@@ -235,6 +287,7 @@ static Suite *suite(void)
     tcase_add_test(tc, tile_sizes);
     tcase_add_test(tc, gemv_rows);
     tcase_add_test(tc, clblast);
+    tcase_add_test(tc, tiled);
     tcase_add_test(tc, gelu_accuracy);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);

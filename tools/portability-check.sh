@@ -93,6 +93,9 @@ specs() { # family variant -> one line per extra option set ("-" = none)
           # gemm.tiled.db = 1: two local slices, float4 loads of aligned operands (VA, VB), or not
           echo "-DWBCL_GT_TM=128 -DWBCL_GT_TN=128 -DWBCL_GT_TK=8 -DWBCL_GT_TA=0 -DWBCL_GT_TB=0 -DWBCL_GT_C_HALF=0 -DWBCL_GT_DB=1 -DWBCL_GT_VA=1 -DWBCL_GT_VB=1"
           echo "$g -DWBCL_GT_TA=1 -DWBCL_GT_TB=1 -DWBCL_GT_C_HALF=0 -DWBCL_GT_DB=1 -DWBCL_GT_VA=1 -DWBCL_GT_VB=0"
+          # the linear layers' epilogue (bias + GELU in the store; wbcl__gemm_linear): X Wᵀ at both tiles
+          echo "-DWBCL_GT_TM=128 -DWBCL_GT_TN=128 -DWBCL_GT_TK=8 -DWBCL_GT_TA=0 -DWBCL_GT_TB=1 -DWBCL_GT_C_HALF=0 -DWBCL_GT_EPI=2"
+          echo "-DWBCL_GT_TM=64 -DWBCL_GT_TN=64 -DWBCL_GT_TK=8 -DWBCL_GT_TA=0 -DWBCL_GT_TB=1 -DWBCL_GT_C_HALF=0 -DWBCL_GT_EPI=1"
           echo "-DWBCL_GT_TM=64 -DWBCL_GT_TN=64 -DWBCL_GT_TK=8 -DWBCL_GT_TA=0 -DWBCL_GT_TB=0 -DWBCL_GT_C_HALF=0 -DWBCL_GT_DB=1 -DWBCL_GT_VA=0 -DWBCL_GT_VB=0" ;;
     redunet) local vw=16 ls=1; [ "$2" = gpu ] && { vw=1; ls=64; }
           echo "-DRD_D=3 -DRD_K=3 -DRD_VW=$vw"; echo "-DRD_D=16 -DRD_K=32 -DRD_VW=$vw"; echo "-DRD_D=0 -DRD_K=3 -DRD_LS=$ls" ;;

@@ -193,8 +193,10 @@ const char *wbcl__embedded_family(size_t i);
 /* Y (m, n) = act(X (m, k) Wᵀ + bias), W (n, k) row-major, X and Y contiguous from offset 0,
  * bias (n) or NULL, gelu 0/1 (exact GELU, wbcl_gelu* in cl/common.cl; needs a bias). On the
  * packed backend one kernel launch after packing W: bias and GELU in the GEMM's epilogue,
- * X read in place (WBCL_GEMM_EPILOGUE, WBCL_GEMM_A_ROWS in cl/gemm.cl). Otherwise (CLBlast,
- * or ctx->gemm_linear_mode 2) the GEMM, then one pass for bias and GELU. Validates like
+ * X read in place (WBCL_GEMM_EPILOGUE, WBCL_GEMM_A_ROWS in cl/gemm.cl). On the tiled backend
+ * (modes 0, 1) bias and GELU are applied in the tiled kernel's store (WBCL_GT_EPI in
+ * cl/gemm_tiled.cl). Otherwise (CLBlast, or ctx->gemm_linear_mode 2) the GEMM, then one pass
+ * for bias and GELU. Validates like
  * wbcl_gemm_strided (shapes, sizes, Y distinct from X and W). */
 /* Whether the tiled GEMM backend (WBCL_GEMM_TILED) with the context's gemm.tiled.* parameters fits the
  * device: work-groups of 256 and 4 tk (2 tile + 8) bytes of local memory. WBCL_ERROR_DEVICE_LIMIT (an

@@ -338,8 +338,9 @@ int wbcl__gemm_tiled_tile(const wbcl_context *ctx, size_t m, size_t n, size_t ba
 
 /* One launch per chunk of at most TILED_GROUPS_MAX row tiles and batch entries; the
  * operands' offsets move to the chunk's first row (A, C) and batch entry (A, B, C). */
+/* epi: NULL or the linear layers' bias (+ GELU), applied in the store (cl/gemm_tiled.cl WBCL_GT_EPI) */
 static wbcl_status run_tiled(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *d, const wbcl_tensor *A,
-                             const wbcl_tensor *B, wbcl_tensor *C)
+                             const wbcl_tensor *B, wbcl_tensor *C, const gemm_epilogue *epi)
 {
     wbcl_status st = wbcl__gemm_tiled_fits(ctx, op);
     if (st) return st;
@@ -353,10 +354,11 @@ static wbcl_status run_tiled(wbcl_context *ctx, const char *op, const wbcl_gemm_
                    (d->batch == 1 || d->stride_a % 4 == 0) && (ta ? d->m : d->k) % 4 == 0;
     const int vb = db && B->dtype == WBCL_F32 && tile * tk / 256 % 4 == 0 && d->ldb % 4 == 0 && d->off_b % 4 == 0 &&
                    (d->batch == 1 || d->stride_b % 4 == 0) && (tb ? d->k : d->n) % 4 == 0;
-    char opts[192];
+    const int ep = epi && epi->bias ? 1 + (epi->gelu != 0) : 0;
+    char opts[224];
     snprintf(opts, sizeof opts, "-DWBCL_GT_TM=%zu -DWBCL_GT_TN=%zu -DWBCL_GT_TK=%zu -DWBCL_GT_TA=%d -DWBCL_GT_TB=%d "
-             "-DWBCL_GT_C_HALF=%d -DWBCL_GT_DB=%d -DWBCL_GT_VA=%d -DWBCL_GT_VB=%d", tile, tile, tk, ta, tb,
-             C->dtype == WBCL_F16, db, va, vb);
+             "-DWBCL_GT_C_HALF=%d -DWBCL_GT_DB=%d -DWBCL_GT_VA=%d -DWBCL_GT_VB=%d%s", tile, tile, tk, ta, tb,
+             C->dtype == WBCL_F16, db, va, vb, ep == 2 ? " -DWBCL_GT_EPI=2" : ep ? " -DWBCL_GT_EPI=1" : "");
     /* cl/gemm_tiled.cl GT_A_HALF, GT_B_HALF */
     cl_uint flags = (A->dtype == WBCL_F16 ? 1u : 0u) | (B->dtype == WBCL_F16 ? 2u : 0u);
     wbcl_kern *kt;
@@ -380,6 +382,8 @@ static wbcl_status run_tiled(wbcl_context *ctx, const char *op, const wbcl_gemm_
     WBCL_ARG(ctx, kt, 15, alpha);
     WBCL_ARG(ctx, kt, 16, beta);
     WBCL_ARG(ctx, kt, 17, flags);
+    cl_mem bias_mem = ep ? epi->bias->mem : C->mem; /* read only with an epilogue */
+    WBCL_ARG(ctx, kt, 18, bias_mem);
     /* op(A)'s row i starts at element i*lda (N) or i (T) */
     const size_t a_row = d->ta == WBCL_TRANS ? 1 : d->lda;
     for (size_t b0 = 0; !st && b0 < d->batch; b0 += TILED_GROUPS_MAX) {
@@ -479,7 +483,7 @@ static wbcl_status run(wbcl_context *ctx, const char *op, const wbcl_gemm_desc *
     }
     if (ctx->gemm_backend == WBCL_GEMM_CLBLAST) return run_clblast(ctx, op, d, A, B, C);
     if (ctx->gemm_backend == WBCL_GEMM_PACKED) return run_packed(ctx, op, d, A, B, C, NULL);
-    if (ctx->gemm_backend == WBCL_GEMM_TILED) return run_tiled(ctx, op, d, A, B, C);
+    if (ctx->gemm_backend == WBCL_GEMM_TILED) return run_tiled(ctx, op, d, A, B, C, NULL);
     return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: unknown GEMM backend %d", op, (int)ctx->gemm_backend);
 }
 
@@ -657,6 +661,11 @@ wbcl_status wbcl__gemm_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t m,
     if (ctx->gemm_backend == WBCL_GEMM_PACKED && ctx->gemm_linear_mode != 2 && one_launch) {
         gemm_epilogue e = {bias, gelu, ctx->gemm_linear_mode == 0};
         return run_packed(ctx, op, &d, X, W, Y, &e);
+    }
+    /* fused: the tiled backend applies bias and GELU in its store (not in the unfused mode 2) */
+    if (ctx->gemm_backend == WBCL_GEMM_TILED && ctx->gemm_linear_mode != 2 && bias && bias->dtype == WBCL_F32) {
+        gemm_epilogue e = {bias, gelu, 0};
+        return run_tiled(ctx, op, &d, X, W, Y, &e);
     }
     st = run(ctx, op, &d, X, W, Y);
     if (!st && bias) st = bias_act_pass(ctx, Y, m, n, bias, gelu);
