@@ -81,6 +81,31 @@ __kernel void wbcl_model_im2col3_nhwc(__global const float *in, __global float *
     }
 }
 
+/* The same, GPU-shaped (the GPU variant; host/model/tost.c): one work-item per float4 of a col
+ * row (one float when C % 4 != 0), so that a work-group's stores are consecutive addresses of
+ * one col row and its loads consecutive channels of at most a few input pixels: coalesced, where
+ * the kernel above gives each work-item a whole row and each store instruction of a warp a
+ * different row. (C % 4 == 0: a float4 never crosses a tap's run.) Range (9 C / V, Wo, Z),
+ * V = 4 or 1. */
+__kernel void wbcl_model_im2col3_nhwc_g(__global const float *in, __global float *col, const uint C,
+                                        const uint H, const uint W, const uint Ho, const uint Wo, const uint S,
+                                        const uint Z)
+{
+    const uint V = C % 4u == 0u ? 4u : 1u;
+    const uint q = get_global_id(0), ox = get_global_id(1), z = get_global_id(2);
+    if (ox >= Wo || z >= Z || q * V >= 9u * C) return;
+    const uint j = q * V, tap = j / C, c = j - tap * C, ky = tap / 3u, kx = tap - 3u * ky;
+    const uint b = z / Ho, oy = z - b * Ho;
+    const int y = (int)(oy * S + ky) - 1, x = (int)(ox * S + kx) - 1;
+    const int inside = y >= 0 && x >= 0 && y < (int)H && x < (int)W;
+    __global float *dst = col + ((size_t)z * Wo + ox) * (size_t)(9u * C) + j;
+    const size_t at = inside ? (((size_t)b * H + (size_t)y) * W + (size_t)x) * C + c : 0;
+    if (V == 4u)
+        vstore4(inside ? vload4(0, in + at) : (float4)(0.0f), 0, dst);
+    else
+        *dst = inside ? in[at] : 0.0f;
+}
+
 /* Layer-scale residual on (rows, d): x += g * (a + b) (b absent: has_b = 0). Range (d, rows). */
 __kernel void wbcl_model_residual_scaled(__global float *x, __global const float *g, __global const float *a,
                                          __global const float *b, const int has_b, const uint d, const uint rows)

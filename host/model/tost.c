@@ -515,7 +515,10 @@ static wbcl_status tost_patch_embed(wbcl_context *ctx, wbcl_tost *m, const wbcl_
         }
         wbcl_kern *k;
         /* the image (NCHW): columns (c, ky, kx); activations (NHWC): columns (ky, kx, c) */
-        if ((r = wbcl__model_kernel(ctx, j ? "wbcl_model_im2col3_nhwc" : "wbcl_model_im2col3", &k))) return r;
+        /* GPU variant: the activations' im2col by float4s of a col row (coalesced) */
+        const int im_g = j && wbcl_context_variant(ctx) == WBCL_VARIANT_GPU;
+        if ((r = wbcl__model_kernel(ctx, im_g ? "wbcl_model_im2col3_nhwc_g" : j ? "wbcl_model_im2col3_nhwc" : "wbcl_model_im2col3", &k)))
+            return r;
         if ((r = wbcl__model_check32(ctx, "wbcl_tost_forward", h, w, B * h)) ||
             (r = wbcl__model_check32(ctx, "wbcl_tost_forward", rows, cv->cout, 1)) ||
             (r = wbcl__model_check32(ctx, "wbcl_tost_forward", B * h * w, C, 1)))
@@ -538,7 +541,10 @@ static wbcl_status tost_patch_embed(wbcl_context *ctx, wbcl_tost *m, const wbcl_
             WBCL_ARG(ctx, k, 10, sy);
             WBCL_ARG(ctx, k, 11, sx);
         }
-        if ((r = j ? wbcl__model_launch(ctx, k, wo, B * ho, 1) : wbcl__model_launch(ctx, k, C, wo, B * ho))) return r;
+        if ((r = im_g ? wbcl__model_launch(ctx, k, 9 * C / (C % 4 ? 1 : 4), wo, B * ho)
+                 : j  ? wbcl__model_launch(ctx, k, wo, B * ho, 1)
+                      : wbcl__model_launch(ctx, k, C, wo, B * ho)))
+            return r;
         const int act = j + 1 == m->nconv ? 0 : 1; /* GELU between the convs */
         if ((r = wbcl__model_linear(ctx, m->col, rows, K, cv->W, cv->cout, cv->b, act, *dst))) return r;
         in = *dst;
