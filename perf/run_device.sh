@@ -41,6 +41,7 @@
 # (the one-query kernel), 1 (the register-tiled kernel, p = 32 ... 128) and 2 (its second form, p = 32, 64)
 # (STEP_ATTENTION_PEER, 180 s); perf/peers/models_torch.py, CRATE-T and
 # ToST-T at batch 1, 8, 64 against PyTorch CUDA eager, the default parameters (needs safetensors) (150 s);
+# models_profile: the same at batch 64 with --profile (wbcl's device time per kernel, torch.profiler's table) (120 s);
 # models_clblast: the same at batch 8 and 64 with CLBlast as the GEMM (the tuned table plus gemm.backend = 2;
 # only when clblast_tune wrote its table) (120 s).
 # These Python steps import python/wbcl with WBCL_BUILD_DIR=BUILD_DIR and run $PY (default python3).
@@ -104,6 +105,9 @@ cat "$out/attention_peer.log" 2>/dev/null
 step models_peer "${STEP_MODELS_PEER:-150}" models_peer.log env WBCL_TUNING=off "$py" perf/peers/models_torch.py \
   --lib "$build/libwbcl.so" --torch-device cuda --batch 1,8,64 --reps 5 --threads 1
 cat "$out/models_peer.log" 2>/dev/null | tail -8
+# where the time of a batch-64 forward goes: wbcl's device time per kernel and torch.profiler's table
+step models_profile "${STEP_MODELS_PROFILE:-120}" models_profile.log env WBCL_TUNING=off "$py" perf/peers/models_torch.py \
+  --lib "$build/libwbcl.so" --torch-device cuda --batch 64 --reps 3 --threads 1 --profile
 # the same with CLBlast as the GEMM (the tuned table plus gemm.backend = 2)
 [ -s "$out/clblast-tuned.txt" ] && { cat "$out/clblast-tuned.txt"; echo "gemm.backend = 2"; } > "$out/clblast-backend.txt"
 [ -s "$out/clblast-backend.txt" ] && step models_clblast "${STEP_MODELS_CLBLAST:-120}" models_clblast.log env WBCL_TUNING="$out/clblast-backend.txt" \

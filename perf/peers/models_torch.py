@@ -71,6 +71,11 @@ class Wbcl:
         L.wbcl_context_destroy.argtypes = [vp]
         L.wbcl_context_device.argtypes = [vp]
         L.wbcl_context_device.restype = vp
+        L.wbcl_context_set_timing.argtypes = [vp, C.c_int]
+        L.wbcl_context_reset_kernel_ns.argtypes = [vp]
+        L.wbcl_context_kernel_profile.argtypes = [vp, C.c_size_t, C.POINTER(C.c_char_p), C.POINTER(C.c_uint64),
+                                                  C.POINTER(C.c_uint64)]
+        L.wbcl_context_kernel_profile.restype = C.c_int
         self.ctx = vp()
         err = C.create_string_buffer(1024)
         if L.wbcl_context_create(None, C.byref(self.ctx), err, 1024):
@@ -129,6 +134,38 @@ def load(w, model, path):
     return mh, w.L.wbcl_tost_forward
 
 
+def profile(w, run_wbcl, run_torch, model, B, top=16):
+    """One forward of each with device timing: wbcl per kernel (kernel_profile.h's lines), then torch.profiler's."""
+    w.check(w.L.wbcl_context_set_timing(w.ctx, 1), "timing")
+    w.L.wbcl_context_reset_kernel_ns(w.ctx)
+    run_wbcl()
+    w.check(w.L.wbcl_context_set_timing(w.ctx, 0), "timing")
+    rows, i = [], 0
+    name, ns, n = C.c_char_p(), C.c_uint64(), C.c_uint64()
+    while w.L.wbcl_context_kernel_profile(w.ctx, i, C.byref(name), C.byref(ns), C.byref(n)):
+        if ns.value:
+            rows.append((ns.value, name.value.decode(), n.value))
+        i += 1
+    rows.sort(reverse=True)
+    total = sum(r[0] for r in rows)
+    print(f"profile {model} B={B}: wbcl device time per kernel (one forward, every launch waited for): {total * 1e-6:.3f} ms")
+    for t, nm, k in rows[:top]:
+        print(f"profile   {nm:34s} {t * 1e-6:9.3f} ms {100 * t / total:5.1f} % {k:5d} launches")
+    import torch
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=acts) as prof:
+        run_torch()
+    keys = ["device_time_total", "cuda_time_total"] if torch.cuda.is_available() else ["cpu_time_total"]
+    for key in keys:  # the column's name moved between torch versions
+        try:
+            print(prof.key_averages().table(sort_by=key, row_limit=top))
+            break
+        except Exception as e:
+            print(f"profile torch ({key}): {e}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lib", required=True)
@@ -141,6 +178,10 @@ def main():
     ap.add_argument("--torch-device", default="cpu",
                     help="cuda: PyTorch on the GPU (float32, TF32 off; each call waits for it); wbcl's device is $WBCL_DEVICE")
     ap.add_argument("--base-lib", help="a second wbcl build timed in the same rounds (A/B)")
+    ap.add_argument("--profile", action="store_true",
+                    help="after the timed rounds, one more forward of each (model, batch) with device timing on: "
+                         "wbcl's time per kernel (every launch waited for), and the peer's CUDA/CPU kernel times "
+                         "from torch.profiler, largest first")
     a = ap.parse_args()
     import numpy as np
     import torch
@@ -229,6 +270,8 @@ def main():
                         f" (cpu {mcb / statistics.median(cw) / 1e3:5.2f}x)")
             print(f"{model:5s} B={B:2d}  wbcl {mw:8.1f} ms (min {row[3]:8.1f}, cpu {statistics.median(cw) * 1e3:8.1f})  {tstr}  best-torch/wbcl "
                   f"{mt / mw:5.2f}x  max|logit diff| {diff:.2e}{bstr}", flush=True)
+            if a.profile:
+                profile(w, run_wbcl, run_torch, model, B)
             w.L.wbcl_tensor_destroy(x)
             w.L.wbcl_tensor_destroy(y)
             if wb:
