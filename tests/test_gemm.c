@@ -421,16 +421,19 @@ END_TEST
 START_TEST(tiled_parameters)
 {
     wbcl_context *ctx = ctx_for(2);
-    /* the tile by the shape (gemm.tiled.tile = 0, the default): 128 unless C has fewer 128 x 128
-     * tiles than the device has compute units, then 64; a set tile is kept */
+    /* the tile by the shape (gemm.tiled.tile = 0, the default): 64 where 100 ceil(t64 / units) <=
+     * 304 ceil(t128 / units) for t64, t128 the tiles of C (host/ops/gemm.c); a set tile is kept */
     ck_assert_int_eq(ctx->params.gemm_tiled, 0);
     const unsigned cu = ctx->info.compute_units;
     ctx->info.compute_units = 132;
-    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 1024, 1024, 1), 64);  /* 64 tiles of 128 */
-    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 1024, 1024, 3), 128); /* 192 */
-    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 2048, 1100, 1), 128); /* 16 x 9 = 144 */
-    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 2048, 1024, 1), 64);  /* 128 */
-    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 1920, 1024, 1), 64);  /* 15 x 8 = 120 */
+    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 1024, 1024, 1), 64);   /* waves 2 / 1: 200 <= 304 */
+    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 1024, 1024, 3), 64);   /* 6 / 2: 600 <= 608 */
+    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 2048, 1024, 1), 128);  /* 4 / 1: 400 > 304 */
+    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 1920, 1024, 1), 128);  /* 480 / 120 tiles: 4 / 1 */
+    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 2048, 1100, 1), 64);   /* 576 / 144 tiles: 5 / 2 */
+    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 4096, 4096, 1), 128);  /* 32 / 8 */
+    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 12608, 192, 1), 64);   /* 591 / 198 tiles: 5 / 2 */
+    ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 12608, 1536, 1), 128); /* 36 / 9 */
     ctx->params.gemm_tiled = 128;
     ck_assert_int_eq(wbcl__gemm_tiled_tile(ctx, 8, 8, 1), 128);
     ctx->params.gemm_tiled = 0;

@@ -35,6 +35,7 @@
 #include "wbcl/gemm.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -322,18 +323,29 @@ wbcl_status wbcl__gemm_tiled_fits(wbcl_context *ctx, const char *op)
 }
 
 /* The tile by the shape (gemm.tiled.tile = 0, the default): 128 x 128 tiles reuse each loaded
- * element twice as often as 64 x 64 ones, but a C with fewer 128-tiles than the device has compute
- * units leaves units idle. Measured on an NVIDIA H200 (132 units; perf/RESULTS.md, 2026-11-27,
- * fourth session): 1024^3 (64 tiles of 128) 0.77x cuBLAS at 128, 0.85x at 64; 4096^3 0.71x at 128,
- * 0.54x at 64; 2048^3 (256 tiles) 0.77x at 128. */
+ * element twice as often as 64 x 64 ones, but a C whose 128-tiles leave compute units idle, or a
+ * last wave of tiles part full, or edge tiles mostly empty (n = 192: 1.5 tiles of 128), can do
+ * better with 64. The rule compares the estimated times: a compute unit's share, waves =
+ * ceil(tiles / units), times a tile's work, T^2 / e(T), where e(128) = 1 and e(64) = 0.76, the
+ * 64 tile's rate relative to the 128 tile's on a full device (4096^3 on an NVIDIA H200:
+ * 0.54x cuBLAS at 64 against 0.71x at 128). So 64 where waves64 * 4096 / 0.76 <= waves128 *
+ * 16384, i.e. 100 waves64 <= 304 waves128. On the H200 (132 units; perf/RESULTS.md) it picks
+ * the faster tile at every shape measured: 1024^3 64 (0.85x against 0.77x), 2048^3 and
+ * 4096^3 128, and ToST-T / CRATE-T linears at batch 64 and 8 (fifth session: (B N) x k x n =
+ * 12608 x 192 x 192 64 (0.94 / 0.89), 12608 x 768 x 192 64 (0.80 / 0.77), 12608 x 384 x 384 64
+ * (0.85 / 0.81), 12608 x 384 x 1536 128 (0.86 / 0.73), 1576 x 768 x 192 64 (0.89 / 0.67),
+ * 1576 x 192 x 768 64 (1.00 / 0.93); 12608 x 192 x 768 128 (0.88 / 0.86)). The former rule (64
+ * only where the 128-tiles were fewer than the units) took 128 at the first four. */
 int wbcl__gemm_tiled_tile(const wbcl_context *ctx, size_t m, size_t n, size_t batch)
 {
     if (ctx->params.gemm_tiled) return ctx->params.gemm_tiled;
     char why[8];
     if (wbcl__gemm_tiled_limits(&ctx->info, 128, ctx->params.gemm_tiled_k, ctx->params.gemm_tiled_db, why, sizeof why))
         return 64;
-    const double tiles = (double)((m + 127) / 128) * (double)((n + 127) / 128) * (double)batch;
-    return tiles < (double)(ctx->info.compute_units ? ctx->info.compute_units : 1) ? 64 : 128;
+    const double units = ctx->info.compute_units ? (double)ctx->info.compute_units : 1.0;
+    const double t128 = (double)((m + 127) / 128) * (double)((n + 127) / 128) * (double)batch,
+                 t64 = (double)((m + 63) / 64) * (double)((n + 63) / 64) * (double)batch;
+    return 100.0 * ceil(t64 / units) <= 304.0 * ceil(t128 / units) ? 64 : 128;
 }
 
 /* One launch per chunk of at most TILED_GROUPS_MAX row tiles and batch entries; the

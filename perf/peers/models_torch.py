@@ -9,6 +9,7 @@ the same network on the same images; the max-abs difference of the logits is pri
 
   python perf/peers/models_torch.py --lib build/libwbcl.so [--models crate,tost] [--batch 1,8]
          [--reps 7] [--threads 2] [--image 224] [--csv out.csv] [--base-lib OTHER/libwbcl.so]
+         [--torch-device cuda] [--param KEY=VALUE ...] [--profile]
 
 --base-lib: a second build of wbcl (e.g. the main branch) loaded into the same process (its own
 context) and timed in the same rounds, for A/B comparisons of a change; "base/wbcl" > 1 means
@@ -71,6 +72,7 @@ class Wbcl:
         L.wbcl_context_destroy.argtypes = [vp]
         L.wbcl_context_device.argtypes = [vp]
         L.wbcl_context_device.restype = vp
+        L.wbcl_context_set_param.argtypes = [vp, C.c_char_p, C.c_long]
         L.wbcl_context_set_timing.argtypes = [vp, C.c_int]
         L.wbcl_context_reset_kernel_ns.argtypes = [vp]
         L.wbcl_context_kernel_profile.argtypes = [vp, C.c_size_t, C.POINTER(C.c_char_p), C.POINTER(C.c_uint64),
@@ -178,6 +180,8 @@ def main():
     ap.add_argument("--torch-device", default="cpu",
                     help="cuda: PyTorch on the GPU (float32, TF32 off; each call waits for it); wbcl's device is $WBCL_DEVICE")
     ap.add_argument("--base-lib", help="a second wbcl build timed in the same rounds (A/B)")
+    ap.add_argument("--param", action="append", default=[],
+                    help="KEY=VALUE, a kernel parameter set on the wbcl context first (gemm.tiled.tile=64, ...)")
     ap.add_argument("--profile", action="store_true",
                     help="after the timed rounds, one more forward of each (model, batch) with device timing on: "
                          "wbcl's time per kernel (every launch waited for), and the peer's CUDA/CPU kernel times "
@@ -194,6 +198,9 @@ def main():
         torch.backends.cudnn.allow_tf32 = False
         threads = threads[:1]  # the thread count does not apply
     w = Wbcl(a.lib)
+    for kv in a.param:
+        key, value = kv.split("=", 1)
+        w.check(w.L.wbcl_context_set_param(w.ctx, key.encode(), int(value)), "--param " + kv)
     wb = Wbcl(a.base_lib) if a.base_lib else None
     rows = []
     tmp = tempfile.mkdtemp(prefix="wbcl_models_bench_")
