@@ -11,7 +11,11 @@
  *   wbcl_chol_cm / wbcl_chol_blk_g       factor a kb x kb (diagonal) block
  *   wbcl_chol_panel / wbcl_chol_trsm_g   rows below it: X <- X L11^-T
  *   wbcl_chol_syrk_g                     GPU: right-looking trailing update (lower triangle)
+ *   wbcl_chol_r128_g, wbcl_chol_upd_g    GPU, lookahead form: diagonal block (a row per
+ *                                        work-item); update tiles split by the next block
+ *                                        column, the next panel's solve beside the rest
  *   wbcl_chol_s32_g / wbcl_chol_s64_g    GPU: batches of n <= 32 / 64, a row per work-item
+ *                                        (they write every matrix's status: no clearing)
  *   wbcl_trsm_inv / wbcl_trsm_cols_wg    X <- L11^-1 X or L11^-T X (solves)
  *   wbcl_la_trinv_g, wbcl_la_ltl_g       GPU inverse: L_II^-1 of the diagonal blocks, W^T W
  *   wbcl_chol_upd                        CPU: left-looking update from L kept packed
@@ -999,12 +1003,17 @@ __kernel void wbcl_chol_blk_g(__global const float *A, const ulong off_a, const 
  * (A form holding each row in registers measured slower on an H200: 72 us a launch at
  * n = 4096 against this one's 51 us; perf/RESULTS.md, second visit.)
  * global: (16 ceil(rows / 16), 16 batch), local: (16, 16). */
-__kernel void wbcl_chol_trsm_g(__global const float *D, const ulong off_d, const ulong stride_d, const uint ldd,
-                               __global float *X, const ulong off_x, const ulong stride_x, const uint ldx,
-                               const uint kb, const uint rows, __local float *U, __local float *Xl)
+/* The body of wbcl_chol_trsm_g for row block rb of matrix b (also run by
+ * wbcl_chol_upd_g's first work-groups). */
+static inline __attribute__((always_inline)) void la_trsm_rows(const __global float *D, const ulong off_d,
+                                                               const ulong stride_d, const uint ldd,
+                                                               __global float *X, const ulong off_x,
+                                                               const ulong stride_x, const uint ldx, const uint kb,
+                                                               const uint rows, const uint rb, const uint b,
+                                                               __local float *U, __local float *Xl)
 {
-    const uint b = get_group_id(1), tx = get_local_id(0), ty = get_local_id(1);
-    const uint r = get_group_id(0) * LA_GT + ty;
+    const uint tx = get_local_id(0), ty = get_local_id(1);
+    const uint r = rb * LA_GT + ty;
     const __global float *dm = D + off_d + (ulong)b * stride_d;
     __global float *x = X + off_x + (ulong)b * stride_x + (ulong)r * ldx;
     __local float *xs = Xl + ty * (kb + 1); /* this work-item's row */
@@ -1026,6 +1035,13 @@ __kernel void wbcl_chol_trsm_g(__global const float *D, const ulong off_d, const
     barrier(CLK_LOCAL_MEM_FENCE);
     if (r < rows)
         for (uint c = tx; c < kb; c += LA_GT) x[c] = xs[c];
+}
+
+__kernel void wbcl_chol_trsm_g(__global const float *D, const ulong off_d, const ulong stride_d, const uint ldd,
+                               __global float *X, const ulong off_x, const ulong stride_x, const uint ldx,
+                               const uint kb, const uint rows, __local float *U, __local float *Xl)
+{
+    la_trsm_rows(D, off_d, stride_d, ldd, X, off_x, stride_x, ldx, kb, rows, get_group_id(0), get_group_id(1), U, Xl);
 }
 
 /* Trailing update of the lower triangle only: C[i][c] -= sum_p P[i][p] P[c][p]
@@ -1142,6 +1158,56 @@ __kernel void wbcl_chol_syrk_g(__global float *L, const ulong off_p, const ulong
     }
 }
 
+/* One round of the lookahead form of the blocked GPU factorization
+ * (host/ops/linalg.c, chol_gpu): with P (m x kb at off_p) the panel just
+ * solved and C (m x m at off_c) the trailing matrix, C -= P P^T by the 64 x 64
+ * tiles of its lower triangle (la_syrk_tile; nt = ceil(m / 64) tile rows),
+ * split by the next block column (its kb2 columns: c2 = ceil(kb2 / 64) tile
+ * columns) so that the next diagonal block can be factored between the two
+ * launches while the bulk of the update waits:
+ *   mode 0: the tiles of tile columns < c2 (the next diagonal block and the
+ *           panel below it), column by column;
+ *   mode 1: work-groups 0 .. ntr - 1 solve that panel (C's rows kb2 .. m - 1,
+ *           columns 0 .. kb2 - 1; 16 rows each) against the next diagonal
+ *           block, factored by then (C's first kb2 rows and columns), as
+ *           wbcl_chol_trsm_g does; the others take the tiles of tile columns
+ *           >= c2 (columns >= 64 c2 >= kb2: disjoint from that panel).
+ * buf: local memory of max(kb2 (kb2 + 1) / 2 + 16 (kb2 + 1), 2 * 16 * 68)
+ * floats, the triangle and rows of the solve or the two tiles of the update.
+ * global: (16 groups, 16 batch), local: (16, 16). */
+__kernel void wbcl_chol_upd_g(__global float *L, const ulong off_p, const ulong off_c, const ulong stride,
+                              const uint ld, const uint m, const uint kb, const uint kb2, const uint mode,
+                              const uint ntr, __local float *buf)
+{
+    const uint b = get_group_id(1), g = get_group_id(0);
+    const uint c2 = (kb2 + LA_ST - 1u) / LA_ST, nt = (m + LA_ST - 1u) / LA_ST;
+    if (mode == 1u && g < ntr) {
+        la_trsm_rows(L, off_c, stride, ld, L, off_c + (ulong)kb2 * ld, stride, ld, kb2, m - kb2, g, b, buf,
+                     buf + kb2 * (kb2 + 1u) / 2u);
+        return;
+    }
+    uint ti, tj;
+    if (mode == 0u) {
+        uint gg = g;
+        tj = 0;
+        while (tj + 1u < c2 && gg >= nt - tj) {
+            gg -= nt - tj;
+            tj++;
+        }
+        ti = tj + gg;
+    } else {
+        const uint tt = g - ntr;
+        ti = (uint)((sqrt(8.0f * (float)tt + 1.0f) - 1.0f) * 0.5f);
+        while (ti > 0 && LA_TRI(ti) > tt) ti--;
+        while (LA_TRI(ti + 1) <= tt) ti++;
+        tj = tt - LA_TRI(ti) + c2;
+        ti += c2;
+    }
+    __local float(*As)[LA_ST + 4] = (__local float(*)[LA_ST + 4])buf;
+    la_syrk_tile(L + off_p + (ulong)b * stride, L + off_c + (ulong)b * stride, ld, m, kb, ti, tj, As,
+                 As + LA_SK);
+}
+
 /* L = tril(A) (L may be A): the strict upper triangle zeroed once before the
  * blocked factorization (the trailing updates write lower triangles only).
  * global: (roundup(n, 64), n, batch), local: (64, 1, 1). */
@@ -1193,24 +1259,33 @@ static inline __attribute__((always_inline)) void la_chol_small(const __global f
                                                                 const ulong stride_l, const uint ldl, const uint n,
                                                                 __global int *info, const uint pivot_base,
                                                                 const uint NMAX, __local float *c,
-                                                                __local float *tile)
+                                                                __local float *tile, const int BLOCKED)
 {
     const uint i = get_local_id(0), b = get_group_id(0), TS = NMAX + 1u;
     const uint row = min(i, n - 1u); /* rows n .. NMAX - 1: zeros (they post zeros, store nothing) */
     const __global float *a = A + off_a + (ulong)b * stride_a;
     __global float *l = L + off_l + (ulong)b * stride_l;
-    if (i < n)
-        for (uint r = 0; r < n; r++) tile[r * TS + i] = a[(ulong)r * lda + i];
-    barrier(CLK_LOCAL_MEM_FENCE);
     /* x[j] holds column k + j of row i at step k (shifted by one every step);
      * the reads are unconditional (clamped to the row's diagonal) so that the
      * loop unrolls into straight-line code and x stays in registers */
-    __local float *t = tile + row * TS;
-    float x[64];
+    float x[128];
+    if (BLOCKED) {
+        const __global float *ar = a + (ulong)row * lda;
 #pragma unroll
-    for (uint j = 0; j < NMAX; j++) {
-        const float v = t[min(j, row)];
-        x[j] = i < n && j <= i ? v : 0.0f;
+        for (uint j = 0; j < NMAX; j++) {
+            const float v = ar[min(j, row)];
+            x[j] = i < n && j <= i ? v : 0.0f;
+        }
+    } else {
+        if (i < n)
+            for (uint r = 0; r < n; r++) tile[r * TS + i] = a[(ulong)r * lda + i];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        __local float *t = tile + row * TS;
+#pragma unroll
+        for (uint j = 0; j < NMAX; j++) {
+            const float v = t[min(j, row)];
+            x[j] = i < n && j <= i ? v : 0.0f;
+        }
     }
     c[NMAX + i] = 0.0f; /* the slots' upper halves: read for columns >= NMAX only */
     c[3 * NMAX + i] = 0.0f;
@@ -1227,11 +1302,19 @@ static inline __attribute__((always_inline)) void la_chol_small(const __global f
             fval = d;
         }
         const float f = i > k ? ci * (1.0f / d) : 0.0f, s = sqrt(d);
-        if (i < n && i >= k) t[k] = i == k ? s : ci * (1.0f / s);
+        if (BLOCKED) {
+            if (i < n) l[(ulong)i * ldl + k] = i == k ? s : (i > k ? ci * (1.0f / s) : 0.0f);
+        } else if (i < n && i >= k) {
+            tile[i * TS + k] = i == k ? s : ci * (1.0f / s);
+        }
         __local const float *cn = ck + k + 1u;
 #pragma unroll
         for (uint j = 0; j + 1 < NMAX; j++) x[j] = LA_FMS_C(f, cn[j], x[j + 1]);
         x[NMAX - 1] = 0.0f;
+    }
+    if (BLOCKED) {
+        if (i == 0 && fail >= 0) la_record(info, b, pivot_base + (uint)fail, fval);
+        return;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (i < n)
@@ -1248,7 +1331,7 @@ wbcl_chol_s32_g(__global const float *A, const ulong off_a, const ulong stride_a
                 const uint pivot_base)
 {
     __local float c[4 * 32], tile[32 * 33];
-    la_chol_small(A, off_a, stride_a, lda, L, off_l, stride_l, ldl, n, info, pivot_base, 32, c, tile);
+    la_chol_small(A, off_a, stride_a, lda, L, off_l, stride_l, ldl, n, info, pivot_base, 32, c, tile, 0);
 }
 
 __kernel __attribute__((reqd_work_group_size(64, 1, 1))) void
@@ -1257,7 +1340,25 @@ wbcl_chol_s64_g(__global const float *A, const ulong off_a, const ulong stride_a
                 const uint pivot_base)
 {
     __local float c[4 * 64], tile[64 * 65];
-    la_chol_small(A, off_a, stride_a, lda, L, off_l, stride_l, ldl, n, info, pivot_base, 64, c, tile);
+    la_chol_small(A, off_a, stride_a, lda, L, off_l, stride_l, ldl, n, info, pivot_base, 64, c, tile, 0);
+}
+
+/* The diagonal blocks of the blocked GPU factorization (n > 128, chol_gpu): the
+ * row-per-work-item form above on a block of kb <= 128 rows, one work-group of
+ * 128 per matrix, rows read and L written in place (L may be A: each
+ * work-item reads its whole row first and writes only that row), the strict
+ * upper part of the block's rows zeroed; a pivot failure recorded only where
+ * the matrix has none yet (pivots from pivot_base: the block's first row), so
+ * the status is cleared before the factorization. One barrier per column
+ * against wbcl_chol_blk_g's strips (on an H200, 90 us for a 128 block).
+ * global: (128 batch), local: (128). */
+__kernel __attribute__((reqd_work_group_size(128, 1, 1))) void
+wbcl_chol_r128_g(__global const float *A, const ulong off_a, const ulong stride_a, const uint lda, __global float *L,
+                 const ulong off_l, const ulong stride_l, const uint ldl, const uint n, __global int *info,
+                 const uint pivot_base)
+{
+    __local float c[4 * 128];
+    la_chol_small(A, off_a, stride_a, lda, L, off_l, stride_l, ldl, n, info, pivot_base, 128, c, c, 1);
 }
 
 /* ============================================================================

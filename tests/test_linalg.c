@@ -489,18 +489,46 @@ START_TEST(cholesky_block_boundaries)
 END_TEST
 
 /* The GPU-shaped path (host/ops/linalg.c, chol_gpu): one work-group per matrix
- * up to n = 128, right-looking blocks of nb = 128 above (diagonal block, panel
- * of 16-row work-groups, trailing update in 64 x 64 tiles of the lower
- * triangle; the update's first work-group factors the next diagonal block).
- * Sizes at the single-block limit (nb, nb + 1), primes (partial panels and
- * update tiles, a last block of 7 columns), 2 nb; cholesky_sizes adds 150,
- * 200, 257 (three rounds) and non_spd_rejected failures in later blocks;
- * batched and single; in place bit for bit. Residual bound as in
- * cholesky_sizes. */
+ * up to n = 128, right-looking blocks of nb = 128 above, in both forms:
+ * the lookahead form (the default, chol_gpu_ahead: diagonal blocks by
+ * wbcl_chol_r128_g, each round's update split into the next block column's
+ * tiles, then the next factor, then the next panel's solve together with
+ * the rest of the update, wbcl_chol_upd_g) and the syrk_g form
+ * (WBCL_LA_LOOKAHEAD=0: panel of 16-row work-groups, then the trailing update
+ * whose first work-group factors the next diagonal block). Sizes at the
+ * single-block limit (nb, nb + 1), primes (partial panels and update tiles, a
+ * last block of 7 columns), 2 nb, 300 (blocks 128, 128, 44: a round with both
+ * a solve and rest tiles, then one with neither) and 385 (a last block of 1);
+ * cholesky_sizes adds 150, 200, 257 and non_spd_rejected failures in later
+ * blocks; batched and single; in place bit for bit. Residual bound as in
+ * cholesky_sizes. Then the launches of one lookahead factorization at n = 300:
+ * 3 diagonal blocks, 1 first panel solve, 3 update launches (round 0: both
+ * modes; round 1: mode 0 only), no syrk_g or blk_g. */
 START_TEST(cholesky_gpu_blocks)
 {
-    static const size_t sizes[] = {128, 129, 131, 256, 263};
+    static const size_t sizes[] = {128, 129, 131, 256, 263, 300, 385};
     check_blocked(WBCL_VARIANT_GPU, "gpu", sizes, sizeof sizes / sizeof *sizes, 23, 263);
+    ck_assert_int_eq(setenv("WBCL_LA_LOOKAHEAD", "0", 1), 0);
+    check_blocked(WBCL_VARIANT_GPU, "gpu syrk_g form", sizes, sizeof sizes / sizeof *sizes, 24, 300);
+    unsetenv("WBCL_LA_LOOKAHEAD");
+    wbcl_context *ctx = tu_context();
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
+    tu_rng r;
+    tu_rng_seed(&r, 25);
+    const size_t n = 300;
+    float *A = malloc(n * n * sizeof *A);
+    gen_gram(&r, n, 1.0, A);
+    wbcl_tensor *tA = make(ctx, 0, n, n, A), *tL = make(ctx, 0, n, n, NULL);
+    ck_assert_int_eq(wbcl_context_set_timing(ctx, 1), WBCL_SUCCESS); /* counts launches */
+    ck_assert_int_eq(wbcl_cholesky(ctx, tA, tL), WBCL_SUCCESS);
+    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_r128_g"), 3);
+    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_trsm_g"), 1);
+    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_upd_g"), 3);
+    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_syrk_g") + tu_launches(ctx, "wbcl_chol_blk_g"), 0);
+    wbcl_tensor_destroy(tA);
+    wbcl_tensor_destroy(tL);
+    free(A);
+    wbcl_context_destroy(ctx);
 }
 END_TEST
 

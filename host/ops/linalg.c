@@ -27,7 +27,16 @@
  *  - n <= 128 (LA_GNB), any batch: one launch, one work-group of 16 x 16 per
  *    matrix, the lower triangle packed in local memory, right-looking by
  *    strips of 16 columns (wbcl_chol_blk_g).
- *  - larger n: right-looking blocked, nb = 128: L = tril(A) once, the first
+ *  - larger n, by default: right-looking blocked, nb = 128, the lookahead form
+ *    (chol_gpu_ahead): L = tril(A) once, the first diagonal block
+ *    (wbcl_chol_r128_g: a row per work-item, one barrier per column) and the
+ *    panel below it (wbcl_chol_trsm_g); then per block column three launches:
+ *    the trailing update's tiles in the next block column, the next diagonal
+ *    block, and the next panel's solve in the same launch as the rest of the
+ *    update (wbcl_chol_upd_g modes 0 and 1, wbcl_chol_r128_g), so that the
+ *    solve overlaps the bulk of the update.
+ *  - the syrk_g form (WBCL_LA_LOOKAHEAD=0, or where the GEMM rounds below are
+ *    on): L = tril(A) once, the first
  *    diagonal block (wbcl_chol_blk_g, one work-group per matrix), then per
  *    block column the panel below it (wbcl_chol_trsm_g, 16 rows per
  *    work-group) and the whole trailing lower triangle in one launch
@@ -173,6 +182,9 @@ typedef struct la_run {
     int pack;
     /* GPU: smallest trailing block updated through the GEMM (GPU_GEMM_MIN) */
     size_t gemm_min;
+    /* GPU: the lookahead form of the blocked factorization (chol_gpu_ahead); 0: the
+     * syrk_g form (environment WBCL_LA_LOOKAHEAD=0, for A/B measurements) */
+    int ahead;
 } la_run;
 
 #ifdef WBCL_LA_TRACE /* development: A/B switches and time per phase (factor, panel, update, solve, -) */
@@ -609,6 +621,101 @@ static wbcl_status chol_small_g(la_run *r, cl_mem A, cl_mem L)
     return la_launch(r, 0, k, 1, &g, &l);
 }
 
+/* GPU, n > nb: the panel L[j+kb:n, j:j+kb] <- itself L11^-T (wbcl_chol_trsm_g, 16 rows a work-group). */
+static wbcl_status trsm_g(la_run *r, wbcl_kern *k, cl_mem L, size_t j, size_t kb, size_t m)
+{
+    const size_t n = r->n;
+    const cl_ulong off_d = j * n + j, off_x = (j + kb) * n + j, snn = n * n;
+    const cl_uint n_ = (cl_uint)n, kb_ = (cl_uint)kb, m_ = (cl_uint)m;
+    WBCL_ARG(r->ctx, k, 0, L);
+    WBCL_ARG(r->ctx, k, 1, off_d);
+    WBCL_ARG(r->ctx, k, 2, snn);
+    WBCL_ARG(r->ctx, k, 3, n_);
+    WBCL_ARG(r->ctx, k, 4, L);
+    WBCL_ARG(r->ctx, k, 5, off_x);
+    WBCL_ARG(r->ctx, k, 6, snn);
+    WBCL_ARG(r->ctx, k, 7, n_);
+    WBCL_ARG(r->ctx, k, 8, kb_);
+    WBCL_ARG(r->ctx, k, 9, m_);
+    wbcl_status st;
+    if ((st = wbcl__set_arg(r->ctx, k, 10, kb * (kb + 1) / 2 * sizeof(float), NULL)) ||
+        (st = wbcl__set_arg(r->ctx, k, 11, GPU_T * (kb + 1) * sizeof(float), NULL)))
+        return st;
+    size_t g[2] = {GPU_T * ceil_div(m, GPU_T), GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
+    return la_launch(r, 1, k, 2, g, l);
+}
+
+/* GPU, a diagonal block of kb <= 128 rows at element offset off of every matrix, in
+ * place (wbcl_chol_r128_g: a row per work-item), pivots numbered from pivot_base. */
+static wbcl_status diag_r128(la_run *r, wbcl_kern *k, cl_mem L, size_t off, size_t kb, size_t pivot_base)
+{
+    const size_t n = r->n, nn = n * n;
+    const cl_uint kb_ = (cl_uint)kb, pb = (cl_uint)pivot_base;
+    wbcl_status st;
+    if ((st = set_mat(r, k, 0, mat(L, off, nn, n))) || (st = set_mat(r, k, 4, mat(L, off, nn, n)))) return st;
+    WBCL_ARG(r->ctx, k, 8, kb_);
+    WBCL_ARG(r->ctx, k, 9, r->info);
+    WBCL_ARG(r->ctx, k, 10, pb);
+    size_t g = 128 * r->batch, l = 128;
+    return la_launch(r, 0, k, 1, &g, &l);
+}
+
+/* GPU, n > nb: the lookahead form (the default). L = tril(A), the first diagonal
+ * block factored (wbcl_chol_r128_g) and the panel below it solved
+ * (wbcl_chol_trsm_g); then per block column j, with P the panel just solved and
+ * m rows below the block:
+ *   1. the trailing update's tiles in the next block column (kb2 columns: the
+ *      next diagonal block and the panel below it)     wbcl_chol_upd_g mode 0
+ *   2. the next diagonal block factored                 wbcl_chol_r128_g
+ *   3. the panel below it solved, and in the same launch the rest of the
+ *      trailing update by P                             wbcl_chol_upd_g mode 1
+ * so that a round's serial steps (the factor, 128 barrier steps; the solve,
+ * 128 more) take two of its three launches and the solve overlaps the bulk of
+ * the update, where the syrk_g form ran solve, then update (factoring in its
+ * first work-group) one after the other. */
+static wbcl_status chol_gpu_ahead(la_run *r, cl_mem L)
+{
+    const size_t n = r->n, nb = r->nbf;
+    wbcl_kern *kr, *ktrsm, *kupd;
+    wbcl_status st;
+    if ((st = kernel(r, "wbcl_chol_r128_g", &kr)) || (st = kernel(r, "wbcl_chol_trsm_g", &ktrsm)) ||
+        (st = kernel(r, "wbcl_chol_upd_g", &kupd)))
+        return st;
+    if ((st = diag_r128(r, kr, L, 0, nb, 0)) || (st = trsm_g(r, ktrsm, L, 0, nb, n - nb))) return st;
+    const cl_ulong snn = n * n;
+    const cl_uint n_ = (cl_uint)n;
+    for (size_t j = 0; j < n; j += nb) {
+        const size_t kb = n - j < nb ? n - j : nb, m = n - j - kb;
+        if (!m) break;
+        const size_t kb2 = m < nb ? m : nb, c2 = ceil_div(kb2, GPU_ST), nt = ceil_div(m, GPU_ST);
+        const size_t m2 = m - kb2, ntr = ceil_div(m2, GPU_T), nrest = (nt - c2) * (nt - c2 + 1) / 2;
+        size_t first = 0; /* tiles in tile columns < c2 */
+        for (size_t tj = 0; tj < c2; tj++) first += nt - tj;
+        const cl_ulong off_p = (j + kb) * n + j, off_c = (j + kb) * n + j + kb;
+        const cl_uint m_ = (cl_uint)m, kb_ = (cl_uint)kb, kb2_ = (cl_uint)kb2, ntr_ = (cl_uint)ntr;
+        const size_t tri = kb2 * (kb2 + 1) / 2 + GPU_T * (kb2 + 1), tiles = 2 * 16 * (GPU_ST + 4);
+        WBCL_ARG(r->ctx, kupd, 0, L);
+        WBCL_ARG(r->ctx, kupd, 1, off_p);
+        WBCL_ARG(r->ctx, kupd, 2, off_c);
+        WBCL_ARG(r->ctx, kupd, 3, snn);
+        WBCL_ARG(r->ctx, kupd, 4, n_);
+        WBCL_ARG(r->ctx, kupd, 5, m_);
+        WBCL_ARG(r->ctx, kupd, 6, kb_);
+        WBCL_ARG(r->ctx, kupd, 7, kb2_);
+        WBCL_ARG(r->ctx, kupd, 9, ntr_);
+        if ((st = wbcl__set_arg(r->ctx, kupd, 10, (tri > tiles ? tri : tiles) * sizeof(float), NULL))) return st;
+        for (cl_uint mode = 0; mode < 2; mode++) {
+            const size_t groups = mode ? ntr + nrest : first;
+            if (!groups) continue;
+            WBCL_ARG(r->ctx, kupd, 8, mode);
+            size_t g[2] = {GPU_T * groups, GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
+            if ((st = la_launch(r, 2, kupd, 2, g, l))) return st;
+            if (!mode && (st = diag_r128(r, kr, L, off_c, kb2, j + kb))) return st;
+        }
+    }
+    return WBCL_SUCCESS;
+}
+
 static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
 {
     const size_t n = r->n, nn = n * n, nb = r->nbf;
@@ -639,7 +746,8 @@ static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
         size_t g[3] = {ceil_div(n, 64) * 64, n, r->batch}, l[3] = {64, 1, 1};
         if ((st = la_launch(r, 4, ktril, 3, g, l))) return st;
     }
-    /* the first diagonal block; each update launch factors the next one */
+    if (r->ahead && r->gemm_min == GPU_GEMM_MIN) return chol_gpu_ahead(r, L);
+    /* the syrk_g form: the first diagonal block; each update launch factors the next one */
     if ((st = blk_g(r, kblk, L, 0, L, 0, n < nb ? n : nb, 0, 0))) return st;
     for (size_t j = 0; j < n && !st; j += nb) {
         const size_t kb = n - j < nb ? n - j : nb, m = n - j - kb;
@@ -952,6 +1060,8 @@ static wbcl_status begin(la_run *r, wbcl_context *ctx, const char *op, size_t ba
     r->sync_each = ctx->info.type == WBCL_DEVICE_CPU;
     r->keep_v = keep_v;
     r->gemm_min = GPU_GEMM_MIN;
+    const char *la = getenv("WBCL_LA_LOOKAHEAD");
+    r->ahead = !(la && !strcmp(la, "0"));
     const char *env = getenv("WBCL_LA_GEMM_MIN");
     if (env && *env) {
         char *end;

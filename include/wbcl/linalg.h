@@ -3,7 +3,8 @@
  * CLBlast has no factorizations, so wbcl has its own batched Cholesky:
  * one-matrix-per-work-item / per-work-group kernels for many small matrices,
  * and a blocked factorization for large ones (CPU-shaped: left-looking,
- * updates through the GEMM paths; GPU-shaped: right-looking, n / 128 rounds). Matrices are row-major (n, n) or batched
+ * updates through the GEMM paths; GPU-shaped: right-looking, n / 128 rounds
+ * of three launches, each round's panel solve overlapping its trailing update). Matrices are row-major (n, n) or batched
  * (batch, n, n); only the lower triangle of the input is read (the strict
  * upper triangle may hold anything, NaN included).
  *
