@@ -1044,6 +1044,90 @@ __kernel void wbcl_chol_trsm_g(__global const float *D, const ulong off_d, const
     la_trsm_rows(D, off_d, stride_d, ldd, X, off_x, stride_x, ldx, kb, rows, get_group_id(0), get_group_id(1), U, Xl);
 }
 
+/* The diagonal block and the panel below it in one launch (lookahead form,
+ * host/ops/linalg.c chol_gpu_ahead): the block (kb <= 128 rows at off) and
+ * `rows` panel rows below it (columns 0 .. kb - 1), L in place. Work-groups of
+ * 256: work-items 0 .. 127 hold the block's rows and factor it as
+ * wbcl_chol_r128_g does (a row each in registers, one barrier per column,
+ * the block's column k posted as float4-aligned slots); work-items 128 ..
+ * 255 hold 128 panel rows each (work-group g: panel rows 128 g ..), which take
+ * part in the same steps as rows below the block: at step k, L_rk = x_r[k] /
+ * sqrt(d_k) and x_r[j] -= (x_r[k] / d_k) c_j for the later columns, the
+ * c_j being the block's column k from the slots. So the panel needs no
+ * triangular solve of its own, at the price of every work-group factoring
+ * the block again (128^3 / 3 flops, small beside its rows' 128^2 each);
+ * work-group 0 stores the block's L into D (row stride 128; the block in L
+ * is still being read by the other work-groups) and records its pivot
+ * failures (pivots from pivot_base).
+ * global: (256 max(1, ceil(rows / 128)), batch), local: (256, 1). */
+__kernel __attribute__((reqd_work_group_size(256, 1, 1))) void
+wbcl_chol_pfac_g(__global float *L, const ulong off, const ulong stride, const uint ld, const uint kb,
+                 const uint rows, __global int *info, const uint pivot_base, __global float *D, const ulong off_d,
+                 const ulong stride_d)
+{
+    const uint t = get_local_id(0), g = get_group_id(0), b = get_group_id(1);
+    const int diag = t < 128u;
+    const uint pr = g * 128u + (t - 128u); /* panel row (panel work-items) */
+    const int live = diag ? t < kb : pr < rows;
+    const uint row = diag ? min(t, kb - 1u) : rows ? kb + min(pr, rows - 1u) : kb - 1u; /* clamped: dead rows */
+    __global float *base = L + off + (ulong)b * stride;
+    const __global float *ar = base + (ulong)row * ld;
+    float x[128];
+#pragma unroll
+    for (uint j = 0; j < 128u; j++) {
+        const float v = ar[min(j, kb - 1u)];
+        x[j] = live && j < kb && (!diag || j <= t) ? v : 0.0f;
+    }
+    __local float4 c[128];
+    if (t < 128u) c[t] = (float4)(0.0f);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* the block's L goes to D (row stride 128), not in place: the other work-groups may still be
+     * reading the block (wbcl_la_diag_put_g copies every block into L at the end) */
+    __global float *lr = diag ? D + off_d + (ulong)b * stride_d + (ulong)t * 128u : base + (ulong)(kb + pr) * ld;
+    const int store = live && (!diag || g == 0u);
+    int fail = -1;
+    float fval = 0.0f;
+    for (uint k = 0; k < kb; k++) {
+        __local float4 *ck4 = c + (k & 1u) * 64u;
+        __local float *ck = (__local float *)ck4;
+        const float ci = x[0];
+        if (diag) ck[128u + t - k - 1u] = ci;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const float d = ck[127];
+        if (fail < 0 && la_bad_pivot(d)) {
+            fail = (int)k;
+            fval = d;
+        }
+        const int below = !diag || t > k;
+        const float f = below ? ci * (1.0f / d) : 0.0f, s = sqrt(d);
+        if (store) lr[k] = diag && t == k ? s : (below ? ci * (1.0f / s) : 0.0f);
+        __local const float4 *cn4 = ck4 + 32u;
+#pragma unroll
+        for (uint q = 0; q < 32u; q++) {
+            const float4 v = cn4[q];
+            x[4 * q] = LA_FMS_C(f, v.s0, x[4 * q + 1]);
+            x[4 * q + 1] = LA_FMS_C(f, v.s1, x[4 * q + 2]);
+            x[4 * q + 2] = LA_FMS_C(f, v.s2, x[4 * q + 3]);
+            if (q < 31u) x[4 * q + 3] = LA_FMS_C(f, v.s3, x[4 * q + 4]);
+        }
+        x[127] = 0.0f;
+    }
+    if (g == 0u && t == 0u && fail >= 0) la_record(info, b, pivot_base + (uint)fail, fval);
+}
+
+/* The diagonal blocks' L from wbcl_chol_pfac_g's D into L: block jb (kb = min(nb,
+ * n - jb nb) rows) of matrix b from D + b stride_d + jb nb 128 (row stride 128),
+ * its rows' columns jb nb .. jb nb + kb - 1 (the zeros right of the diagonal
+ * included). global: (roundup(nb, 16), roundup(nb, 16), nblk batch), local: (16, 16, 1). */
+__kernel void wbcl_la_diag_put_g(__global float *L, __global const float *D, const uint n, const uint nb,
+                                 const uint nblk, const ulong stride_d)
+{
+    const uint c = get_global_id(0), r = get_global_id(1), z = get_global_id(2);
+    const uint jb = z % nblk, b = z / nblk, j0 = jb * nb, kb = min(nb, n - j0);
+    if (c >= kb || r >= kb) return;
+    L[((ulong)b * n + j0 + r) * n + j0 + c] = D[(ulong)b * stride_d + (ulong)jb * nb * 128u + r * 128u + c];
+}
+
 /* Trailing update of the lower triangle only: C[i][c] -= sum_p P[i][p] P[c][p]
  * for c <= i < m, P (m x kb) and C (m x m) inside one buffer (L) at off_p and
  * off_c with row stride ld (the caller's regions do not overlap). One
@@ -1233,15 +1317,15 @@ __kernel void wbcl_la_zero_upper_g(__global float *L, const uint n)
  * work-group of NMAX (32 or 64) work-items per matrix, work-item i holding row i
  * of the matrix in NMAX registers (rows n .. NMAX - 1 hold zeros and store
  * nothing). Right-looking, n steps of one barrier each: step k posts column
- * k (raw, A'_ik) into a two-slot local buffer (slots of 2 NMAX floats, the
- * upper half zero), each row writes its finished L_ik (c_i / sqrt(d), the
- * diagonal sqrt(d), 0 right of the diagonal) straight to L, and updates its
- * later columns x_j -= (c_i / d) c_j with d = c_k. The register array shifts by
- * one column every step (x[j] <- x[j + 1] - f c[k + 1 + j]), so column k is
- * always x[0] and every register index is static: no dynamic indexing, no
- * stack frame, no copy of the matrix in local memory; NMAX - 1 FMAs and
- * broadcast local reads per work-item and step (the columns past NMAX read
- * the zero half). Rows above k use f = 0, so the entries right of a row's
+ * k (raw, A'_ik) into a two-slot local buffer (slots of 2 NMAX floats, row i
+ * at NMAX + i - k - 1: the rows below k from the float4-aligned NMAX on), each
+ * row writes its finished L_ik (c_i / sqrt(d), the diagonal sqrt(d), 0 right
+ * of the diagonal), and updates its later columns x_j -= (c_i / d) c_j with
+ * d = c_k. The register array shifts by one column every step (x[j] <- x[j + 1]
+ * - f c[k + 1 + j]), so column k is always x[0] and every register index is
+ * static: no dynamic indexing, no stack frame, no copy of the matrix in local
+ * memory; NMAX - 1 FMAs and NMAX / 4 broadcast float4 local reads per
+ * work-item and step. Rows above k use f = 0, so the entries right of a row's
  * diagonal stay bounded; they are never stored. The matrix comes in and L
  * goes out through a local tile of n rows (stride NMAX + 1: row i, column k
  * is bank i + k, conflict-free both for a row per work-item and a column per
@@ -1258,7 +1342,7 @@ static inline __attribute__((always_inline)) void la_chol_small(const __global f
                                                                 __global float *L, const ulong off_l,
                                                                 const ulong stride_l, const uint ldl, const uint n,
                                                                 __global int *info, const uint pivot_base,
-                                                                const uint NMAX, __local float *c,
+                                                                const uint NMAX, __local float4 *c,
                                                                 __local float *tile, const int BLOCKED)
 {
     const uint i = get_local_id(0), b = get_group_id(0), TS = NMAX + 1u;
@@ -1287,16 +1371,25 @@ static inline __attribute__((always_inline)) void la_chol_small(const __global f
             x[j] = i < n && j <= i ? v : 0.0f;
         }
     }
-    c[NMAX + i] = 0.0f; /* the slots' upper halves: read for columns >= NMAX only */
-    c[3 * NMAX + i] = 0.0f;
+    /* two slots of 2 NMAX floats (NMAX / 2 float4s each): at step k row i posts its
+     * raw column-k value at slot[NMAX + i - k - 1], so that the later rows' values,
+     * cn[j] = column k of row k + 1 + j, start at the float4-aligned slot[NMAX] and
+     * are read four at a time (one local read per four FMAs, where reading them
+     * one by one made the 128 block local-read-bound: 68 us on an H200); the
+     * pivot is slot[NMAX - 1]. Slots start zeroed; the places no row writes at a
+     * step (columns >= NMAX) keep earlier, finite values that only ever meet
+     * columns >= NMAX, which are never stored. */
+    c[i] = (float4)(0.0f);
+    barrier(CLK_LOCAL_MEM_FENCE);
     int fail = -1;
     float fval = 0.0f;
     for (uint k = 0; k < n; k++) {
-        __local float *ck = c + (k & 1u) * 2u * NMAX;
+        __local float4 *ck4 = c + (k & 1u) * (NMAX / 2u);
+        __local float *ck = (__local float *)ck4;
         const float ci = x[0];
-        ck[i] = ci;
+        ck[NMAX + i - k - 1u] = ci;
         barrier(CLK_LOCAL_MEM_FENCE);
-        const float d = ck[k];
+        const float d = ck[NMAX - 1u];
         if (fail < 0 && la_bad_pivot(d)) {
             fail = (int)k;
             fval = d;
@@ -1307,9 +1400,15 @@ static inline __attribute__((always_inline)) void la_chol_small(const __global f
         } else if (i < n && i >= k) {
             tile[i * TS + k] = i == k ? s : ci * (1.0f / s);
         }
-        __local const float *cn = ck + k + 1u;
+        __local const float4 *cn4 = ck4 + NMAX / 4u;
 #pragma unroll
-        for (uint j = 0; j + 1 < NMAX; j++) x[j] = LA_FMS_C(f, cn[j], x[j + 1]);
+        for (uint q = 0; q < NMAX / 4u; q++) {
+            const float4 v = cn4[q];
+            x[4 * q] = LA_FMS_C(f, v.s0, x[4 * q + 1]);
+            x[4 * q + 1] = LA_FMS_C(f, v.s1, x[4 * q + 2]);
+            x[4 * q + 2] = LA_FMS_C(f, v.s2, x[4 * q + 3]);
+            if (4 * q + 4 < NMAX) x[4 * q + 3] = LA_FMS_C(f, v.s3, x[4 * q + 4]);
+        }
         x[NMAX - 1] = 0.0f;
     }
     if (BLOCKED) {
@@ -1330,7 +1429,8 @@ wbcl_chol_s32_g(__global const float *A, const ulong off_a, const ulong stride_a
                 const ulong off_l, const ulong stride_l, const uint ldl, const uint n, __global int *info,
                 const uint pivot_base)
 {
-    __local float c[4 * 32], tile[32 * 33];
+    __local float4 c[32];
+    __local float tile[32 * 33];
     la_chol_small(A, off_a, stride_a, lda, L, off_l, stride_l, ldl, n, info, pivot_base, 32, c, tile, 0);
 }
 
@@ -1339,7 +1439,8 @@ wbcl_chol_s64_g(__global const float *A, const ulong off_a, const ulong stride_a
                 const ulong off_l, const ulong stride_l, const uint ldl, const uint n, __global int *info,
                 const uint pivot_base)
 {
-    __local float c[4 * 64], tile[64 * 65];
+    __local float4 c[64];
+    __local float tile[64 * 65];
     la_chol_small(A, off_a, stride_a, lda, L, off_l, stride_l, ldl, n, info, pivot_base, 64, c, tile, 0);
 }
 
@@ -1357,8 +1458,8 @@ wbcl_chol_r128_g(__global const float *A, const ulong off_a, const ulong stride_
                  const ulong off_l, const ulong stride_l, const uint ldl, const uint n, __global int *info,
                  const uint pivot_base)
 {
-    __local float c[4 * 128];
-    la_chol_small(A, off_a, stride_a, lda, L, off_l, stride_l, ldl, n, info, pivot_base, 128, c, c, 1);
+    __local float4 c[128];
+    la_chol_small(A, off_a, stride_a, lda, L, off_l, stride_l, ldl, n, info, pivot_base, 128, c, (__local float *)c, 1);
 }
 
 /* ============================================================================

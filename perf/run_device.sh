@@ -27,8 +27,9 @@
 # "4,12,4096,64;1,8,1024,64"; % of a 67 TFLOP/s FP32 peak) and ptxas -v on its cached GPU programs (90 s);
 # the PyTorch CUDA peer perf/peers/aot_energy_torch_cuda.py on the same shapes (90 s).
 # chol_bench, chol_peer (issue 16): bench_linalg on the Cholesky shapes of the GPU targets (one 4096, 1024 x
-# 64^2, d = 784 single and ReduNet's 11 inverses), then their per-kernel device times, then one 784 and one
-# 4096 with WBCL_LA_GEMM_MIN = 100000 (no trailing update through the GEMM) and 0 (every one) (120 s); the PyTorch
+# 64^2, d = 784 single and ReduNet's 11 inverses), then their per-kernel device times and wall time per call
+# (20 calls back to back), then 784 and 4096 in the r128 variant (WBCL_LA_PFAC = 0) and the syrk_g form
+# (WBCL_LA_LOOKAHEAD = 0) (120 s); the PyTorch
 # CUDA peer perf/peers/linalg_torch_cuda.py on the same shapes (60 s).
 # clblast_tune, gemm_peer, attention_peer, models_peer (issue 17): wbcl-tune --op clblast (CLBlast's Xgemm
 # sets and its direct/indirect threshold, checked and timed against CLBlast's own values; table written to
@@ -70,7 +71,7 @@ step() {  # step NAME CAP_S LOG CMD...
   echo "== $name: rc $rc ($( [ $rc = 124 ] && echo "cut at ${cap} s" || echo "$(( $(date +%s) - s )) s")), log $log"
 }
 step info 20 info.log "$build/tools/wbcl-info"
-tail -n +1 "$out/info.log" | head -40
+tail -n +1 "$out/info.log" 2>/dev/null | head -40
 # shellcheck disable=SC2086
 step tests "${STEP_TESTS:-240}" tests.log ctest --test-dir "$build" -j "${CTEST_J:-8}" --timeout 200 --output-on-failure ${CTEST_ARGS:-}
 grep -E "tests passed|Failed|\*\*\*|Timeout|Test +#" "$out/tests.log" 2>/dev/null | grep -v "Passed" | head -30
@@ -164,7 +165,11 @@ step linalg 60 linalg.log "$build/perf/bench_linalg" --reps 5 --threads "$(nproc
 step chol_bench "${STEP_CHOL_BENCH:-120}" chol_bench.log sh -c "b='$build/perf/bench_linalg'
   \$b --reps 5 --threads \"\$(nproc)\" --large 784,4096 --small 64 --batch 1024 --redunet || exit 1
   echo '== device time per kernel'; \$b --profile --large 784,4096 --small 64 --batch 1024 --redunet --reps 3
-  for g in 100000 0; do echo \"== WBCL_LA_GEMM_MIN=\$g (default 1024)\"; WBCL_LA_GEMM_MIN=\$g \$b --reps 5 --threads \"\$(nproc)\" --large 784,4096 || exit 1; done"
+  echo '== WBCL_LA_PFAC=0 (the lookahead form with wbcl_chol_r128_g and the panel solved beside the update)'
+  WBCL_LA_PFAC=0 \$b --profile --large 784,4096 --reps 3
+  echo '== WBCL_LA_LOOKAHEAD=0 (the syrk_g form, for comparison)'
+  WBCL_LA_LOOKAHEAD=0 \$b --reps 5 --threads \"\$(nproc)\" --large 784,4096 || exit 1
+  WBCL_LA_LOOKAHEAD=0 \$b --profile --large 4096 --reps 3"
 cat "$out/chol_bench.log" 2>/dev/null | head -60
 step chol_peer "${STEP_CHOL_PEER:-60}" chol_peer.log env PYTHONUNBUFFERED=1 "$py" perf/peers/linalg_torch_cuda.py --shapes "1,4096;1024,64;1,784;11,784" --inverse "11,784" --reps 20
 cat "$out/chol_peer.log" 2>/dev/null | head -12
