@@ -1044,90 +1044,6 @@ __kernel void wbcl_chol_trsm_g(__global const float *D, const ulong off_d, const
     la_trsm_rows(D, off_d, stride_d, ldd, X, off_x, stride_x, ldx, kb, rows, get_group_id(0), get_group_id(1), U, Xl);
 }
 
-/* The diagonal block and the panel below it in one launch (lookahead form,
- * host/ops/linalg.c chol_gpu_ahead): the block (kb <= 128 rows at off) and
- * `rows` panel rows below it (columns 0 .. kb - 1), L in place. Work-groups of
- * 256: work-items 0 .. 127 hold the block's rows and factor it as
- * wbcl_chol_r128_g does (a row each in registers, one barrier per column,
- * the block's column k posted as float4-aligned slots); work-items 128 ..
- * 255 hold 128 panel rows each (work-group g: panel rows 128 g ..), which take
- * part in the same steps as rows below the block: at step k, L_rk = x_r[k] /
- * sqrt(d_k) and x_r[j] -= (x_r[k] / d_k) c_j for the later columns, the
- * c_j being the block's column k from the slots. So the panel needs no
- * triangular solve of its own, at the price of every work-group factoring
- * the block again (128^3 / 3 flops, small beside its rows' 128^2 each);
- * work-group 0 stores the block's L into D (row stride 128; the block in L
- * is still being read by the other work-groups) and records its pivot
- * failures (pivots from pivot_base).
- * global: (256 max(1, ceil(rows / 128)), batch), local: (256, 1). */
-__kernel __attribute__((reqd_work_group_size(256, 1, 1))) void
-wbcl_chol_pfac_g(__global float *L, const ulong off, const ulong stride, const uint ld, const uint kb,
-                 const uint rows, __global int *info, const uint pivot_base, __global float *D, const ulong off_d,
-                 const ulong stride_d)
-{
-    const uint t = get_local_id(0), g = get_group_id(0), b = get_group_id(1);
-    const int diag = t < 128u;
-    const uint pr = g * 128u + (t - 128u); /* panel row (panel work-items) */
-    const int live = diag ? t < kb : pr < rows;
-    const uint row = diag ? min(t, kb - 1u) : rows ? kb + min(pr, rows - 1u) : kb - 1u; /* clamped: dead rows */
-    __global float *base = L + off + (ulong)b * stride;
-    const __global float *ar = base + (ulong)row * ld;
-    float x[128];
-#pragma unroll
-    for (uint j = 0; j < 128u; j++) {
-        const float v = ar[min(j, kb - 1u)];
-        x[j] = live && j < kb && (!diag || j <= t) ? v : 0.0f;
-    }
-    __local float4 c[128];
-    if (t < 128u) c[t] = (float4)(0.0f);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    /* the block's L goes to D (row stride 128), not in place: the other work-groups may still be
-     * reading the block (wbcl_la_diag_put_g copies every block into L at the end) */
-    __global float *lr = diag ? D + off_d + (ulong)b * stride_d + (ulong)t * 128u : base + (ulong)(kb + pr) * ld;
-    const int store = live && (!diag || g == 0u);
-    int fail = -1;
-    float fval = 0.0f;
-    for (uint k = 0; k < kb; k++) {
-        __local float4 *ck4 = c + (k & 1u) * 64u;
-        __local float *ck = (__local float *)ck4;
-        const float ci = x[0];
-        if (diag) ck[128u + t - k - 1u] = ci;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        const float d = ck[127];
-        if (fail < 0 && la_bad_pivot(d)) {
-            fail = (int)k;
-            fval = d;
-        }
-        const int below = !diag || t > k;
-        const float f = below ? ci * (1.0f / d) : 0.0f, s = sqrt(d);
-        if (store) lr[k] = diag && t == k ? s : (below ? ci * (1.0f / s) : 0.0f);
-        __local const float4 *cn4 = ck4 + 32u;
-#pragma unroll
-        for (uint q = 0; q < 32u; q++) {
-            const float4 v = cn4[q];
-            x[4 * q] = LA_FMS_C(f, v.s0, x[4 * q + 1]);
-            x[4 * q + 1] = LA_FMS_C(f, v.s1, x[4 * q + 2]);
-            x[4 * q + 2] = LA_FMS_C(f, v.s2, x[4 * q + 3]);
-            if (q < 31u) x[4 * q + 3] = LA_FMS_C(f, v.s3, x[4 * q + 4]);
-        }
-        x[127] = 0.0f;
-    }
-    if (g == 0u && t == 0u && fail >= 0) la_record(info, b, pivot_base + (uint)fail, fval);
-}
-
-/* The diagonal blocks' L from wbcl_chol_pfac_g's D into L: block jb (kb = min(nb,
- * n - jb nb) rows) of matrix b from D + b stride_d + jb nb 128 (row stride 128),
- * its rows' columns jb nb .. jb nb + kb - 1 (the zeros right of the diagonal
- * included). global: (roundup(nb, 16), roundup(nb, 16), nblk batch), local: (16, 16, 1). */
-__kernel void wbcl_la_diag_put_g(__global float *L, __global const float *D, const uint n, const uint nb,
-                                 const uint nblk, const ulong stride_d)
-{
-    const uint c = get_global_id(0), r = get_global_id(1), z = get_global_id(2);
-    const uint jb = z % nblk, b = z / nblk, j0 = jb * nb, kb = min(nb, n - j0);
-    if (c >= kb || r >= kb) return;
-    L[((ulong)b * n + j0 + r) * n + j0 + c] = D[(ulong)b * stride_d + (ulong)jb * nb * 128u + r * 128u + c];
-}
-
 /* Trailing update of the lower triangle only: C[i][c] -= sum_p P[i][p] P[c][p]
  * for c <= i < m, P (m x kb) and C (m x m) inside one buffer (L) at off_p and
  * off_c with row stride ld (the caller's regions do not overlap). One
@@ -1451,7 +1367,12 @@ wbcl_chol_s64_g(__global const float *A, const ulong off_a, const ulong stride_a
  * upper part of the block's rows zeroed; a pivot failure recorded only where
  * the matrix has none yet (pivots from pivot_base: the block's first row), so
  * the status is cleared before the factorization. One barrier per column
- * against wbcl_chol_blk_g's strips (on an H200, 90 us for a 128 block).
+ * against wbcl_chol_blk_g's strips: on an H200, 52 us for a 128 block against
+ * blk_g's 90 (68 us when the slots were read one float at a time). A form
+ * factoring the block and the panel below it in one launch (work-groups of
+ * 128 block rows and 128 panel rows, every work-group refactoring the block,
+ * so no panel solve) measured 100 us a launch, slower than this kernel plus the
+ * solve beside the update (perf/RESULTS.md, fifth session).
  * global: (128 batch), local: (128). */
 __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void
 wbcl_chol_r128_g(__global const float *A, const ulong off_a, const ulong stride_a, const uint lda, __global float *L,

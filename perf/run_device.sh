@@ -28,8 +28,7 @@
 # the PyTorch CUDA peer perf/peers/aot_energy_torch_cuda.py on the same shapes (90 s).
 # chol_bench, chol_peer (issue 16): bench_linalg on the Cholesky shapes of the GPU targets (one 4096, 1024 x
 # 64^2, d = 784 single and ReduNet's 11 inverses), then their per-kernel device times and wall time per call
-# (20 calls back to back), then 784 and 4096 in the r128 variant (WBCL_LA_PFAC = 0) and the syrk_g form
-# (WBCL_LA_LOOKAHEAD = 0) (120 s); the PyTorch
+# (20 calls back to back), then 784 and 4096 in the syrk_g form (WBCL_LA_LOOKAHEAD = 0) (120 s); the PyTorch
 # CUDA peer perf/peers/linalg_torch_cuda.py on the same shapes (60 s).
 # clblast_tune, gemm_peer, attention_peer, models_peer (issue 17): wbcl-tune --op clblast (CLBlast's Xgemm
 # sets and its direct/indirect threshold, checked and timed against CLBlast's own values; table written to
@@ -165,8 +164,6 @@ step linalg 60 linalg.log "$build/perf/bench_linalg" --reps 5 --threads "$(nproc
 step chol_bench "${STEP_CHOL_BENCH:-120}" chol_bench.log sh -c "b='$build/perf/bench_linalg'
   \$b --reps 5 --threads \"\$(nproc)\" --large 784,4096 --small 64 --batch 1024 --redunet || exit 1
   echo '== device time per kernel'; \$b --profile --large 784,4096 --small 64 --batch 1024 --redunet --reps 3
-  echo '== WBCL_LA_PFAC=0 (the lookahead form with wbcl_chol_r128_g and the panel solved beside the update)'
-  WBCL_LA_PFAC=0 \$b --profile --large 784,4096 --reps 3
   echo '== WBCL_LA_LOOKAHEAD=0 (the syrk_g form, for comparison)'
   WBCL_LA_LOOKAHEAD=0 \$b --reps 5 --threads \"\$(nproc)\" --large 784,4096 || exit 1
   WBCL_LA_LOOKAHEAD=0 \$b --profile --large 4096 --reps 3"

@@ -490,12 +490,10 @@ END_TEST
 
 /* The GPU-shaped path (host/ops/linalg.c, chol_gpu): one work-group per matrix
  * up to n = 128, right-looking blocks of nb = 128 above, in both forms:
- * the lookahead form (the default, chol_gpu_ahead: each round's update split
- * into the next block column's tiles, then the next diagonal block and its
- * panel in one launch, wbcl_chol_pfac_g, then the rest of the update,
- * wbcl_chol_upd_g; the blocks' L put in place at the end), its r128 variant
- * (WBCL_LA_PFAC=0: the block by wbcl_chol_r128_g, the panel solved beside the
- * rest of the update) and the syrk_g form
+ * the lookahead form (the default, chol_gpu_ahead: diagonal blocks by
+ * wbcl_chol_r128_g, each round's update split into the next block column's
+ * tiles, then the next factor, then the next panel's solve together with
+ * the rest of the update, wbcl_chol_upd_g) and the syrk_g form
  * (WBCL_LA_LOOKAHEAD=0: panel of 16-row work-groups, then the trailing update
  * whose first work-group factors the next diagonal block). Sizes at the
  * single-block limit (nb, nb + 1), primes (partial panels and update tiles, a
@@ -504,15 +502,12 @@ END_TEST
  * cholesky_sizes adds 150, 200, 257 and non_spd_rejected failures in later
  * blocks; batched and single; in place bit for bit. Residual bound as in
  * cholesky_sizes. Then the launches of one lookahead factorization at n = 300:
- * 3 block-and-panel launches, 3 update launches (round 0: both modes; round 1:
- * mode 0 only), 1 putting the blocks in place, none of the other forms' kernels. */
+ * 3 diagonal blocks, 1 first panel solve, 3 update launches (round 0: both
+ * modes; round 1: mode 0 only), no syrk_g or blk_g. */
 START_TEST(cholesky_gpu_blocks)
 {
     static const size_t sizes[] = {128, 129, 131, 256, 263, 300, 385};
     check_blocked(WBCL_VARIANT_GPU, "gpu", sizes, sizeof sizes / sizeof *sizes, 23, 263);
-    ck_assert_int_eq(setenv("WBCL_LA_PFAC", "0", 1), 0);
-    check_blocked(WBCL_VARIANT_GPU, "gpu r128 form", sizes, sizeof sizes / sizeof *sizes, 26, 300);
-    unsetenv("WBCL_LA_PFAC");
     ck_assert_int_eq(setenv("WBCL_LA_LOOKAHEAD", "0", 1), 0);
     check_blocked(WBCL_VARIANT_GPU, "gpu syrk_g form", sizes, sizeof sizes / sizeof *sizes, 24, 300);
     unsetenv("WBCL_LA_LOOKAHEAD");
@@ -526,12 +521,10 @@ START_TEST(cholesky_gpu_blocks)
     wbcl_tensor *tA = make(ctx, 0, n, n, A), *tL = make(ctx, 0, n, n, NULL);
     ck_assert_int_eq(wbcl_context_set_timing(ctx, 1), WBCL_SUCCESS); /* counts launches */
     ck_assert_int_eq(wbcl_cholesky(ctx, tA, tL), WBCL_SUCCESS);
-    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_pfac_g"), 3);
-    ck_assert_uint_eq(tu_launches(ctx, "wbcl_la_diag_put_g"), 1);
+    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_r128_g"), 3);
+    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_trsm_g"), 1);
     ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_upd_g"), 3);
-    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_syrk_g") + tu_launches(ctx, "wbcl_chol_blk_g") +
-                          tu_launches(ctx, "wbcl_chol_trsm_g") + tu_launches(ctx, "wbcl_chol_r128_g"),
-                      0);
+    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_syrk_g") + tu_launches(ctx, "wbcl_chol_blk_g"), 0);
     wbcl_tensor_destroy(tA);
     wbcl_tensor_destroy(tL);
     free(A);

@@ -185,9 +185,6 @@ typedef struct la_run {
     /* GPU: the lookahead form of the blocked factorization (chol_gpu_ahead); 0: the
      * syrk_g form (environment WBCL_LA_LOOKAHEAD=0, for A/B measurements) */
     int ahead;
-    /* GPU lookahead form: diagonal block and panel in one launch (wbcl_chol_pfac_g); 0: the block
-     * by wbcl_chol_r128_g, the panel solved beside the update (environment WBCL_LA_PFAC=0, A/B) */
-    int pfac;
 } la_run;
 
 #ifdef WBCL_LA_TRACE /* development: A/B switches and time per phase (factor, panel, update, solve, -) */
@@ -439,8 +436,6 @@ static wbcl_status reserve(la_run *r, size_t rc, int inverse)
         st = alloc_w(r);
     size_t t = n > nb && !r->gpu ? (r->batch == 1 ? packed_floats(n) : n * nb) : 0;
     if (r->gpu && n > r->nbf && n - r->nbf >= r->gemm_min) t = (n - r->nbf) * r->nbf; /* the GEMM's panel copy */
-    if (r->gpu && n > r->nbf && r->ahead && r->pfac && r->gemm_min == GPU_GEMM_MIN) /* chol_gpu_ahead's blocks */
-        t = ceil_div(n, r->nbf) * r->nbf * 128;
     if (rc && n > nb) {
         const size_t ts = inverse ? n * n : nb * rc;
         if (ts > t) t = ts;
@@ -678,52 +673,22 @@ static wbcl_status diag_r128(la_run *r, wbcl_kern *k, cl_mem L, size_t off, size
  * 128 more) take two of its three launches and the solve overlaps the bulk of
  * the update, where the syrk_g form ran solve, then update (factoring in its
  * first work-group) one after the other. */
-/* GPU: the diagonal block of kb rows at element offset off of every matrix (block jb) and the `rows`
- * panel rows below it (wbcl_chol_pfac_g); the block's L into D (batch x nblk x nb x 128). */
-static wbcl_status pfac_g(la_run *r, wbcl_kern *k, cl_mem L, size_t off, size_t kb, size_t rows, size_t pivot_base,
-                          cl_mem D, size_t jb, size_t nblk)
-{
-    const size_t n = r->n, nb = r->nbf;
-    const cl_ulong off_ = off, snn = n * n, off_d = jb * nb * 128, stride_d = nblk * nb * 128;
-    const cl_uint n_ = (cl_uint)n, kb_ = (cl_uint)kb, rows_ = (cl_uint)rows, pb = (cl_uint)pivot_base;
-    WBCL_ARG(r->ctx, k, 0, L);
-    WBCL_ARG(r->ctx, k, 1, off_);
-    WBCL_ARG(r->ctx, k, 2, snn);
-    WBCL_ARG(r->ctx, k, 3, n_);
-    WBCL_ARG(r->ctx, k, 4, kb_);
-    WBCL_ARG(r->ctx, k, 5, rows_);
-    WBCL_ARG(r->ctx, k, 6, r->info);
-    WBCL_ARG(r->ctx, k, 7, pb);
-    WBCL_ARG(r->ctx, k, 8, D);
-    WBCL_ARG(r->ctx, k, 9, off_d);
-    WBCL_ARG(r->ctx, k, 10, stride_d);
-    const size_t groups = rows ? ceil_div(rows, 128) : 1;
-    size_t g[2] = {256 * groups, r->batch}, l[2] = {256, 1};
-    return la_launch(r, 0, k, 2, g, l);
-}
-
 static wbcl_status chol_gpu_ahead(la_run *r, cl_mem L)
 {
-    const size_t n = r->n, nb = r->nbf, nblk = ceil_div(n, nb);
-    wbcl_kern *kr, *ktrsm, *kupd, *kpf = NULL, *kput = NULL;
+    const size_t n = r->n, nb = r->nbf;
+    wbcl_kern *kr, *ktrsm, *kupd;
     wbcl_status st;
     if ((st = kernel(r, "wbcl_chol_r128_g", &kr)) || (st = kernel(r, "wbcl_chol_trsm_g", &ktrsm)) ||
         (st = kernel(r, "wbcl_chol_upd_g", &kupd)))
         return st;
-    cl_mem D = NULL; /* pfac: the diagonal blocks' L until the end */
-    if (r->pfac && ((st = kernel(r, "wbcl_chol_pfac_g", &kpf)) || (st = kernel(r, "wbcl_la_diag_put_g", &kput)) ||
-                    (st = wbcl__scratch(r->ctx, SLOT_T, r->batch * nblk * nb * 128 * sizeof(float), &D))))
-        return st;
-    if (r->pfac) st = pfac_g(r, kpf, L, 0, nb, n - nb, 0, D, 0, nblk);
-    else if (!(st = diag_r128(r, kr, L, 0, nb, 0))) st = trsm_g(r, ktrsm, L, 0, nb, n - nb);
-    if (st) return st;
+    if ((st = diag_r128(r, kr, L, 0, nb, 0)) || (st = trsm_g(r, ktrsm, L, 0, nb, n - nb))) return st;
     const cl_ulong snn = n * n;
     const cl_uint n_ = (cl_uint)n;
     for (size_t j = 0; j < n; j += nb) {
         const size_t kb = n - j < nb ? n - j : nb, m = n - j - kb;
         if (!m) break;
         const size_t kb2 = m < nb ? m : nb, c2 = ceil_div(kb2, GPU_ST), nt = ceil_div(m, GPU_ST);
-        const size_t m2 = m - kb2, ntr = r->pfac ? 0 : ceil_div(m2, GPU_T), nrest = (nt - c2) * (nt - c2 + 1) / 2;
+        const size_t m2 = m - kb2, ntr = ceil_div(m2, GPU_T), nrest = (nt - c2) * (nt - c2 + 1) / 2;
         size_t first = 0; /* tiles in tile columns < c2 */
         for (size_t tj = 0; tj < c2; tj++) first += nt - tj;
         const cl_ulong off_p = (j + kb) * n + j, off_c = (j + kb) * n + j + kb;
@@ -745,23 +710,10 @@ static wbcl_status chol_gpu_ahead(la_run *r, cl_mem L)
             WBCL_ARG(r->ctx, kupd, 8, mode);
             size_t g[2] = {GPU_T * groups, GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
             if ((st = la_launch(r, 2, kupd, 2, g, l))) return st;
-            if (mode) continue;
-            st = r->pfac ? pfac_g(r, kpf, L, off_c, kb2, m2, j + kb, D, (j + kb) / nb, nblk)
-                         : diag_r128(r, kr, L, off_c, kb2, j + kb);
-            if (st) return st;
+            if (!mode && (st = diag_r128(r, kr, L, off_c, kb2, j + kb))) return st;
         }
     }
-    if (!r->pfac) return WBCL_SUCCESS;
-    const cl_uint nb_ = (cl_uint)nb, nblk_ = (cl_uint)nblk;
-    const cl_ulong stride_d = nblk * nb * 128;
-    WBCL_ARG(r->ctx, kput, 0, L);
-    WBCL_ARG(r->ctx, kput, 1, D);
-    WBCL_ARG(r->ctx, kput, 2, n_);
-    WBCL_ARG(r->ctx, kput, 3, nb_);
-    WBCL_ARG(r->ctx, kput, 4, nblk_);
-    WBCL_ARG(r->ctx, kput, 5, stride_d);
-    size_t g[3] = {ceil_div(nb, 16) * 16, ceil_div(nb, 16) * 16, nblk * r->batch}, l[3] = {16, 16, 1};
-    return la_launch(r, 4, kput, 3, g, l);
+    return WBCL_SUCCESS;
 }
 
 static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
@@ -1110,8 +1062,6 @@ static wbcl_status begin(la_run *r, wbcl_context *ctx, const char *op, size_t ba
     r->gemm_min = GPU_GEMM_MIN;
     const char *la = getenv("WBCL_LA_LOOKAHEAD");
     r->ahead = !(la && !strcmp(la, "0"));
-    const char *pf = getenv("WBCL_LA_PFAC");
-    r->pfac = !(pf && !strcmp(pf, "0"));
     const char *env = getenv("WBCL_LA_GEMM_MIN");
     if (env && *env) {
         char *end;
