@@ -753,25 +753,9 @@ static wbcl_status chol_gpu(la_run *r, cl_mem A, cl_mem L)
         const size_t kb = n - j < nb ? n - j : nb, m = n - j - kb;
         if (!m) break;
         const size_t kb2 = m < nb ? m : nb;
-        const cl_ulong off_d = j * n + j, off_x = (j + kb) * n + j, off_c = (j + kb) * n + j + kb;
+        const cl_ulong off_x = (j + kb) * n + j, off_c = (j + kb) * n + j + kb;
         const cl_uint kb_ = (cl_uint)kb, m_ = (cl_uint)m, kb2_ = (cl_uint)kb2, pb = (cl_uint)(j + kb);
-        WBCL_ARG(r->ctx, ktrsm, 0, L);
-        WBCL_ARG(r->ctx, ktrsm, 1, off_d);
-        WBCL_ARG(r->ctx, ktrsm, 2, snn);
-        WBCL_ARG(r->ctx, ktrsm, 3, n_);
-        WBCL_ARG(r->ctx, ktrsm, 4, L);
-        WBCL_ARG(r->ctx, ktrsm, 5, off_x);
-        WBCL_ARG(r->ctx, ktrsm, 6, snn);
-        WBCL_ARG(r->ctx, ktrsm, 7, n_);
-        WBCL_ARG(r->ctx, ktrsm, 8, kb_);
-        WBCL_ARG(r->ctx, ktrsm, 9, m_);
-        if ((st = wbcl__set_arg(r->ctx, ktrsm, 10, kb * (kb + 1) / 2 * sizeof(float), NULL)) ||
-            (st = wbcl__set_arg(r->ctx, ktrsm, 11, GPU_T * (kb + 1) * sizeof(float), NULL)))
-            return st;
-        {
-            size_t g[2] = {GPU_T * ceil_div(m, GPU_T), GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
-            if ((st = la_launch(r, 1, ktrsm, 2, g, l))) return st;
-        }
+        if ((st = trsm_g(r, ktrsm, L, j, kb, m))) return st;
         if (m >= r->gemm_min) {
             /* L22 -= L21 L21^T through the GEMM, whose C may not share a buffer
              * with A or B: L21 first copied into scratch (m x kb per matrix);
