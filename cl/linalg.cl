@@ -1242,7 +1242,8 @@ __kernel void wbcl_la_zero_upper_g(__global float *L, const uint n)
  * static: no dynamic indexing, no stack frame, no copy of the matrix in local
  * memory; NMAX - 1 FMAs and NMAX / 4 broadcast float4 local reads per
  * work-item and step. Rows above k use f = 0, so the entries right of a row's
- * diagonal stay bounded; they are never stored. The matrix comes in and L
+ * diagonal stay bounded; they are never stored. With BLOCKED = 0 (these two
+ * kernels; BLOCKED = 1 is wbcl_chol_r128_g's form, below) the matrix comes in and L
  * goes out through a local tile of n rows (stride NMAX + 1: row i, column k
  * is bank i + k, conflict-free both for a row per work-item and a column per
  * step), a row of the matrix per load or store instruction: coalesced, where
