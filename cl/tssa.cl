@@ -750,6 +750,20 @@ __kernel void wbcl_tssa_g_output(__global const float *w, const ulong off, const
 
 #else /* WBCL_TSSA_CAUSAL */
 
+/* Sum of a head's p ratios in local memory, two accumulators (even and odd channels) added at the
+ * end: the logit's sum in gc_member and in the decode step, the same order in both. */
+inline float wbcl_tssa_lsum(__local const float *r)
+{
+    float s0 = 0.0f, s1 = 0.0f;
+    uint c = 0;
+    for (; c + 2 <= WBCL_TSSA_P; c += 2) {
+        s0 += r[c];
+        s1 += r[c + 1];
+    }
+    if (c < WBCL_TSSA_P) s0 += r[c];
+    return s0 + s1;
+}
+
 /* ==== GPU-shaped causal TSSA (variant GPU; the -D set above, no ALIGNED, plus -DWBCL_TSSA_CAUSAL=1) ====
  * Prefill, a blocked prefix scan over tokens (host/ops/tssa.c causal_blocked_gpu): the N tokens of
  * batch entry b are cut into nblk blocks of L tokens (L a multiple of TT; about 4 work-groups per
@@ -922,16 +936,8 @@ wbcl_tssa_gc_member(__global const float *w, const ulong off, const ulong sb, co
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* 2 */
         if (lx < G_K) {
-            __local const float *rr = lr + (t * G_K + lx) * G_PP;
-            float s0 = 0.0f, s1 = 0.0f;
-            uint c = 0;
-            for (; c + 2 <= WBCL_TSSA_P; c += 2) {
-                s0 += rr[c];
-                s1 += rr[c + 1];
-            }
-            if (c < WBCL_TSSA_P) s0 += rr[c];
             const float bh = valid ? bias[(size_t)lx * tmax + t0 + n] : 0.0f;
-            ll[t * G_K + lx] = th * ((s0 + s1) + (float)WBCL_TSSA_P * bh);
+            ll[t * G_K + lx] = th * (wbcl_tssa_lsum(lr + (t * G_K + lx) * G_PP) + (float)WBCL_TSSA_P * bh);
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* 3 */
         if (lx < G_K) {
@@ -1110,15 +1116,7 @@ wbcl_tssa_gc_step(__global const float *w, const ulong off, const ulong sb, cons
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (lid < G_K) {
-            __local const float *rr = lr + lid * G_PP;
-            float s0 = 0.0f, s1 = 0.0f;
-            uint c = 0;
-            for (; c + 2 <= WBCL_TSSA_P; c += 2) {
-                s0 += rr[c];
-                s1 += rr[c + 1];
-            }
-            if (c < WBCL_TSSA_P) s0 += rr[c];
-            ll[lid] = th * ((s0 + s1) + (float)WBCL_TSSA_P * bias[(size_t)lid * tmax + t0 + n]);
+            ll[lid] = th * (wbcl_tssa_lsum(lr + lid * G_PP) + (float)WBCL_TSSA_P * bias[(size_t)lid * tmax + t0 + n]);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (lid < G_K) {
