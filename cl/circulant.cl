@@ -990,3 +990,167 @@ __kernel void circ_shifted_inverse_g(__global float *S, __global const float *al
 }
 #undef CG_RE
 #undef CG_IM
+
+/* ---- GPU-shaped, one matrix (or one bin) per work-group ------------------------------------------
+ * The kernels above give a GPU one work-item per matrix: (K+1) P of them (1111 for the 1-D case of
+ * perf/RESULTS.md), a few warps per compute unit, each a long chain of dependent global loads. The two
+ * below spread one matrix's (one bin's) work over a work-group instead; the host takes them where the
+ * device has the work-group size and local memory (host/ops/circulant_pipeline.c), the kernels above
+ * otherwise. Each entry is computed by the same operations in the same order as there, so the results
+ * are the same bit for bit (tests/test_circulant.c checks the variants against each other). */
+#define CI_WG 64 /* work-items per matrix in circ_shifted_inverse_wg */
+
+/* circ_shifted_inverse, one matrix t < nb rounded up to 16 per work-group of CI_WG (the lanes past nb get
+ * A = I and M = 0, as there). The matrix sits in local memory, Aw[i C + k] = (re, im); work-item i owns
+ * row i (C <= CI_WG: WBCL_CIRCULANT_MAX_CHANNELS = 64):
+ * - Cholesky, right-looking: per column j every work-item reads the pivot d = A[j][j], the rows below it
+ *   scale their entry in column j by 1 / sqrt(d), a barrier, then update their entries in the trailing
+ *   lower triangle with column j, a barrier. Entry (i, k) receives the terms of columns 0, 1, ... in that
+ *   order, as Crout's sum over k < j in circ_shifted_inverse_g, with the same fma nesting.
+ * - X = L^-1 row by row: row i's entries X[i][j], j < i, by work-items j (one barrier per row), each the
+ *   same sum as there; X[i][j] goes to the free upper triangle at (j, i) and the diagonal 1 / L[i][i] to
+ *   xd[i], so L's lower triangle stays intact for the rows below.
+ * - M = a X^H X: row r's lower entries by work-item r, each written with its conjugate mirror.
+ * Work is given out by row, each work-item's condition enclosing its loops: PoCL 3.1 (the CPU device the
+ * GPU variant is tested on) ran the guarded body of `for (e = lid; e < n; e += CI_WG)`, and of a guard
+ * inside a loop of uniform trip count, in every work-item of a kernel with barriers (seen with C = 3:
+ * stores past the buffer), so no loop here spreads entries over the work-items. */
+#define CW(i, k) Aw[(i) * CI_C + (k)]
+#define CG_RE(X, i, k) (X)[((size_t)(i) * CI_C + (k)) * 2 * CI_MW]
+#define CG_IM(X, i, k) (X)[((size_t)(i) * CI_C + (k)) * 2 * CI_MW + CI_MW]
+#if CI_C > CI_WG
+#error "circ_shifted_inverse_wg: CI_C must be at most CI_WG (a row per work-item)"
+#endif
+__kernel __attribute__((reqd_work_group_size(CI_WG, 1, 1))) void
+circ_shifted_inverse_wg(__global float *S, __global const float *alpha, const uint P, const uint nb,
+                        __global float *logdet, __global int *info, const uint want_inv, __global float *M,
+                        const uint ld_off, const uint info_off, __global const int *skip, const uint skip_off)
+{
+    __local float2 Aw[CI_C * CI_C];
+    __local float xd[CI_C];
+    if (skip[skip_off]) return; /* the whole work-group returns: no barrier is left waiting */
+    const uint t = get_group_id(0), r = get_local_id(0); /* r: this work-item's row */
+    const float a = t < nb ? alpha[t / P] : 0.0f;
+    const size_t off = (size_t)(t / CI_MW) * CI_C * CI_C * 2 * CI_MW + t % CI_MW;
+    __global float *A = S + off, *Mq = M + off;
+    if (r < CI_C) { /* A = I + a S, lower triangle */
+        for (uint k = 0; k < r; k++) CW(r, k) = (float2)(a * CG_RE(A, r, k), a * CG_IM(A, r, k));
+        CW(r, r) = (float2)(fma(a, CG_RE(A, r, r), 1.0f), 0.0f);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int fail = -1;
+    float fval = 0.0f, ld = 0.0f;
+    for (uint j = 0; j < CI_C; j++) {
+        const float d = CW(j, j).x;
+        const float ljj = sqrt(d), inv = 1.0f / ljj;
+        if (r == 0) {
+            if ((!isgreater(d, 0.0f) || isinf(d)) && fail < 0) {
+                fail = (int)j;
+                fval = d;
+            }
+            ld += log(ljj);
+        }
+        if (r > j && r < CI_C) CW(r, j) *= inv;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (r == j) CW(j, j).x = ljj; /* the update below reads only columns > j */
+        if (r > j && r < CI_C) {
+            const float2 x = CW(r, j);
+            for (uint k = j + 1; k < r; k++) {
+                const float2 y = CW(k, j);
+                float2 s = CW(r, k);
+                s.x = fma(-x.x, y.x, fma(-x.y, y.y, s.x));
+                s.y = fma(-x.y, y.x, fma(x.x, y.y, s.y));
+                CW(r, k) = s;
+            }
+            CW(r, r).x = fma(-x.x, x.x, fma(-x.y, x.y, CW(r, r).x));
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (r == 0 && t < nb) {
+        logdet[ld_off + t] = 2.0f * ld;
+        if (fail >= 0 && a > 0.0f && info[info_off + 2 * t] < 0) {
+            info[info_off + 2 * t] = fail;
+            info[info_off + 2 * t + 1] = as_int(fval);
+        }
+    }
+    if (!want_inv) return; /* uniform */
+    for (uint i = 0; i < CI_C; i++) {
+        const float xii = 1.0f / CW(i, i).x;
+        if (r < i) { /* X[i][r] */
+            float sr = 0.0f, si = 0.0f;
+            for (uint k = r; k < i; k++) {
+                const float2 l = CW(i, k), x = k == r ? (float2)(xd[r], 0.0f) : CW(r, k);
+                sr = fma(l.x, x.x, fma(-l.y, x.y, sr));
+                si = fma(l.x, x.y, fma(l.y, x.x, si));
+            }
+            CW(r, i) = (float2)(-xii * sr, -xii * si);
+        }
+        if (r == i) xd[i] = xii;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (r < CI_C)
+        for (uint c = 0; c <= r; c++) {
+            float sr = 0.0f, si = 0.0f;
+            for (uint k = r; k < CI_C; k++) { /* X[k][c] conj(X[k][r]) */
+                const float2 x = k == c ? (float2)(xd[c], 0.0f) : CW(c, k);
+                const float2 y = k == r ? (float2)(xd[r], 0.0f) : CW(r, k);
+                sr = fma(x.x, y.x, fma(x.y, y.y, sr));
+                si = fma(x.y, y.x, fma(-x.x, y.y, si));
+            }
+            const float mr = a * sr, mi = c == r ? 0.0f : a * si;
+            CG_RE(Mq, r, c) = mr;
+            CG_IM(Mq, r, c) = mi;
+            if (c != r) {
+                CG_RE(Mq, c, r) = mr;
+                CG_IM(Mq, c, r) = -mi;
+            }
+        }
+}
+#undef CW
+#undef CG_RE
+#undef CG_IM
+
+/* circ_gram, one bin p per work-group (any size; the host takes 128), one lower-triangle entry (c, d) of the
+ * bin's K + 1 matrices per work-item: the bin's spectra (2 C rows of mp floats) are read by the whole
+ * work-group, from cache after the first. The sums are circ_gram's (blocks of 8 lanes in float8, the
+ * horizontal sum, the class sums added in class order), so the entries are the same bit for bit. */
+__kernel void circ_gram_g(__global const float *Vt, __global const float *mask, __global const int *boff,
+                          __global const int *blocks, __global float *S, const uint mp, const uint P, const uint K,
+                          __global const int *skip, const uint skip_off)
+{
+    if (skip[skip_off]) return;
+    const uint p = get_group_id(0), lid = get_local_id(0), wg = get_local_size(0);
+    if (p >= P) return;
+    const __global float *base = Vt + (size_t)p * CI_C * 2 * mp;
+    for (uint e = lid; e < CI_C * (CI_C + 1) / 2; e += wg) {
+        uint c = (uint)((sqrt(8.0f * (float)e + 1.0f) - 1.0f) * 0.5f); /* e = c (c + 1) / 2 + d, d <= c */
+        while (c * (c + 1) / 2 > e) c--;
+        while ((c + 1) * (c + 2) / 2 <= e) c++;
+        const uint d = e - c * (c + 1) / 2;
+        const __global float *xr = base + (size_t)c * 2 * mp, *xi = xr + mp;
+        const __global float *yr = base + (size_t)d * 2 * mp, *yi = yr + mp;
+        float tr = 0.0f, ti = 0.0f;
+        for (uint j = 0; j < K; j++) {
+            const __global float *mk = mask + (size_t)j * mp;
+            ci_v ar = (ci_v)(0.0f), ai = ar;
+            for (int q = boff[j]; q < boff[j + 1]; q++) {
+                const uint b = (uint)blocks[q] * CI_VW;
+                const ci_v w = vload8(0, mk + b), pr = w * vload8(0, xr + b), pi_ = w * vload8(0, xi + b);
+                const ci_v qr = vload8(0, yr + b), qi = vload8(0, yi + b);
+                ar = fma(pr, qr, fma(pi_, qi, ar)); /* x conj(y) */
+                ai = fma(pi_, qr, fma(-pr, qi, ai));
+            }
+            const float er = ci_hsum(ar), ei = ci_hsum(ai);
+            const size_t t = (size_t)j * P + p;
+            __global float *s = S + ((t / CI_MW) * CI_C * CI_C + (size_t)c * CI_C + d) * 2 * CI_MW + t % CI_MW;
+            s[0] = er;
+            s[CI_MW] = ei;
+            tr += er;
+            ti += ei;
+        }
+        const size_t t = (size_t)K * P + p;
+        __global float *s = S + ((t / CI_MW) * CI_C * CI_C + (size_t)c * CI_C + d) * 2 * CI_MW + t % CI_MW;
+        s[0] = tr;
+        s[CI_MW] = ti;
+    }
+}

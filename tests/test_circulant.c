@@ -622,6 +622,77 @@ START_TEST(device_vs_reference)
 }
 END_TEST
 
+/* The GPU variant's work-group kernels (circ_shifted_inverse_wg: a work-group per matrix; circ_gram_g: per
+ * bin) against its one-matrix-per-work-item kernels (circulant.wg = 0): the same operations in the same
+ * order per entry, so the fit's features, objective and operators must agree bit for bit. Cases: C = 20
+ * (the 1-D case of perf/RESULTS.md's channel count; 45 matrices, so the last block of 16 has padding
+ * lanes), and C = 7, 2-D. The work-group path is also checked against the double reference (1e-4 of the
+ * largest feature, as device_vs_reference) so that agreeing with the other path is not the only check. */
+START_TEST(device_wg_same_bits)
+{
+    static const size_t cases[][8] = {{40, 1, 20, 1, 16, 1, 3, 4}, {12, 1, 7, 3, 5, 2, 2, 3}};
+    const size_t *cs = cases[_i];
+    size_t m = cs[0], Cin = cs[1], C = cs[2], H = cs[3], W = cs[4], kh = cs[5], kw = cs[6], K = cs[7], N = H * W;
+    int dims = H == 1 ? 1 : 2, L = 2;
+    tu_rng r;
+    tu_rng_seed(&r, 7000 + (uint64_t)_i);
+    double *X = malloc(m * Cin * N * sizeof *X), *Wt = malloc(C * Cin * kh * kw * sizeof *Wt);
+    double *Zr = malloc(m * C * N * sizeof *Zr);
+    int *y = malloc(m * sizeof *y);
+    for (size_t i = 0; i < m * Cin * N; i++) X[i] = tu_normal(&r);
+    for (size_t i = 0; i < C * Cin * kh * kw; i++) Wt[i] = tu_normal(&r) + 0.3;
+    for (size_t b = 0; b < m; b++) y[b] = (int)((b * 7) % K);
+    wbcl_ref_circ_lift(m, Cin, C, H, W, kh, kw, X, Wt, Zr);
+    ck_assert_int_eq(wbcl_ref_circ_fit(m, C, H, W, K, L, y, 0.5, 0.1, 50.0, Zr, NULL, NULL, NULL, NULL, NULL), 0);
+    size_t sx[4] = {m, Cin, H, W}, sw[4] = {C, Cin, kh, kw}, sz[4] = {m, C, H, W};
+    if (dims == 1) {
+        sx[2] = W;
+        sw[2] = kw;
+        sz[2] = W;
+    }
+    const size_t P = H * (W / 2 + 1), nz = m * C * N, nop = (K + 1) * P * C * C * 2;
+    float *Zh[2], *ops[2];
+    double h[2][3 * 2];
+    for (int v = 0; v < 2; v++) {
+        wbcl_context *ctx = variant_context(1);
+        ck_assert_int_eq(wbcl_context_set_param(ctx, "circulant.wg", v), WBCL_SUCCESS);
+        wbcl_tensor *Xd = upload_d(ctx, dims + 2, sx, X), *Wd = upload_d(ctx, dims + 2, sw, Wt),
+                    *Zd = empty_t(ctx, dims + 2, sz);
+        wbcl_circulant_params p = cparams(L, 50.0f);
+        wbcl_circulant *net = dfit(ctx, Xd, Wd, y, (int)K, &p, Zd);
+        Zh[v] = download(ctx, Zd);
+        ops[v] = malloc(L * nop * sizeof *ops[v]);
+        for (int l = 0; l < L; l++) {
+            float *o = ops[v] + l * nop;
+            ck_assert_int_eq(wbcl_circulant_read_layer(ctx, net, l, o, o + P * C * C * 2, NULL), WBCL_SUCCESS);
+            ck_assert_int_eq(wbcl_circulant_history(net, l, &h[v][3 * l], &h[v][3 * l + 1], &h[v][3 * l + 2]),
+                             WBCL_SUCCESS);
+        }
+        wbcl_circulant_destroy(net);
+        wbcl_tensor_destroy(Xd);
+        wbcl_tensor_destroy(Wd);
+        wbcl_tensor_destroy(Zd);
+        wbcl_context_destroy(ctx);
+    }
+    assert_normwise(Zh[1], Zr, nz, 1e-4, "features (work-group kernels)");
+    for (size_t i = 0; i < nz; i++)
+        ck_assert_msg(memcmp(&Zh[0][i], &Zh[1][i], sizeof(float)) == 0, "feature %zu: %.9g (circulant.wg 0) vs %.9g", i,
+                      (double)Zh[0][i], (double)Zh[1][i]);
+    for (size_t i = 0; i < L * nop; i++)
+        ck_assert_msg(memcmp(&ops[0][i], &ops[1][i], sizeof(float)) == 0, "operator entry %zu: %.9g vs %.9g", i,
+                      (double)ops[0][i], (double)ops[1][i]);
+    for (int i = 0; i < 3 * L; i++) ck_assert_msg(h[0][i] == h[1][i], "objective %d: %.9g vs %.9g", i, h[0][i], h[1][i]);
+    for (int v = 0; v < 2; v++) {
+        tu_guarded_free(Zh[v]);
+        free(ops[v]);
+    }
+    free(X);
+    free(Wt);
+    free(Zr);
+    free(y);
+}
+END_TEST
+
 /* The device path equals the dense block-circulant path: one layer on the device (features given directly,
  * no lifting) vs the dense time-domain layer of the reference (O((NC)^3) construction). Tolerance as above. */
 START_TEST(device_vs_dense)
@@ -1561,6 +1632,7 @@ static Suite *circulant_suite(void)
     tcase_add_loop_test(tc, device_vs_reference, 0, (int)(sizeof dev_runs / sizeof dev_runs[0]));
     tcase_add_loop_test(tc, device_vs_dense, 0, 2 * (int)(sizeof dense_cases / sizeof dense_cases[0]));
     tcase_add_loop_test(tc, device_norms_cancellation, 0, 2);
+    tcase_add_loop_test(tc, device_wg_same_bits, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("lifting");
     tcase_set_timeout(tc, 300);

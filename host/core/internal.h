@@ -42,6 +42,7 @@ typedef struct wbcl_params {
     int gemm_tiled_k; /* tiled GEMM: k per local-memory slice, 8, 16 or 32    */
     int gemm_tiled_db; /* tiled GEMM: 1 = two local-memory slices and float4 global loads where aligned */
     int gemm_backend; /* the GEMM backend a context uses unless set explicitly (gemm.backend) */
+    int circulant_wg; /* GPU variant, shift-invariant ReduNet: 1 = a work-group per matrix / bin (circulant.wg) */
 } wbcl_params;
 
 /* ---- tuned parameters (host/core/tuning.c; include/wbcl/tuning.h documents keys and files) ---- */

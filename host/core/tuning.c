@@ -50,6 +50,8 @@ static const pdesc registry[] = {
      "tiled GEMM: k per local-memory slice (WBCL_GT_TK)"},
     {"gemm.tiled.db", "gemm_tiled", K_RANGE, 0, 1, {0}, 0, 0, 0,
      "tiled GEMM: 1 = two local-memory slices, float4 global loads where aligned (WBCL_GT_DB)"},
+    {"circulant.wg", "circulant", K_RANGE, 0, 1, {0}, 0, 0, 0,
+     "GPU shift-invariant ReduNet: 1 a work-group per matrix (Cholesky) and per bin (Gram), 0 one per work-item"},
     {"attention.qb", "attention", K_RANGE, 1, 8, {0}, 0, 0, 1, "CPU fused attention: queries per register group"},
     {"attention.g", "attention", K_RANGE, 1, 4, {0}, 0, 0, 1, "CPU fused attention: register groups per work-item"},
     {"attention.vw", "attention", K_SET, 0, 0, {4, 8, 16, 0}, 0, 0, 1, "fused attention: accumulator vector width"},
@@ -529,6 +531,7 @@ static void resolve(const wbcl_context *ctx, const pdesc *d, size_t p, long *val
     else if (!strcmp(d->key, "gemm.backend")) pa = &a->gemm_backend, pb = &b->gemm_backend;
     else if (!strcmp(d->key, "gemm.tiled.tk")) pa = &a->gemm_tiled_k, pb = &b->gemm_tiled_k;
     else if (!strcmp(d->key, "gemm.tiled.db")) pa = &a->gemm_tiled_db, pb = &b->gemm_tiled_db;
+    else if (!strcmp(d->key, "circulant.wg")) pa = &a->circulant_wg, pb = &b->circulant_wg;
     else pa = &a->gemm_a_block_kib, pb = &b->gemm_a_block_kib;
     *dflt = *pa;
     *value = *pb;

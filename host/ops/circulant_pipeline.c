@@ -13,9 +13,11 @@
  * circ_shifted_inverse without inverse; the log-determinants are summed in
  * double on the host).
  * Leaving: circ_from_lanes, clFFT inverse, circ_real_normalize.
- * GPU-shaped contexts (ctx->variant) take the one-lane-per-work-item kernels for the per-frequency
- * Cholesky and the application (circ_shifted_inverse_g, circ_op_square_g, circ_norms_q_g, circ_update_g)
- * with more, shorter chunks of bins (wbcl__circulant_ws_alloc); the layouts and the other kernels are shared. */
+ * GPU-shaped contexts (ctx->variant) take a work-group per matrix for the per-frequency Cholesky
+ * (circ_shifted_inverse_wg) and per bin for the Gram matrices (circ_gram_g) where the device allows it (else
+ * circ_shifted_inverse_g, one matrix per work-item, and circ_gram), and the one-lane-per-work-item kernels for
+ * the application (circ_op_square_g, circ_norms_q_g, circ_update_g) with more, shorter chunks of bins
+ * (wbcl__circulant_ws_alloc); the layouts and the other kernels are shared. */
 #include "circulant_internal.h"
 
 #include <math.h>
@@ -56,6 +58,36 @@ static wbcl_status kern(wbcl_context *ctx, size_t C, const char *name, wbcl_kern
     char opt[32];
     snprintf(opt, sizeof opt, "-DCI_C=%zu", C);
     return wbcl__kernel(ctx, FAMILY, opt, name, k);
+}
+
+/* The GPU variant's work-group kernels (cl/circulant.cl): circ_shifted_inverse_wg takes exactly SHINV_WG
+ * work-items (reqd_work_group_size) and C^2 complex floats of local memory; circ_gram_g any size up to
+ * GRAM_WG (halved to the kernel's limit). */
+#define SHINV_WG 64
+#define GRAM_WG 128
+
+/* *k = kernel name and *wg = the work-group size to launch it with: want if exact, else the largest power of
+ * two <= want that the kernel allows, at least 32; *wg = 0 where the device cannot run it that way (local
+ * memory, work-group size): the caller takes its one-item-per-matrix kernel instead. */
+static wbcl_status wg_kernel(wbcl_context *ctx, size_t C, const char *name, size_t want, int exact, wbcl_kern **k,
+                             int *wg)
+{
+    *wg = 0;
+    if (!ctx->params.circulant_wg) return WBCL_SUCCESS;
+    size_t limit = 0;
+    cl_ulong lmem = 0;
+    wbcl_status st = kern(ctx, C, name, k);
+    if (!st) st = wbcl__kernel_wg_limit(ctx, *k, &limit);
+    if (st) return st;
+    cl_int e = clGetKernelWorkGroupInfo((*k)->kernel, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof lmem, &lmem, NULL);
+    if (e != CL_SUCCESS) return wbcl__cl_fail(ctx, e, "querying the local memory of kernel '%s'", name);
+    if (ctx->info.local_mem_size && lmem > ctx->info.local_mem_size) return WBCL_SUCCESS;
+    size_t w = want;
+    if (!exact)
+        while (w > 32 && w > limit) w /= 2;
+    if (w > limit) return WBCL_SUCCESS;
+    *wg = (int)w;
+    return WBCL_SUCCESS;
 }
 
 /* ---- workspace ------------------------------------------------------------------------------- */
@@ -329,7 +361,9 @@ wbcl_status wbcl__circulant_enq_gram(wbcl_context *ctx, ws *w, cl_mem mask, cl_m
     const geom *g = &w->g;
     wbcl_kern *k;
     wbcl_status st;
-    if ((st = kern(ctx, g->C, "circ_gram", &k))) return st;
+    int wg = 0; /* GPU: one bin per work-group (circ_gram_g), else one (bin, row) per work-item */
+    if (ctx->variant == WBCL_VARIANT_GPU && (st = wg_kernel(ctx, g->C, "circ_gram_g", GRAM_WG, 0, &k, &wg))) return st;
+    if (!wg && (st = kern(ctx, g->C, "circ_gram", &k))) return st;
     cl_uint ump = (cl_uint)w->mp, uP = (cl_uint)g->P, uK = (cl_uint)w->K;
     WBCL_ARG(ctx, k, 0, w->Vt);
     WBCL_ARG(ctx, k, 1, mask);
@@ -342,6 +376,10 @@ wbcl_status wbcl__circulant_enq_gram(wbcl_context *ctx, ws *w, cl_mem mask, cl_m
     cl_uint uso = (cl_uint)skip_off;
     WBCL_ARG(ctx, k, 8, skip);
     WBCL_ARG(ctx, k, 9, uso);
+    if (wg) {
+        size_t gl[1] = {g->P * (size_t)wg}, l[1] = {(size_t)wg};
+        return wbcl__launch(ctx, k, 1, gl, l);
+    }
     return launch1(ctx, k, g->P * g->C); /* (bin, row): all K classes, then group K as their sum */
 }
 
@@ -414,8 +452,10 @@ wbcl_status wbcl__circulant_enq_shinv(wbcl_context *ctx, ws *w, cl_mem alpha, cl
     const size_t nb = (w->K + 1) * g->P;
     wbcl_kern *k;
     wbcl_status st;
-    const int gpu = ctx->variant == WBCL_VARIANT_GPU; /* one matrix per work-item: circ_shifted_inverse_g */
-    if ((st = kern(ctx, g->C, gpu ? "circ_shifted_inverse_g" : "circ_shifted_inverse", &k))) return st;
+    const int gpu = ctx->variant == WBCL_VARIANT_GPU;
+    int wg = 0; /* GPU: one matrix per work-group where the device allows it, else one per work-item (_g) */
+    if (gpu && (st = wg_kernel(ctx, g->C, "circ_shifted_inverse_wg", SHINV_WG, 1, &k, &wg))) return st;
+    if (!wg && (st = kern(ctx, g->C, gpu ? "circ_shifted_inverse_g" : "circ_shifted_inverse", &k))) return st;
     cl_uint uP = (cl_uint)g->P, unb = (cl_uint)nb, want = M != NULL, uld = (cl_uint)ld_off, uinfo = (cl_uint)info_off;
     cl_mem out = M ? M : w->S; /* not written when want == 0 */
     WBCL_ARG(ctx, k, 0, w->S);
@@ -431,6 +471,10 @@ wbcl_status wbcl__circulant_enq_shinv(wbcl_context *ctx, ws *w, cl_mem alpha, cl
     cl_uint uso = (cl_uint)skip_off;
     WBCL_ARG(ctx, k, 10, skip);
     WBCL_ARG(ctx, k, 11, uso);
+    if (wg) { /* a work-group per matrix, the padding lanes of the last block of 16 included */
+        size_t gl[1] = {(nb + 15) / 16 * 16 * SHINV_WG}, l[1] = {SHINV_WG};
+        return wbcl__launch(ctx, k, 1, gl, l);
+    }
     return gpu ? launch1(ctx, k, (nb + 15) / 16 * 16)
                : launch_heavy(ctx, k, (nb + 15) / 16); /* 16 matrices per work-item */
 }
