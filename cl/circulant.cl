@@ -825,7 +825,11 @@ __kernel void circ_op_square_g(__global const float *ops, __global float *sq, co
 }
 
 /* circ_norms_q, one (lane l, class j, chunk of bins ch) per work-item: part[(ch K + j) mp + l] = sum over the
- * chunk's bins of v_l(p)^H Q'_{j,p} v_l(p), the same two sums (Re Q Re f and Im Q Im f) as there. */
+ * chunk's bins of v_l(p)^H Q'_{j,p} v_l(p), as the two sums (Re Q Re f and Im Q Im f) there. Rows i go in
+ * pairs (i, i + 1) that share each loaded v_k, k < i, with their own accumulators (four chains instead of
+ * two); the even rows' and the odd rows' sums are added at the end, so the rounding differs from
+ * circ_norms_q's row-by-row order (tests/test_circulant.c device_norms_cancellation checks the
+ * memberships in the regime where the quadratic form cancels). */
 __kernel void circ_norms_q_g(__global const float *Vt, __global const float *sq, __global float *part,
                              const uint mp, const uint P, const uint K, const uint pchunk)
 {
@@ -834,22 +838,66 @@ __kernel void circ_norms_q_g(__global const float *Vt, __global const float *sq,
                p0 = ch * pchunk;
     if (p0 >= P) return;
     const uint p1 = min(P, p0 + pchunk);
-    float a = 0.0f, b = 0.0f;
+    float a0 = 0.0f, b0 = 0.0f, a1 = 0.0f, b1 = 0.0f;
     for (uint p = p0; p < p1; p++) {
         const __global float *pb = Vt + (size_t)p * CI_C * 2 * mp + l;
         const __global float *Q = ci_op(sq, (size_t)j * P + p);
-        for (uint i = 0; i < CI_C; i++) {
+        uint i = 0;
+        for (; i + 2 <= CI_C; i += 2) {
+            const float xr = pb[(size_t)i * 2 * mp], xi = pb[((size_t)i * 2 + 1) * mp];
+            const float zr = pb[(size_t)(i + 1) * 2 * mp], zi = pb[((size_t)(i + 1) * 2 + 1) * mp];
+            for (uint k = 0; k < i; k++) {
+                const float yr = pb[(size_t)k * 2 * mp], yi = pb[((size_t)k * 2 + 1) * mp];
+                const float2 q = CI_OP(Q, i * CI_C + k), u = CI_OP(Q, (i + 1) * CI_C + k);
+                a0 = fma(q.x, fma(xr, yr, xi * yi), a0);  /* Re conj(v_i) v_k */
+                b0 = fma(q.y, fma(xr, yi, -(xi * yr)), b0); /* Im conj(v_i) v_k */
+                a1 = fma(u.x, fma(zr, yr, zi * yi), a1);
+                b1 = fma(u.y, fma(zr, yi, -(zi * yr)), b1);
+            }
+            a0 = fma(Q[(size_t)(i * CI_C + i) * CI_OS], fma(xr, xr, xi * xi), a0);
+            const float2 u = CI_OP(Q, (i + 1) * CI_C + i); /* row i + 1, k = i */
+            a1 = fma(u.x, fma(zr, xr, zi * xi), a1);
+            b1 = fma(u.y, fma(zr, xi, -(zi * xr)), b1);
+            a1 = fma(Q[(size_t)((i + 1) * CI_C + i + 1) * CI_OS], fma(zr, zr, zi * zi), a1);
+        }
+        if (i < CI_C) { /* the last row of an odd C */
             const float xr = pb[(size_t)i * 2 * mp], xi = pb[((size_t)i * 2 + 1) * mp];
             for (uint k = 0; k < i; k++) {
                 const float yr = pb[(size_t)k * 2 * mp], yi = pb[((size_t)k * 2 + 1) * mp];
                 const float2 q = CI_OP(Q, i * CI_C + k);
-                a = fma(q.x, fma(xr, yr, xi * yi), a);  /* Re conj(v_i) v_k */
-                b = fma(q.y, fma(xr, yi, -(xi * yr)), b); /* Im conj(v_i) v_k */
+                a0 = fma(q.x, fma(xr, yr, xi * yi), a0);
+                b0 = fma(q.y, fma(xr, yi, -(xi * yr)), b0);
             }
-            a = fma(Q[(size_t)(i * CI_C + i) * CI_OS], fma(xr, xr, xi * xi), a);
+            a0 = fma(Q[(size_t)(i * CI_C + i) * CI_OS], fma(xr, xr, xi * xi), a0);
         }
     }
-    part[((size_t)ch * K + j) * mp + l] = a - b;
+    part[((size_t)ch * K + j) * mp + l] = (a0 + a1) - (b0 + b1);
+}
+
+/* Rows r .. r + 3 of the operator M (batch-lane layout) times one lane's C-vector at pb (stride 2 mp), into
+ * g[0..3] (re, im): each row's sum in k order with the same fma nesting as a row alone, the four rows'
+ * sums interleaved (eight independent chains instead of two) and each x_k loaded once for the four. */
+static inline void ci_rows4_times(const __global float *M, const uint r, const __global float *pb, const uint mp,
+                                  float2 *g)
+{
+    float g0r = 0.0f, g0i = 0.0f, g1r = 0.0f, g1i = 0.0f, g2r = 0.0f, g2i = 0.0f, g3r = 0.0f, g3i = 0.0f;
+    for (uint k = 0; k < CI_C; k++) {
+        const float xr = pb[(size_t)k * 2 * mp], xi = pb[((size_t)k * 2 + 1) * mp];
+        const float2 a0 = CI_OP(M, r * CI_C + k), a1 = CI_OP(M, (r + 1) * CI_C + k),
+                     a2 = CI_OP(M, (r + 2) * CI_C + k), a3 = CI_OP(M, (r + 3) * CI_C + k);
+        g0r = fma(a0.x, xr, fma(-a0.y, xi, g0r));
+        g0i = fma(a0.x, xi, fma(a0.y, xr, g0i));
+        g1r = fma(a1.x, xr, fma(-a1.y, xi, g1r));
+        g1i = fma(a1.x, xi, fma(a1.y, xr, g1i));
+        g2r = fma(a2.x, xr, fma(-a2.y, xi, g2r));
+        g2i = fma(a2.x, xi, fma(a2.y, xr, g2i));
+        g3r = fma(a3.x, xr, fma(-a3.y, xi, g3r));
+        g3i = fma(a3.x, xi, fma(a3.y, xr, g3i));
+    }
+    g[0] = (float2)(g0r, g0i);
+    g[1] = (float2)(g1r, g1i);
+    g[2] = (float2)(g2r, g2i);
+    g[3] = (float2)(g3r, g3i);
 }
 
 /* Row r of the operator M (batch-lane layout) times one lane's C-vector at pb (stride 2 mp): (re, im). */
@@ -867,7 +915,9 @@ static inline float2 ci_row_times(const __global float *M, const uint r, const _
 
 /* circ_update, one (lane l, chunk of bins ch) per work-item: per bin u = v + eta (E v - sum_j coef_j C_j v)
  * (the operators are Hermitian: M^H v = M v) from Vt into Vo, and the chunk's weighted |u|^2 into
- * part[ch mp + l]. A class whose coefficient is 0 in this lane contributes exactly 0 and is skipped. */
+ * part[ch mp + l]. A class whose coefficient is 0 in this lane contributes exactly 0 and is skipped.
+ * Rows in tiles of four (ci_rows4_times), the rest one by one; every row's value is the same as one row
+ * at a time would give, and |u|^2 is summed over the rows in row order. */
 __kernel void circ_update_g(__global const float *Vt, __global float *Vo, __global const float *ops,
                             __global const float *coef, __global float *part, const float eta, const uint mp,
                             const uint P, const uint W, const uint Wh, const uint K, const uint pchunk)
@@ -883,7 +933,25 @@ __kernel void circ_update_g(__global const float *Vt, __global float *Vo, __glob
         __global float *ob = Vo + off;
         const __global float *Ep = ci_op(ops, (size_t)K * P + p);
         float s = 0.0f;
-        for (uint r = 0; r < CI_C; r++) {
+        uint r = 0;
+        for (; r + 4 <= CI_C; r += 4) {
+            float2 g[4], c[4];
+            ci_rows4_times(Ep, r, pb, mp, g);
+            for (uint j = 0; j < K; j++) {
+                const float cf = coef[(size_t)j * mp + l];
+                if (cf == 0.0f) continue;
+                ci_rows4_times(ci_op(ops, (size_t)j * P + p), r, pb, mp, c);
+                for (uint q = 0; q < 4; q++) g[q] = fma((float2)(-cf), c[q], g[q]);
+            }
+            for (uint q = 0; q < 4; q++) {
+                const float ur = fma(eta, g[q].x, pb[(size_t)(r + q) * 2 * mp]),
+                            ui = fma(eta, g[q].y, pb[((size_t)(r + q) * 2 + 1) * mp]);
+                s = fma(ur, ur, fma(ui, ui, s));
+                ob[(size_t)(r + q) * 2 * mp] = ur;
+                ob[((size_t)(r + q) * 2 + 1) * mp] = ui;
+            }
+        }
+        for (; r < CI_C; r++) {
             float2 g = ci_row_times(Ep, r, pb, mp);
             for (uint j = 0; j < K; j++) {
                 const float cf = coef[(size_t)j * mp + l];
@@ -898,6 +966,25 @@ __kernel void circ_update_g(__global const float *Vt, __global float *Vo, __glob
         tot = fma(ci_weight(p, W, Wh), s, tot);
     }
     part[(size_t)ch * mp + l] = tot;
+}
+
+/* circ_scale, one (lane l, chunk of bins ch) per work-item (the GPU variant's; circ_scale gives a work-item
+ * 16 lanes and a chunk): v <- v / max(|v|, 1e-8) over the chunk's bins, |v|^2 = the sum of the nch chunks'
+ * partial sums in chunk order, as there: the same values. */
+__kernel void circ_scale_g(__global float *Vo, __global const float *part, const uint mp, const uint P,
+                           const uint pchunk, const uint nch)
+{
+    const size_t gid = get_global_id(0);
+    const uint l = (uint)(gid % mp), ch = (uint)(gid / mp), p0 = ch * pchunk;
+    if (p0 >= P) return;
+    const uint p1 = min(P, p0 + pchunk);
+    float t = 0.0f;
+    for (uint c = 0; c < nch; c++) t += part[(size_t)c * mp + l];
+    const float inv = 1.0f / fmax(sqrt(t), 1e-8f);
+    for (uint p = p0; p < p1; p++) {
+        __global float *pb = Vo + (size_t)p * CI_C * 2 * mp + l;
+        for (uint i = 0; i < 2 * CI_C; i++) pb[(size_t)i * mp] *= inv;
+    }
 }
 
 /* circ_shifted_inverse, one matrix per work-item t < nb rounded up to 16 (the lanes past nb of the last

@@ -16,8 +16,9 @@
  * GPU-shaped contexts (ctx->variant) take a work-group per matrix for the per-frequency Cholesky
  * (circ_shifted_inverse_wg) and per bin for the Gram matrices (circ_gram_g) where the device allows it (else
  * circ_shifted_inverse_g, one matrix per work-item, and circ_gram), and the one-lane-per-work-item kernels for
- * the application (circ_op_square_g, circ_norms_q_g, circ_update_g) with more, shorter chunks of bins
- * (wbcl__circulant_ws_alloc); the layouts and the other kernels are shared. */
+ * the application (circ_op_square_g, circ_norms_q_g, circ_update_g, circ_scale_g) with more, shorter chunks
+ * of bins (wbcl__circulant_ws_alloc); the parameter circulant.wg = 0 keeps circ_shifted_inverse_g, circ_gram
+ * and circ_scale (the same results bit for bit). The layouts and the other kernels are shared. */
 #include "circulant_internal.h"
 
 #include <math.h>
@@ -518,7 +519,7 @@ wbcl_status wbcl__circulant_apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl
     const int gpu = ctx->variant == WBCL_VARIANT_GPU; /* one lane per work-item: the _g kernels */
     if ((st = kern(ctx, g->C, "circ_softmax", &ks)) ||
         (st = kern(ctx, g->C, gpu ? "circ_update_g" : "circ_update", &ku)) ||
-        (st = kern(ctx, g->C, "circ_scale", &kc)))
+        (st = kern(ctx, g->C, gpu && ctx->params.circulant_wg ? "circ_scale_g" : "circ_scale", &kc)))
         return st;
     const size_t nblk = w->mp / 16;
     cl_uint ump = (cl_uint)w->mp, uP = (cl_uint)g->P, uW = (cl_uint)g->W, uWh = (cl_uint)g->Wh, uK = (cl_uint)w->K,
@@ -583,7 +584,9 @@ wbcl_status wbcl__circulant_apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl
     WBCL_ARG(ctx, kc, 3, uP);
     WBCL_ARG(ctx, kc, 4, upc);
     WBCL_ARG(ctx, kc, 5, unch);
-    if ((st = launch_heavy(ctx, kc, nblk * w->nch))) return st;
+    if ((st = gpu && ctx->params.circulant_wg ? launch1(ctx, kc, w->mp * w->nch) /* (lane, chunk of bins) */
+                                              : launch_heavy(ctx, kc, nblk * w->nch))) /* (16 lanes, chunk) */
+        return st;
     cl_mem t = w->Vt;
     w->Vt = w->Vt2;
     w->Vt2 = t;

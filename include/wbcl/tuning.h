@@ -63,9 +63,10 @@
  *                      0 (default) = one slice, scalar loads
  *   circulant.wg       GPU-variant shift-invariant ReduNet: 1 (default) the per-frequency Cholesky with a
  *                      work-group of 64 per matrix (C^2 complex floats of local memory) and the Gram
- *                      matrices with a work-group per frequency bin, where the device allows it; 0 one
- *                      matrix (one matrix row) per work-item. Same results bit for bit; not tuned by
- *                      wbcl-tune (the CPU variant never reads it)
+ *                      matrices with a work-group per frequency bin, where the device allows it, and
+ *                      the normalization with a work-item per sample lane and chunk of bins; 0 one
+ *                      matrix (one matrix row; 16 lanes) per work-item. Same results bit for bit; not
+ *                      tuned by wbcl-tune (the CPU variant never reads it)
  *   attention.qb       CPU fused attention: queries per register group (-DWBCL_ATT_QB), 1..8
  *   attention.g        CPU fused attention: register groups per work-item (-DWBCL_ATT_G), 1..4
  *   attention.vw       fused attention accumulator vector width (-DWBCL_ATT_VW): 4, 8 or 16
