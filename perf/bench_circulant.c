@@ -19,6 +19,8 @@
  *                                           timed (wbcl_context_set_timing: each launch waited for),
  *                                           "profile KERNEL MS LAUNCHES" per layer, largest first
  *                                           (FFTs are clFFT's, not listed), and exits
+ *                                           --param KEY=VALUE: a kernel parameter for the context
+ *                                           (wbcl_context_set_param), e.g. circulant.wg=0 on a GPU
  *   bench_circulant --size C T [--layers L] [--reps N]
  *                                           as --case for a 1-D problem of C channels and length T
  *                                           (same m, K; the curve of the plot)
@@ -126,6 +128,8 @@ static void progress_noop(int layer, double dR, double R, double Rc, void *user)
 }
 static int every_layer; /* --every-layer */
 static int profile;     /* --profile */
+static const char *param_key; /* --param KEY=VALUE (one kernel parameter, wbcl_context_set_param) */
+static long param_value;
 
 static int run_case(const bcase *c, int layers, int reps)
 {
@@ -133,6 +137,11 @@ static int run_case(const bcase *c, int layers, int reps)
     char err[1024];
     if (wbcl_context_create(NULL, &ctx, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    if (param_key && wbcl_context_set_param(ctx, param_key, param_value)) {
+        fprintf(stderr, "bench_circulant: --param %s=%ld: %s\n", param_key, param_value, wbcl_context_last_error(ctx));
+        wbcl_context_destroy(ctx);
         return 1;
     }
     size_t m = K_CLASSES * PER, n = m * c->C * c->H * c->W;
@@ -299,7 +308,19 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--every-layer")) every_layer = 1;
         else if (!strcmp(argv[i], "--profile")) profile = 1;
-        else if (!strcmp(argv[i], "--dense") && i + 2 < argc) {
+        else if (!strcmp(argv[i], "--param") && i + 1 < argc) {
+            static char key[64];
+            const char *eq = strchr(argv[++i], '=');
+            char *end = NULL;
+            if (eq) param_value = strtol(eq + 1, &end, 10);
+            if (!eq || (size_t)(eq - argv[i]) >= sizeof key || !end || end == eq + 1 || *end) {
+                fprintf(stderr, "bench_circulant: --param wants KEY=INTEGER, got '%s'\n", argv[i]);
+                return 2;
+            }
+            memcpy(key, argv[i], (size_t)(eq - argv[i]));
+            key[eq - argv[i]] = '\0';
+            param_key = key;
+        } else if (!strcmp(argv[i], "--dense") && i + 2 < argc) {
             dC = (size_t)atol(argv[++i]);
             dT = (size_t)atol(argv[++i]);
         } else if (!strcmp(argv[i], "--size") && i + 2 < argc) {

@@ -10,7 +10,8 @@
 # circulant: run_redunet.sh and run_circulant.sh with the NumPy peer and the PyTorch peer on TORCH_PEER
 # (default cuda; perf/peers/redunet_torch.py, circulant_torch.py: issue 16's ReduNet targets) (STEP_PEERS, 90 s each);
 # redunet_profile: bench_redunet --profile, the vector ReduNet's device time per kernel and layer (60 s); profile:
-# bench_circulant's per-kernel device times, 1-D and 2-D (60 s); bench: wbcl-bench on the device, every
+# bench_circulant's per-kernel device times, 1-D and 2-D, then 1-D with circulant.wg=0 (the one-matrix-per-work-item
+# kernels, for the A/B) (60 s); bench: wbcl-bench on the device, every
 # operator verified against the double-precision reference, csv/json/svg (STEP_BENCH, 180 s).
 # tssa_test, tssa_bench, tssa_peer (issue 16): test_tssa run directly (150 s), bench_tssa --heads-core on
 # TSSA_SHAPES (default "8,12,4096,64;1,8,1024,64") for both kernel variants, then the GPU variant with
@@ -175,7 +176,7 @@ step redunet "${STEP_PEERS:-90}" redunet.log env OPENBLAS_NUM_THREADS="$(nproc)"
 step redunet_profile 60 redunet_profile.log sh -c "'$build/perf/bench_redunet' --case mnist --profile && '$build/perf/bench_redunet' --case small --profile"
 step circulant "${STEP_PEERS:-90}" circulant.log env OPENBLAS_NUM_THREADS="$(nproc)" TORCH_PEER="${TORCH_PEER:-cuda}" TORCH_PY="$py" \
   perf/run_circulant.sh "$build" 3
-step profile 60 profile.log sh -c "'$build/perf/bench_circulant' --case 1d --layers 5 --reps 3 --profile && '$build/perf/bench_circulant' --case 2d --layers 5 --reps 3 --profile"
+step profile 60 profile.log sh -c "'$build/perf/bench_circulant' --case 1d --layers 5 --reps 3 --profile && '$build/perf/bench_circulant' --case 2d --layers 5 --reps 3 --profile && echo '== circulant.wg=0 (one matrix per work-item)' && '$build/perf/bench_circulant' --case 1d --layers 5 --reps 3 --profile --param circulant.wg=0"
 step bench "${STEP_BENCH:-180}" bench.log "$build/tools/wbcl-bench" --device "$WBCL_DEVICE" --reps 5 --progress \
   --csv "$out/wbcl-bench.csv" --json "$out/wbcl-bench.json" --plot "$out/wbcl-bench.svg"
 grep -E "FAIL|unsupported|error" "$out/bench.log" 2>/dev/null | head -20
