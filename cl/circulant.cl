@@ -302,25 +302,31 @@ __kernel void circ_groups(__global const int *yhat, __global const int *valid, _
     for (uint l = 0; l < mp; l++)
         if (valid[l] >= 0 && yhat[l] != label[l]) eq = 0;
     same[same_off] = eq;
-    for (uint j = 0; j < K; j++) cnt[j] = 0;
-    for (uint l = 0; l < mp; l++) {
+    for (uint l = 0; l < mp; l++) { /* the mask: stores only */
         const int ok = valid[l] >= 0;
         const uint y = ok ? (uint)yhat[l] : K;
         for (uint j = 0; j < K; j++) mask[(size_t)j * mp + l] = (ok && y == j) ? 1.0f : 0.0f;
         mask[(size_t)K * mp + l] = ok ? 1.0f : 0.0f;
-        if (ok && y < K) cnt[y]++;
     }
+    /* the counts, block lists and alphas from yhat and valid, not read back from what this work-item just
+     * stored (on a GPU every such load waits for its store to reach the cache) */
     uint nq = 0;
     for (uint j = 0; j <= K; j++) {
         boff[j] = (int)nq;
+        uint n = 0;
         for (uint q = 0; q < mp / CI_VW; q++) {
-            float any = 0.0f;
-            for (uint l = q * CI_VW; l < (q + 1) * CI_VW; l++) any += mask[(size_t)j * mp + l];
-            if (any > 0.0f) blocks[nq++] = (int)q;
+            uint any = 0;
+            for (uint l = q * CI_VW; l < (q + 1) * CI_VW; l++)
+                any += valid[l] >= 0 && (j == K || (uint)yhat[l] == j);
+            n += any;
+            if (any) blocks[nq++] = (int)q;
+        }
+        if (j < K) {
+            cnt[j] = (int)n;
+            alpha[j] = n ? (float)CI_C / ((float)n * eps2) : 0.0f;
         }
     }
     boff[K + 1] = (int)nq;
-    for (uint j = 0; j < K; j++) alpha[j] = cnt[j] ? (float)CI_C / ((float)cnt[j] * eps2) : 0.0f;
     alpha[K] = (float)CI_C / ((float)m * eps2);
     if (eq) /* the true groups: the construction's alphas (host-rounded), so both give the same matrices */
         for (uint j = 0; j <= K; j++) alpha[j] = alpha_true[j];
@@ -801,7 +807,7 @@ __kernel void circ_scale(__global float *Vo, __global const float *part, const u
  * (coalesced) and the same matrix entry (one broadcast load). Measured on an H200 (perf/RESULTS.md). */
 
 /* circ_op_square, one (matrix t < nc, row r) per work-item: Q'_t[r][c] for c <= r, the same values and
- * layout (w_p on the diagonal, 2 w_p below it, a real diagonal). */
+ * layout (w_p on the diagonal, 2 w_p below it, a real diagonal); entries in pairs of columns. */
 __kernel void circ_op_square_g(__global const float *ops, __global float *sq, const uint nc, const uint P,
                                const uint W, const uint Wh)
 {
@@ -811,16 +817,31 @@ __kernel void circ_op_square_g(__global const float *ops, __global float *sq, co
     const __global float *A = ci_op(ops, t);
     __global float *Q = sq + (ci_op(sq, t) - sq);
     const float w = ci_weight(t % P, W, Wh);
-    for (uint c = 0; c <= r; c++) {
-        float sr = 0.0f, si = 0.0f;
+    uint c = 0;
+    for (; c < r; c += 2) { /* entries c and c + 1 (<= r) together: four chains, each a[k] loaded once */
+        const uint c1 = c + 1;
+        float sr = 0.0f, si = 0.0f, ur = 0.0f, ui = 0.0f;
+        for (uint k = 0; k < CI_C; k++) {
+            const float2 a = CI_OP(A, r * CI_C + k), b = CI_OP(A, k * CI_C + c), d = CI_OP(A, k * CI_C + c1);
+            sr = fma(a.x, b.x, fma(-a.y, b.y, sr));
+            si = fma(a.x, b.y, fma(a.y, b.x, si));
+            ur = fma(a.x, d.x, fma(-a.y, d.y, ur));
+            ui = fma(a.x, d.y, fma(a.y, d.x, ui));
+        }
+        Q[(size_t)(r * CI_C + c) * CI_OS] = 2.0f * w * sr;
+        Q[(size_t)(r * CI_C + c) * CI_OS + CI_MW] = 2.0f * w * si;
+        const float f = c1 == r ? w : 2.0f * w;
+        Q[(size_t)(r * CI_C + c1) * CI_OS] = f * ur;
+        Q[(size_t)(r * CI_C + c1) * CI_OS + CI_MW] = c1 == r ? 0.0f : f * ui;
+    }
+    if (c == r) { /* the diagonal, where r is even */
+        float sr = 0.0f;
         for (uint k = 0; k < CI_C; k++) {
             const float2 a = CI_OP(A, r * CI_C + k), b = CI_OP(A, k * CI_C + c);
             sr = fma(a.x, b.x, fma(-a.y, b.y, sr));
-            si = fma(a.x, b.y, fma(a.y, b.x, si));
         }
-        const float f = c == r ? w : 2.0f * w;
-        Q[(size_t)(r * CI_C + c) * CI_OS] = f * sr;
-        Q[(size_t)(r * CI_C + c) * CI_OS + CI_MW] = c == r ? 0.0f : f * si;
+        Q[(size_t)(r * CI_C + c) * CI_OS] = w * sr;
+        Q[(size_t)(r * CI_C + c) * CI_OS + CI_MW] = 0.0f;
     }
 }
 
