@@ -154,6 +154,62 @@ __kernel void circ_real_normalize(__global float *Z, const uint m, const uint n)
     for (uint i = 0; i < n; i++) z[i] *= inv;
 }
 
+/* GPU variant of the two normalizations above: a sample's norm from nchs partial sums, one work-item per
+ * (sample b, part q) taking the elements q, q + nchs, q + 2 nchs, ... (neighbouring work-items read
+ * neighbouring elements), then a second launch whose work-item (b, q) adds the sample's nchs partial sums
+ * in order and scales the same elements. Deterministic; the order of the sum differs from the one-pass
+ * kernels (rounding). part: m nchs floats. */
+__kernel void circ_spec_partial_g(__global const float2 *V, __global float *part, const uint m, const uint P,
+                                  const uint W, const uint Wh, const uint nchs)
+{
+    const size_t gid = get_global_id(0);
+    const uint b = (uint)(gid / nchs), q = (uint)(gid % nchs);
+    if (b >= m) return;
+    const __global float2 *v = V + (size_t)b * CI_C * P;
+    float s = 0.0f;
+    for (uint e = q; e < CI_C * P; e += nchs) s += ci_weight(e % P, W, Wh) * CABS2(v[e]);
+    part[gid] = s;
+}
+
+__kernel void circ_spec_scale_g(__global float2 *V, __global const float *part, const uint m, const uint P,
+                                const uint nchs, __global int *flag)
+{
+    const size_t gid = get_global_id(0);
+    const uint b = (uint)(gid / nchs), q = (uint)(gid % nchs);
+    if (b >= m) return;
+    float s = 0.0f;
+    for (uint i = 0; i < nchs; i++) s += part[(size_t)b * nchs + i];
+    if (q == 0 && !isfinite(s)) flag[0] = 1;
+    const float inv = 1.0f / fmax(sqrt(s), 1e-8f);
+    __global float2 *v = V + (size_t)b * CI_C * P;
+    for (uint e = q; e < CI_C * P; e += nchs) v[e] *= inv;
+}
+
+__kernel void circ_real_partial_g(__global const float *Z, __global float *part, const uint m, const uint n,
+                                  const uint nchs)
+{
+    const size_t gid = get_global_id(0);
+    const uint b = (uint)(gid / nchs), q = (uint)(gid % nchs);
+    if (b >= m) return;
+    const __global float *z = Z + (size_t)b * n;
+    float s = 0.0f;
+    for (uint i = q; i < n; i += nchs) s = fma(z[i], z[i], s);
+    part[gid] = s;
+}
+
+__kernel void circ_real_scale_g(__global float *Z, __global const float *part, const uint m, const uint n,
+                                const uint nchs)
+{
+    const size_t gid = get_global_id(0);
+    const uint b = (uint)(gid / nchs), q = (uint)(gid % nchs);
+    if (b >= m) return;
+    float s = 0.0f;
+    for (uint i = 0; i < nchs; i++) s += part[(size_t)b * nchs + i];
+    const float inv = 1.0f / fmax(sqrt(s), 1e-8f);
+    __global float *z = Z + (size_t)b * n;
+    for (uint i = q; i < n; i += nchs) z[i] *= inv;
+}
+
 /* ---- sample lanes ------------------------------------------------------------------------------
  * The per-frequency kernels read the spectra in a lane layout Vt (P, C, 2, mp): for every bin p and
  * channel c a plane of the mp real parts, then one of the mp imaginary parts. Sample b sits in lane
@@ -187,6 +243,23 @@ __kernel void circ_to_lanes(__global const float2 *V, __global float *Vt, __glob
         o[l] = v.x;
         o[mp + l] = v.y;
     }
+}
+
+/* circ_to_lanes, one element of Vt per work-item (the GPU variant's: lanes fastest, so the stores are
+ * contiguous; the loads gather the lane's sample): the same values. */
+__kernel void circ_to_lanes_g(__global const float2 *V, __global float *Vt, __global const int *sample_of,
+                              const uint P, const uint mp)
+{
+    const size_t gid = get_global_id(0);
+    if (gid >= (size_t)CI_C * P * mp) return;
+    const uint l = (uint)(gid % mp);
+    const size_t pc = gid / mp; /* p C + c */
+    const uint p = (uint)(pc / CI_C), c = (uint)(pc % CI_C);
+    const int b = sample_of[l];
+    const float2 v = b >= 0 ? V[((size_t)b * CI_C + c) * P + p] : (float2)(0.0f);
+    __global float *o = Vt + pc * 2 * mp;
+    o[l] = v.x;
+    o[mp + l] = v.y;
 }
 
 /* Vt -> V (m, C, P) float2; one element per work-item (p fastest: contiguous stores). */

@@ -1065,6 +1065,24 @@ START_TEST(device_bad_input)
     wbcl_tensor_destroy(X65);
     wbcl_tensor_destroy(Xnd);
     wbcl_context_destroy(ctx);
+    /* the GPU variant's own paths to the two numeric errors: the partial-sum normalization's non-finite flag
+     * (circ_spec_scale_g) and the work-group Cholesky's pivot record (circ_shifted_inverse_wg) */
+    ctx = variant_context(1);
+    Xd = upload_d(ctx, 3, sx, X);
+    Wd = upload_d(ctx, 3, sw, Wt);
+    Zd = empty_t(ctx, 3, sz);
+    Xnd = upload_d(ctx, 3, sx, Xn);
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xnd, Wd, y, 2, &p, NULL, NULL, Zd, &net), WBCL_ERROR_NUMERIC,
+                     "non-finite input");
+    ck_assert_ptr_null(net);
+    tu_assert_status(ctx, wbcl_circulant_fit(ctx, Xd, Wd, y, 2, &bad, NULL, NULL, Zd, &net), WBCL_ERROR_NUMERIC,
+                     "wbcl_circulant_fit: layer 1: I + a");
+    ck_assert_ptr_null(net);
+    wbcl_tensor_destroy(Xd);
+    wbcl_tensor_destroy(Wd);
+    wbcl_tensor_destroy(Zd);
+    wbcl_tensor_destroy(Xnd);
+    wbcl_context_destroy(ctx);
 }
 END_TEST
 

@@ -91,6 +91,14 @@ static wbcl_status wg_kernel(wbcl_context *ctx, size_t C, const char *name, size
     return WBCL_SUCCESS;
 }
 
+/* GPU variant: partial sums per sample of the two normalizations (circ_spec_partial_g, circ_real_partial_g),
+ * kept in w->part (nch mp floats; m <= mp, so up to nch per sample fit), at most 64. */
+static cl_uint norm_parts(const ws *w)
+{
+    size_t n = w->nch < 64 ? w->nch : 64;
+    return (cl_uint)(n ? n : 1);
+}
+
 /* ---- workspace ------------------------------------------------------------------------------- */
 
 void wbcl__circulant_ws_free(ws *w)
@@ -305,28 +313,49 @@ wbcl_status wbcl__circulant_enter(wbcl_context *ctx, const char *op, ws *w, int 
     wbcl_status st = wbcl__fft_forward(ctx, g->m * g->C, g->H, g->W, w->Zr, w->V);
     if (st) return st;
     if ((st = wbcl__fill_int(ctx, w->flag, 0, 1, "flag"))) return st;
-    wbcl_kern *k;
-    if ((st = kern(ctx, g->C, "circ_spec_normalize", &k))) return st;
-    cl_uint um = (cl_uint)g->m, uP = (cl_uint)g->P, uW = (cl_uint)g->W, uWh = (cl_uint)g->Wh;
-    WBCL_ARG(ctx, k, 0, w->V);
-    WBCL_ARG(ctx, k, 1, um);
-    WBCL_ARG(ctx, k, 2, uP);
-    WBCL_ARG(ctx, k, 3, uW);
-    WBCL_ARG(ctx, k, 4, uWh);
-    WBCL_ARG(ctx, k, 5, w->flag);
-    if (normalize && (st = launch1(ctx, k, g->m))) return st;
+    const int gpu = ctx->variant == WBCL_VARIANT_GPU;
+    cl_uint um = (cl_uint)g->m, uP = (cl_uint)g->P, uW = (cl_uint)g->W, uWh = (cl_uint)g->Wh, unchs = norm_parts(w);
+    if (normalize && gpu) { /* nchs partial sums per sample (w->part), then the scaling */
+        wbcl_kern *kp, *ks;
+        if ((st = kern(ctx, g->C, "circ_spec_partial_g", &kp)) || (st = kern(ctx, g->C, "circ_spec_scale_g", &ks)))
+            return st;
+        WBCL_ARG(ctx, kp, 0, w->V);
+        WBCL_ARG(ctx, kp, 1, w->part);
+        WBCL_ARG(ctx, kp, 2, um);
+        WBCL_ARG(ctx, kp, 3, uP);
+        WBCL_ARG(ctx, kp, 4, uW);
+        WBCL_ARG(ctx, kp, 5, uWh);
+        WBCL_ARG(ctx, kp, 6, unchs);
+        WBCL_ARG(ctx, ks, 0, w->V);
+        WBCL_ARG(ctx, ks, 1, w->part);
+        WBCL_ARG(ctx, ks, 2, um);
+        WBCL_ARG(ctx, ks, 3, uP);
+        WBCL_ARG(ctx, ks, 4, unchs);
+        WBCL_ARG(ctx, ks, 5, w->flag);
+        if ((st = launch1(ctx, kp, g->m * unchs)) || (st = launch1(ctx, ks, g->m * unchs))) return st;
+    } else if (normalize) {
+        wbcl_kern *k;
+        if ((st = kern(ctx, g->C, "circ_spec_normalize", &k))) return st;
+        WBCL_ARG(ctx, k, 0, w->V);
+        WBCL_ARG(ctx, k, 1, um);
+        WBCL_ARG(ctx, k, 2, uP);
+        WBCL_ARG(ctx, k, 3, uW);
+        WBCL_ARG(ctx, k, 4, uWh);
+        WBCL_ARG(ctx, k, 5, w->flag);
+        if ((st = launch1(ctx, k, g->m))) return st;
+    }
     int flag = 0;
     if (normalize && (st = wbcl__read_buf(ctx, w->flag, 0, sizeof flag, &flag, "flag"))) return st;
     if (flag) return wbcl__fail(ctx, WBCL_ERROR_NUMERIC, "%s: non-finite input (NaN or Inf in the signals or features, or an overflow)", op);
     wbcl_kern *kt;
-    if ((st = kern(ctx, g->C, "circ_to_lanes", &kt))) return st;
+    if ((st = kern(ctx, g->C, gpu ? "circ_to_lanes_g" : "circ_to_lanes", &kt))) return st;
     cl_uint ump = (cl_uint)w->mp;
     WBCL_ARG(ctx, kt, 0, w->V);
     WBCL_ARG(ctx, kt, 1, w->Vt);
     WBCL_ARG(ctx, kt, 2, w->valid); /* sample of each lane, -1: padding (written as 0) */
     WBCL_ARG(ctx, kt, 3, uP);
     WBCL_ARG(ctx, kt, 4, ump);
-    return launch1(ctx, kt, g->C * g->P);
+    return launch1(ctx, kt, gpu ? g->C * g->P * w->mp /* an element per work-item */ : g->C * g->P);
 }
 
 /* V -> Z = real(normalize(IFFT(V))) into dst (V is overwritten). */
@@ -346,8 +375,26 @@ wbcl_status wbcl__circulant_leave(wbcl_context *ctx, ws *w, cl_mem dst)
     if ((st = launch1(ctx, kf, g->m * g->C * g->P))) return st;
     if ((st = wbcl__fft_inverse(ctx, g->m * g->C, g->H, g->W, w->V, dst))) return st;
     wbcl_kern *k;
-    if ((st = kern(ctx, g->C, "circ_real_normalize", &k))) return st;
     cl_uint um = (cl_uint)g->m, un = (cl_uint)(g->C * g->N);
+    if (ctx->variant == WBCL_VARIANT_GPU) { /* partial sums per sample, then the scaling (as in enter) */
+        wbcl_kern *ks;
+        cl_uint unchs = norm_parts(w);
+        if ((st = kern(ctx, g->C, "circ_real_partial_g", &k)) || (st = kern(ctx, g->C, "circ_real_scale_g", &ks)))
+            return st;
+        WBCL_ARG(ctx, k, 0, dst);
+        WBCL_ARG(ctx, k, 1, w->part);
+        WBCL_ARG(ctx, k, 2, um);
+        WBCL_ARG(ctx, k, 3, un);
+        WBCL_ARG(ctx, k, 4, unchs);
+        WBCL_ARG(ctx, ks, 0, dst);
+        WBCL_ARG(ctx, ks, 1, w->part);
+        WBCL_ARG(ctx, ks, 2, um);
+        WBCL_ARG(ctx, ks, 3, un);
+        WBCL_ARG(ctx, ks, 4, unchs);
+        if ((st = launch1(ctx, k, g->m * unchs))) return st;
+        return launch1(ctx, ks, g->m * unchs);
+    }
+    if ((st = kern(ctx, g->C, "circ_real_normalize", &k))) return st;
     WBCL_ARG(ctx, k, 0, dst);
     WBCL_ARG(ctx, k, 1, um);
     WBCL_ARG(ctx, k, 2, un);
