@@ -1300,6 +1300,12 @@ static inline __attribute__((always_inline)) void la_chol_small(const __global f
     barrier(CLK_LOCAL_MEM_FENCE);
     int fail = -1;
     float fval = 0.0f;
+    /* BLOCKED: row i's finished entries go out four columns at a time (one 16-byte store per work-item
+     * every fourth step instead of a 4-byte store every step, 32 rows per warp either way) where row
+     * starts are 16-byte aligned (buffers are; the offsets and ld are checked here, uniformly) and n is
+     * a multiple of 4 (the blocked factorization's diagonal blocks when its n is); else one by one */
+    const int st4 = BLOCKED && ((off_l | (ulong)ldl | stride_l | (ulong)n) & 3ul) == 0ul;
+    float4 lq = (float4)(0.0f);
     for (uint k = 0; k < n; k++) {
         __local float4 *ck4 = c + (k & 1u) * (NMAX / 2u);
         __local float *ck = (__local float *)ck4;
@@ -1313,7 +1319,17 @@ static inline __attribute__((always_inline)) void la_chol_small(const __global f
         }
         const float f = i > k ? ci * (1.0f / d) : 0.0f, s = sqrt(d);
         if (BLOCKED) {
-            if (i < n) l[(ulong)i * ldl + k] = i == k ? s : (i > k ? ci * (1.0f / s) : 0.0f);
+            const float lv = i == k ? s : (i > k ? ci * (1.0f / s) : 0.0f);
+            if (st4) {
+                const uint kk = k & 3u;
+                lq.s0 = kk == 0u ? lv : lq.s0;
+                lq.s1 = kk == 1u ? lv : lq.s1;
+                lq.s2 = kk == 2u ? lv : lq.s2;
+                lq.s3 = kk == 3u ? lv : lq.s3;
+                if (i < n && kk == 3u) *(__global float4 *)(l + (ulong)i * ldl + (k - 3u)) = lq;
+            } else if (i < n) {
+                l[(ulong)i * ldl + k] = lv;
+            }
         } else if (i < n && i >= k) {
             tile[i * TS + k] = i == k ? s : ci * (1.0f / s);
         }
