@@ -494,7 +494,7 @@ START_TEST(out_of_limit_values_are_reported_and_ignored)
     /* local memory: 2 * 256 keys * p 4096 floats = 8 MiB of K/V tiles, beyond any device's half */
     snprintf(text, sizeof text,
              "%sgemm.mr = %ld\ngemm.mr = 3\ngemm.nr = 24\ncore.wg = %zu\nreduce.wg = 48\nattention.p64.vw = 5\n"
-             "attention.p4096.bk = 256\nattention.p0.qb = 2\nattention.g = 9\ngemm.a_block_kib = 12x\n"
+             "attention.p4096.bk = 256\nattention.p0.qb = 2\nattention.g = 17\ngemm.a_block_kib = 12x\n"
              "no.such.key = 1\n",
              hdr, mr, d->max_work_group_size + 1);
     snprintf(path, sizeof path, "%s/limits.txt", tmpdir);
@@ -509,7 +509,7 @@ START_TEST(out_of_limit_values_are_reported_and_ignored)
     const char *notes = wbcl_context_tuning_notes(ctx);
     const char *keys[] = {"'gemm.mr' given twice", "'gemm.nr' = 24", "'core.wg'", "'reduce.wg' = 48",
                           "'attention.p64.vw' = 5", "'attention.p4096.bk' = 256", "'attention.p0.qb'",
-                          "'attention.g' = 9", "'gemm.a_block_kib' = '12x'", "'no.such.key'", "local memory",
+                          "'attention.g' = 17", "'gemm.a_block_kib' = '12x'", "'no.such.key'", "local memory",
                           "maximum work-group size", "power of two"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         ck_assert_msg(strstr(notes, keys[i]) != NULL, "notes lack \"%s\":\n%s", keys[i], notes);

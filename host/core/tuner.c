@@ -296,8 +296,8 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
         static const long t[][2] = {{64, 32}, {32, 32}, {128, 32}, {64, 16}, {128, 16}, {256, 16}, {64, 64}, {32, 64}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], 0);
     } else {
-        static const long t[][3] = {{4, 2, 16}, {4, 1, 16}, {4, 4, 16}, {2, 2, 16}, {2, 4, 16}, {3, 2, 16},
-                                    {5, 2, 16}, {6, 1, 16}, {2, 2, 8},  {4, 2, 8},  {1, 4, 16}};
+        static const long t[][3] = {{4, 4, 16}, {4, 8, 16}, {4, 16, 16}, {4, 2, 16}, {2, 8, 16}, {4, 1, 16},
+                                    {2, 4, 16}, {3, 4, 16}, {5, 4, 16}, {6, 2, 16}, {4, 4, 8},  {1, 8, 16}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], t[i][2]);
     }
     if (f->backend == WBCL_GEMM_CLBLAST || f->backend == WBCL_GEMM_TILED || !strcmp(f->name, "gemm backend")) {

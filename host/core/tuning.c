@@ -53,7 +53,7 @@ static const pdesc registry[] = {
     {"circulant.wg", "circulant", K_RANGE, 0, 1, {0}, 0, 0, 0,
      "GPU shift-invariant ReduNet: 1 a work-group per matrix (Cholesky) and per bin (Gram), 0 one per work-item"},
     {"attention.qb", "attention", K_RANGE, 1, 8, {0}, 0, 0, 1, "CPU fused attention: queries per register group"},
-    {"attention.g", "attention", K_RANGE, 1, 4, {0}, 0, 0, 1, "CPU fused attention: register groups per work-item"},
+    {"attention.g", "attention", K_RANGE, 1, 16, {0}, 0, 0, 1, "CPU fused attention: register groups per work-item"},
     {"attention.vw", "attention", K_SET, 0, 0, {4, 8, 16, 0}, 0, 0, 1, "fused attention: accumulator vector width"},
     {"attention.bq", "attention", K_POW2, 1, 1 << 16, {0}, 1, 0, 1, "GPU fused attention: queries per work-group"},
     {"attention.bk", "attention", K_RANGE, 1, 256, {0}, 0, 0, 1, "GPU fused attention: keys per local-memory tile"},

@@ -40,6 +40,27 @@ static const struct { const char *name; const char *text; } tables[] = {
      "attention.p64.qb = 4\n"
      "attention.p64.g = 4\n"
      "attention.p64.vw = 16\n"},
+    /* the project's machine of 2026-11-27: PoCL 3.1 (Debian) on 2 cores of a Xeon that reports no clock in
+     * its name (48 KB L1d, 2 MB L2 per core, AVX-512 with FP16: a newer part than the one above);
+     * `wbcl-tune --op attention --budget 360 --reps 5` on a quiet machine (perf/RESULTS.md, sixth
+     * session): G = 16 (64 queries share each K/V block) 1.12x at N = 4096, 0.97x at N = 197; the
+     * paired run against PyTorch SDPA gave G = 16 1.00-1.01x, G = 4 0.93-0.96x there */
+    {"pocl-3.1-skylake-avx512-xeon-48k-l1",
+     "# wbcl kernel parameter table (include/wbcl/tuning.h)\n"
+     "# written by wbcl-tune (budget 360 s, 5 call(s) per shape)\n"
+     "# attention: qb=4 g=16 vw=16 (default qb=4 g=4 vw=16)\n"
+     "#   BK 48 N 197 p 64: default 3.153 ms, tuned 3.241 ms, x0.973\n"
+     "#   BK 8 N 1024 p 64: default 8.881 ms, tuned 8.876 ms, x1.001\n"
+     "#   BK 4 N 4096 p 64: default 78.153 ms, tuned 69.730 ms, x1.121\n"
+     "format = wbcl-tuning-1\n"
+     "device = pthread-skylake-avx512-Intel(R) Xeon(R) Processor\n"
+     "vendor = GenuineIntel\n"
+     "driver = 3.1+debian\n"
+     "variant = cpu\n"
+     "wbcl = 0.1.0\n"
+     "attention.p64.qb = 4\n"
+     "attention.p64.g = 16\n"
+     "attention.p64.vw = 16\n"},
     {NULL, NULL},
 };
 

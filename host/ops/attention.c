@@ -67,9 +67,13 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
      * 32 vector registers of AVX-512 for p <= 64 */
     const size_t pp = (p + (size_t)v[2] - 1) / (size_t)v[2] * (size_t)v[2], nv = pp / (size_t)v[2];
     v[0] = nv <= 4 ? 4 : nv <= 8 ? 2 : 1;
-    /* two register groups per work-item: each 32-key block of K and V is used twice from L1
-     * (perf/RESULTS.md: G = 1, 2, 4 within noise at n = 4096, p = 48; 2 halves the K/V traffic) */
-    v[1] = 2;
+    /* four register groups per work-item: each 32-key block of K and V (16 KB at p = 64) is used four
+     * times from L1, with the groups' queries and accumulators (1 KB each at p = 64) beside it.
+     * Measured against G = 2 at B1 K8 N4096 p64 (perf/RESULTS.md): 1.16x in wbcl-tune on the earlier
+     * Xeon (32 KB L1, the shipped table), 1.10x on the 48 KB-L1 Xeon of 2026-11-27, where G = 8 and 16
+     * ran faster still (1.14x, 1.18x): those go in per-device tables, G = 4 keeps the working set
+     * within a 32 KB L1 */
+    v[1] = 4;
     /* GPU: 64 queries per work-group (or the device's maximum), K and V tiles of BK keys
      * within half the local memory */
     size_t bq = 64;

@@ -68,7 +68,7 @@
  *                      matrix (one matrix row; 16 lanes) per work-item. Same results bit for bit; not
  *                      tuned by wbcl-tune (the CPU variant never reads it)
  *   attention.qb       CPU fused attention: queries per register group (-DWBCL_ATT_QB), 1..8
- *   attention.g        CPU fused attention: register groups per work-item (-DWBCL_ATT_G), 1..4
+ *   attention.g        CPU fused attention: register groups per work-item (-DWBCL_ATT_G), 1..16
  *   attention.vw       fused attention accumulator vector width (-DWBCL_ATT_VW): 4, 8 or 16
  *   attention.bq       GPU fused attention: queries per work-group (-DWBCL_ATT_BQ), a power of two
  *                      <= device max
