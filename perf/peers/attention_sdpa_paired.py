@@ -15,8 +15,18 @@ for its device). Run with a Python that has torch, numpy and the wbcl package:
 kernel for p = 32 and 64; include/wbcl/tuning.h lists the keys).
 """
 import argparse
+import os
 import statistics
 import time
+
+# Both libraries run in this process, calls alternating. PyTorch's OpenMP (libgomp) threads keep spinning
+# after a call (OMP_WAIT_POLICY unset: spin a while, then sleep) and take the cores from the wbcl call that
+# follows: on the 2-core machine wbcl's 1024^3 GEMM ran 189 GFLOP/s beside ACTIVE, 218 beside the default
+# and 281 beside PASSIVE, while torch's own matmul and SDPA times did not move (perf/RESULTS.md, sixth
+# session). So idle threads sleep unless the caller sets the policy (before torch is imported). Not in
+# models_torch.py: a forward is many short torch calls, and PASSIVE made those slower (ToST-T batch 1 at 2
+# threads 20 -> 50 ms), which would flatter wbcl.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np
 import torch
@@ -68,7 +78,8 @@ def run_shape(a, dev, B, K, N, p):
         }
         print("wbcl device: %s%s; shape B%d K%d N%d p%d; torch %s on %s" % (
             ctx.device["name"], "".join(" " + kv for kv in a.param), B, K, N, p, torch.__version__,
-            torch.cuda.get_device_name(dev) if cuda else "cpu, %d threads" % a.threads))
+            torch.cuda.get_device_name(dev) if cuda else
+            "cpu, %d threads, OMP_WAIT_POLICY=%s" % (a.threads, os.environ["OMP_WAIT_POLICY"])))
         for name, (fw, ft, frac) in cases.items():
             ow = fw()
             ctx.finish()

@@ -13,8 +13,18 @@ packed, clblast, tiled); --param KEY=VALUE sets a kernel parameter first (repeat
         [--param gemm.tiled.tk=16]
 """
 import argparse
+import os
 import statistics
 import time
+
+# Both libraries run in this process, calls alternating. PyTorch's OpenMP (libgomp) threads keep spinning
+# after a call (OMP_WAIT_POLICY unset: spin a while, then sleep) and take the cores from the wbcl call that
+# follows: on the 2-core machine wbcl's 1024^3 GEMM ran 189 GFLOP/s beside ACTIVE, 218 beside the default
+# and 281 beside PASSIVE, while torch's own matmul and SDPA times did not move (perf/RESULTS.md, sixth
+# session). So idle threads sleep unless the caller sets the policy (before torch is imported). Not in
+# models_torch.py: a forward is many short torch calls, and PASSIVE made those slower (ToST-T batch 1 at 2
+# threads 20 -> 50 ms), which would flatter wbcl.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np
 import torch
@@ -46,7 +56,8 @@ def main():
             ctx.set_param(key, int(value))
         print("wbcl device: %s (%s variant); torch %s on %s%s" % (
             ctx.device["name"], ctx.device["variant"], torch.__version__,
-            torch.cuda.get_device_name(dev) if cuda else "cpu", "" if cuda else ", %d threads" % a.threads))
+            torch.cuda.get_device_name(dev) if cuda else "cpu",
+            "" if cuda else ", %d threads, OMP_WAIT_POLICY=%s" % (a.threads, os.environ["OMP_WAIT_POLICY"])))
         for size in a.sizes.split(","):
             dims = [int(x) for x in size.split("x")]
             if len(dims) == 1:
