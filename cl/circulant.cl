@@ -12,9 +12,10 @@
  * CPU-shaped (PERF-NOTES.md): every work-item owns a register tile (the application: 4 matrix
  * rows x 16 samples in float16 lanes; the Gram: 1 x 4 entries x 8 lanes; the Cholesky: 16 matrices in
  * float16 lanes), no local memory, no barriers, no atomics on data; sums in a fixed order (deterministic
- * results). GPU-shaped contexts use scalar variants of the per-frequency Cholesky and of the application
- * (the _g kernels at the end: one matrix or one sample lane per work-item, the same layouts and the same
- * operations); the lifting has its own pair. Both variants are tested on PoCL and on an NVIDIA H200.
+ * results). GPU-shaped contexts use the kernels at the end: a work-group per matrix for the per-frequency
+ * Cholesky and per bin for the Gram matrices (_wg, _g), one sample lane per work-item for the application
+ * (_g), partial sums for the normalizations, the same layouts; the lifting has its own pair. Both variants
+ * are tested on PoCL; the one-item-per-matrix GPU kernels (circulant.wg = 0) also on an NVIDIA H200.
  * The Cholesky follows the real kernel of cl/linalg.cl (Crout by columns, the first bad pivot
  * recorded once per batch entry as info[2b] = pivot index, info[2b+1] = its float bits) with the
  * complex operations c - a conj(b), |a|^2 and division by the real pivot. OpenCL C 1.2. */
