@@ -1082,6 +1082,20 @@ __kernel void circ_scale_g(__global float *Vo, __global const float *part, const
     }
 }
 
+/* M[r][c] = a (sr + i si) and M[c][r] its conjugate (the diagonal real), M in the batch-lane layout at
+ * the matrix's lane: the inverse kernels' last step. */
+static inline void ci_store_m(__global float *Mq, const uint r, const uint c, const float a, const float sr,
+                              const float si)
+{
+    const float mr = a * sr, mi = c == r ? 0.0f : a * si;
+    Mq[((size_t)r * CI_C + c) * 2 * CI_MW] = mr;
+    Mq[((size_t)r * CI_C + c) * 2 * CI_MW + CI_MW] = mi;
+    if (c != r) {
+        Mq[((size_t)c * CI_C + r) * 2 * CI_MW] = mr;
+        Mq[((size_t)c * CI_C + r) * 2 * CI_MW + CI_MW] = -mi;
+    }
+}
+
 /* circ_shifted_inverse, one matrix per work-item t < nb rounded up to 16 (the lanes past nb of the last
  * block get A = I and M = 0, as there): the same operations in the same order on one lane. */
 #define CG_RE(X, i, k) (X)[((size_t)(i) * CI_C + (k)) * 2 * CI_MW]
@@ -1161,13 +1175,7 @@ __kernel void circ_shifted_inverse_g(__global float *S, __global const float *al
                 sr = fma(ar, br, fma(ai, bi, sr));
                 si = fma(ai, br, fma(-ar, bi, si));
             }
-            const float mr = a * sr, mi = c == r ? 0.0f : a * si;
-            CG_RE(Mq, r, c) = mr;
-            CG_IM(Mq, r, c) = mi;
-            if (c != r) {
-                CG_RE(Mq, c, r) = mr;
-                CG_IM(Mq, c, r) = -mi;
-            }
+            ci_store_m(Mq, r, c, a, sr, si);
         }
 }
 #undef CG_RE
@@ -1279,13 +1287,7 @@ circ_shifted_inverse_wg(__global float *S, __global const float *alpha, const ui
                 sr = fma(x.x, y.x, fma(x.y, y.y, sr));
                 si = fma(x.y, y.x, fma(-x.x, y.y, si));
             }
-            const float mr = a * sr, mi = c == r ? 0.0f : a * si;
-            CG_RE(Mq, r, c) = mr;
-            CG_IM(Mq, r, c) = mi;
-            if (c != r) {
-                CG_RE(Mq, c, r) = mr;
-                CG_IM(Mq, c, r) = -mi;
-            }
+            ci_store_m(Mq, r, c, a, sr, si);
         }
 }
 #undef CW
