@@ -62,7 +62,7 @@ att_opts() { # p variant
   while [ $bk -gt 1 ] && [ $(( bk * p * 2 * 4 )) -gt $(( lm / 2 )) ]; do bk=$(( bk / 2 )); done
   # the CPU variant's programs leave the register-tiled GPU kernels out (host/ops/attention.c options)
   local nt=""; case "$2:$p" in cpu:32|cpu:64|cpu:96|cpu:128) nt=" -DWBCL_ATT_NO_TILED=1" ;; esac
-  echo "-DWBCL_ATT_P=$p -DWBCL_ATT_PP=$pp -DWBCL_ATT_VW=$vw -DWBCL_ATT_QB=$qb -DWBCL_ATT_G=2 -DWBCL_ATT_BQ=64 -DWBCL_ATT_BK=$bk$nt"
+  echo "-DWBCL_ATT_P=$p -DWBCL_ATT_PP=$pp -DWBCL_ATT_VW=$vw -DWBCL_ATT_QB=$qb -DWBCL_ATT_G=4 -DWBCL_ATT_BQ=64 -DWBCL_ATT_BK=$bk$nt"
 }
 
 specs() { # family variant -> one line per extra option set ("-" = none)
