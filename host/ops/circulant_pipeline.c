@@ -46,6 +46,13 @@ static wbcl_status launch1(wbcl_context *ctx, wbcl_kern *k, size_t global)
     return wbcl__launch(ctx, k, 1, g, l);
 }
 
+/* groups work-groups of wg work-items each (the GPU variant's work-group kernels). */
+static wbcl_status launch_groups(wbcl_context *ctx, wbcl_kern *k, size_t groups, size_t wg)
+{
+    size_t g[1] = {groups * wg}, l[1] = {wg};
+    return wbcl__launch(ctx, k, 1, g, l);
+}
+
 /* The application kernels have few, heavy work-items (one per 8 samples, or per class and 8 samples):
  * small work-groups let the runtime spread them over all compute units. */
 static wbcl_status launch_heavy(wbcl_context *ctx, wbcl_kern *k, size_t global)
@@ -381,18 +388,16 @@ wbcl_status wbcl__circulant_leave(wbcl_context *ctx, ws *w, cl_mem dst)
         cl_uint unchs = norm_parts(w);
         if ((st = kern(ctx, g->C, "circ_real_partial_g", &k)) || (st = kern(ctx, g->C, "circ_real_scale_g", &ks)))
             return st;
-        WBCL_ARG(ctx, k, 0, dst);
-        WBCL_ARG(ctx, k, 1, w->part);
-        WBCL_ARG(ctx, k, 2, um);
-        WBCL_ARG(ctx, k, 3, un);
-        WBCL_ARG(ctx, k, 4, unchs);
-        WBCL_ARG(ctx, ks, 0, dst);
-        WBCL_ARG(ctx, ks, 1, w->part);
-        WBCL_ARG(ctx, ks, 2, um);
-        WBCL_ARG(ctx, ks, 3, un);
-        WBCL_ARG(ctx, ks, 4, unchs);
-        if ((st = launch1(ctx, k, g->m * unchs))) return st;
-        return launch1(ctx, ks, g->m * unchs);
+        wbcl_kern *pass[2] = {k, ks}; /* the same arguments, one launch after the other */
+        for (int i = 0; i < 2; i++) {
+            WBCL_ARG(ctx, pass[i], 0, dst);
+            WBCL_ARG(ctx, pass[i], 1, w->part);
+            WBCL_ARG(ctx, pass[i], 2, um);
+            WBCL_ARG(ctx, pass[i], 3, un);
+            WBCL_ARG(ctx, pass[i], 4, unchs);
+            if ((st = launch1(ctx, pass[i], g->m * unchs))) return st;
+        }
+        return WBCL_SUCCESS;
     }
     if ((st = kern(ctx, g->C, "circ_real_normalize", &k))) return st;
     WBCL_ARG(ctx, k, 0, dst);
@@ -424,10 +429,7 @@ wbcl_status wbcl__circulant_enq_gram(wbcl_context *ctx, ws *w, cl_mem mask, cl_m
     cl_uint uso = (cl_uint)skip_off;
     WBCL_ARG(ctx, k, 8, skip);
     WBCL_ARG(ctx, k, 9, uso);
-    if (wg) {
-        size_t gl[1] = {g->P * (size_t)wg}, l[1] = {(size_t)wg};
-        return wbcl__launch(ctx, k, 1, gl, l);
-    }
+    if (wg) return launch_groups(ctx, k, g->P, (size_t)wg);
     return launch1(ctx, k, g->P * g->C); /* (bin, row): all K classes, then group K as their sum */
 }
 
@@ -519,10 +521,7 @@ wbcl_status wbcl__circulant_enq_shinv(wbcl_context *ctx, ws *w, cl_mem alpha, cl
     cl_uint uso = (cl_uint)skip_off;
     WBCL_ARG(ctx, k, 10, skip);
     WBCL_ARG(ctx, k, 11, uso);
-    if (wg) { /* a work-group per matrix, the padding lanes of the last block of 16 included */
-        size_t gl[1] = {(nb + 15) / 16 * 16 * SHINV_WG}, l[1] = {SHINV_WG};
-        return wbcl__launch(ctx, k, 1, gl, l);
-    }
+    if (wg) return launch_groups(ctx, k, (nb + 15) / 16 * 16, SHINV_WG); /* padding lanes of the last block too */
     return gpu ? launch1(ctx, k, (nb + 15) / 16 * 16)
                : launch_heavy(ctx, k, (nb + 15) / 16); /* 16 matrices per work-item */
 }
@@ -564,9 +563,10 @@ wbcl_status wbcl__circulant_apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl
     wbcl_kern *ks, *ku, *kc;
     wbcl_status st;
     const int gpu = ctx->variant == WBCL_VARIANT_GPU; /* one lane per work-item: the _g kernels */
+    const int scale_g = gpu && ctx->params.circulant_wg; /* circulant.wg = 0: circ_scale, 16 lanes per item */
     if ((st = kern(ctx, g->C, "circ_softmax", &ks)) ||
         (st = kern(ctx, g->C, gpu ? "circ_update_g" : "circ_update", &ku)) ||
-        (st = kern(ctx, g->C, gpu && ctx->params.circulant_wg ? "circ_scale_g" : "circ_scale", &kc)))
+        (st = kern(ctx, g->C, scale_g ? "circ_scale_g" : "circ_scale", &kc)))
         return st;
     const size_t nblk = w->mp / 16;
     cl_uint ump = (cl_uint)w->mp, uP = (cl_uint)g->P, uW = (cl_uint)g->W, uWh = (cl_uint)g->Wh, uK = (cl_uint)w->K,
@@ -631,7 +631,7 @@ wbcl_status wbcl__circulant_apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl
     WBCL_ARG(ctx, kc, 3, uP);
     WBCL_ARG(ctx, kc, 4, upc);
     WBCL_ARG(ctx, kc, 5, unch);
-    if ((st = gpu && ctx->params.circulant_wg ? launch1(ctx, kc, w->mp * w->nch) /* (lane, chunk of bins) */
+    if ((st = scale_g ? launch1(ctx, kc, w->mp * w->nch) /* (lane, chunk of bins) */
                                               : launch_heavy(ctx, kc, nblk * w->nch))) /* (16 lanes, chunk) */
         return st;
     cl_mem t = w->Vt;
