@@ -544,8 +544,8 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
     const wbcl_gemm_backend own_backend = wbcl_context_gemm_backend(ctx);
     if (own_backend != WBCL_GEMM_PACKED && (all || !strcmp(o->family, "gemm")))
         LOG("note: GEMM runs on %s on this device by default; the gemm family tunes wbcl's packed kernel\n"
-            "      (selected with wbcl_context_set_gemm_backend), the clblast family CLBlast's parameters,\n"
-            "      the gemm_tiled family wbcl's tiled kernel\n",
+            "      (selected with wbcl_context_set_gemm_backend; only with --op gemm on this device), the\n"
+            "      clblast family CLBlast's parameters, the gemm_tiled family wbcl's tiled kernel\n",
             own_backend == WBCL_GEMM_TILED ? "wbcl's tiled kernel" : "CLBlast");
     LOG("wbcl-tune: device '%s' (%s, driver %s), %s variant, budget %.0f s, %d timed call(s) per shape\n"
         "  (wall-clock medians; on a machine shared with other work the figures move with its load)\n",
@@ -554,7 +554,9 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
     family fams[7];
     memset(fams, 0, sizeof fams);
     int nf = 0;
-    if (all || !strcmp(o->family, "gemm")) {
+    /* wbcl's packed kernel: where it is the device's GEMM (CPUs), or when asked for by name (the
+     * whole sweep's budget is shared by its families: none goes to a kernel the device does not use) */
+    if ((all && own_backend == WBCL_GEMM_PACKED) || (o->family && !strcmp(o->family, "gemm"))) {
         family *f = gemm_family(fams, &nf, "gemm", WBCL_GEMM_PACKED);
         f->keys[0] = "gemm.mr", f->keys[1] = "gemm.nr";
         f->nkeys = 2;

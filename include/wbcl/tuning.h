@@ -189,9 +189,10 @@ typedef struct wbcl_tune_opts {
 } wbcl_tune_opts;
 
 /* Sweeps the tunable parameters of the device's kernels, family by family, starting from the
- * built-in defaults (whatever table the device has): GEMM (gemm.mr x gemm.nr register tiles,
- * then gemm.a_block_kib with the winning tile; every later family is measured on top of the
- * earlier winners), on GPUs or when named ("clblast", "gemm_tiled", "gemm_backend"): CLBlast's
+ * built-in defaults (whatever table the device has): where the packed kernel is the device's
+ * GEMM (CPUs) or when named ("gemm"), its gemm.mr x gemm.nr register tiles, then gemm.a_block_kib
+ * with the winning tile (every later family is measured on top of the earlier winners); on GPUs or
+ * when named ("clblast", "gemm_tiled", "gemm_backend"): CLBlast's
  * Xgemm set and threshold, the tiled GEMM's gemm.tiled.tile x gemm.tiled.tk x gemm.tiled.db,
  * then gemm.backend (each backend with those winners, on the same shapes); and
  * fused attention for head dimension 64 (attention.p64.qb, .g, .vw on the CPU variant;
