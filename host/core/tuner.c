@@ -422,9 +422,65 @@ typedef struct result {
     int tried, rejected, wrong, untried, kept_default;
 } result;
 
-static wbcl_status sweep(wbcl_context *ctx, family *f, double deadline, int reps, FILE *out, result *r)
+/* The run's state: the context (replaced when a candidate leaves it unusable), the families and
+ * their results so far. */
+typedef struct session {
+    wbcl_context *ctx;
+    const wbcl_tune_opts *o;
+    family *fams;
+    result *res;
+    int cur;                        /* the family being swept */
+    wbcl_gemm_backend own_backend;  /* the device's GEMM backend by default */
+    int revived;                    /* contexts replaced */
+} session;
+
+/* The GEMM backend a family is measured on: its own (GEMM families), the table's choice (the
+ * backend family), else the device's. */
+static wbcl_gemm_backend family_backend(const family *f, wbcl_gemm_backend own)
+{
+    return !strcmp(f->name, "gemm backend") ? WBCL_GEMM_AUTO : f->backend ? f->backend : own;
+}
+
+/* After a candidate failed: does the context still work (the default's check, then a finish)?
+ * A candidate can leave it unusable: a kernel built with it that faults (an access out of
+ * bounds at a shape the check did not use) makes NVIDIA's driver fail every later call of the
+ * context with CL_INVALID_COMMAND_QUEUE, and every later build. Then a new context on the same
+ * device replaces it, with the built-in defaults and the earlier families' winners set again,
+ * and the sweep goes on (the old context's CLBlast programs stay in CLBlast's cache until the
+ * process ends). 0 if the context works or was replaced by one that does. */
+static wbcl_status revive(session *ss, FILE *tlog)
+{
+    family *f = &ss->fams[ss->cur];
+    double err = 0;
+    wbcl_status st = set_cand(ss->ctx, f, f->cand[0], f->cand[0]);
+    if (!st) st = f->check(ss->ctx, &err);
+    if (!st) st = wbcl_context_finish(ss->ctx);
+    if (!st) return WBCL_SUCCESS;
+    LOG("  the context fails since (%s): a new one on the same device\n", wbcl_context_last_error(ss->ctx));
+    free_shapes(f); /* the shapes' tensors: made again in the new context when first timed */
+    wbcl_context_destroy(ss->ctx);
+    ss->ctx = NULL;
+    char why[512] = "";
+    if ((st = wbcl_context_create(ss->o->device, &ss->ctx, why, sizeof why))) {
+        LOG("  wbcl-tune: a new context failed: %s\n", why);
+        ss->ctx = NULL;
+        return st;
+    }
+    wbcl_context_reset_params(ss->ctx);
+    for (int i = 0; i < ss->cur; i++) set_cand(ss->ctx, &ss->fams[i], ss->res[i].best, ss->fams[i].cand[0]);
+    wbcl_context_set_gemm_backend(ss->ctx, family_backend(f, ss->own_backend));
+    ss->revived++;
+    if (!(st = set_cand(ss->ctx, f, f->cand[0], f->cand[0])) && !(st = f->check(ss->ctx, &err)))
+        st = wbcl_context_finish(ss->ctx);
+    if (st) LOG("  wbcl-tune: the new context fails too: %s\n", wbcl_context_last_error(ss->ctx));
+    return st;
+}
+
+static wbcl_status sweep(session *ss, double deadline, int reps, FILE *out, result *r)
 {
     FILE *tlog = out;
+    family *f = &ss->fams[ss->cur];
+    wbcl_context *ctx = ss->ctx;
     memset(r, 0, sizeof *r);
     double tv[MAX_SHAPES], td[MAX_SHAPES], best_score = 1.0, margin = WIN_MARGIN;
     char cs[320];
@@ -450,8 +506,10 @@ static wbcl_status sweep(wbcl_context *ctx, family *f, double deadline, int reps
             else LOG("  [%2d/%d] %-24s WRONG RESULTS: error %.3g against the reference (bound %.1g): rejected\n",
                      c + 1, f->ncand, cs, err, f->tol);
             if (c == 0) return st ? st : WBCL_ERROR_NUMERIC; /* the defaults themselves: stop */
-            r->wrong++;
-            set_cand(ctx, f, dflt, dflt);
+            if (st) r->rejected++;
+            else r->wrong++;
+            if ((st = revive(ss, tlog))) return st;
+            ctx = ss->ctx;
             continue;
         }
         if (c == 0) { /* the default against itself: the noise floor of the pairing */
@@ -470,6 +528,8 @@ static wbcl_status sweep(wbcl_context *ctx, family *f, double deadline, int reps
         if (st) {
             LOG("  [%2d/%d] %-24s failed while timing: %s\n", c + 1, f->ncand, cs, wbcl_context_last_error(ctx));
             r->rejected++;
+            if ((st = revive(ss, tlog))) return st;
+            ctx = ss->ctx;
             continue;
         }
         r->tried++;
@@ -484,6 +544,15 @@ static wbcl_status sweep(wbcl_context *ctx, family *f, double deadline, int reps
     }
     /* the winner against the default once more, interleaved: it must hold its lead */
     wbcl_status st = time_paired(ctx, f, r->best, dflt, reps, tv, td);
+    if (st && memcmp(r->best, dflt, sizeof r->best)) {
+        cand_str(f, r->best, cs, sizeof cs);
+        LOG("  %s failed when measured again (%s): the default is kept\n", cs, wbcl_context_last_error(ctx));
+        if ((st = revive(ss, tlog))) return st;
+        ctx = ss->ctx;
+        memcpy(r->best, dflt, sizeof r->best);
+        r->kept_default = 1;
+        st = time_paired(ctx, f, dflt, dflt, reps, tv, td);
+    }
     if (st) return st;
     if (memcmp(r->best, dflt, sizeof r->best) && !(score_of(f, tv, td) > sqrt(margin))) {
         cand_str(f, r->best, cs, sizeof cs);
@@ -611,21 +680,24 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
     char summary[4096] = "";
     size_t sn = 0;
     int failed = 0;
+    session ss = {ctx, o, fams, res, 0, own_backend, 0};
     for (int i = 0; i < nf && !failed; i++) {
         family *f = &fams[i];
         /* the backend family leaves the choice to its key (AUTO: gemm.backend decides) */
-        wbcl_context_set_gemm_backend(ctx, !strcmp(f->name, "gemm backend") ? WBCL_GEMM_AUTO
-                                           : f->backend                     ? f->backend
-                                                                            : own_backend);
+        wbcl_context_set_gemm_backend(ctx, family_backend(f, own_backend));
         setup_family(ctx, f, o->quick);
         /* the budget left is shared evenly by the families still to sweep */
         const double deadline = now_s() + (o->budget_s - (now_s() - t0)) / (nf - i);
         LOG("%s: %d candidate(s) over %d shape(s); checks against the double reference first\n", f->name, f->ncand,
             f->nshapes);
-        st = sweep(ctx, f, deadline, reps, tlog, &res[i]);
+        ss.cur = i;
+        st = sweep(&ss, deadline, reps, tlog, &res[i]);
+        ctx = ss.ctx; /* a new one if a candidate left the old one unusable */
         if (st) {
             LOG("wbcl-tune: %s: the defaults fail (%s): nothing written\n", f->name,
-                st == WBCL_ERROR_NUMERIC ? "wrong results" : wbcl_context_last_error(ctx));
+                st == WBCL_ERROR_NUMERIC ? "wrong results"
+                : ctx                    ? wbcl_context_last_error(ctx)
+                                         : "no working context");
             failed = 1;
         } else
             set_cand(ctx, f, res[i].best, f->cand[0]); /* later families measure on top of it */
@@ -651,6 +723,12 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
                 sn += (size_t)snprintf(summary + sn, sizeof summary - sn, "  %s: default %.3f ms, tuned %.3f ms, x%.3f\n",
                                        f->shapes[s].label, r->def_ms[s], r->best_ms[s], r->def_ms[s] / r->best_ms[s]);
             }
+        }
+        if (ss.revived && sn < sizeof summary) {
+            LOG("  note: %d time(s) a candidate left the context unusable and a new one took its place\n", ss.revived);
+            sn += (size_t)snprintf(summary + sn, sizeof summary - sn,
+                                   "%d time(s) a candidate left the context unusable (a new one took its place)\n",
+                                   ss.revived);
         }
         char comment[4608];
         snprintf(comment, sizeof comment, "written by wbcl-tune (budget %.0f s, %d call(s) per shape%s)\n%s", o->budget_s,
