@@ -12,8 +12,9 @@
  *   wbcl_chol_panel / wbcl_chol_trsm_g   rows below it: X <- X L11^-T
  *   wbcl_chol_syrk_g                     GPU: right-looking trailing update (lower triangle)
  *   wbcl_chol_r128_g, wbcl_chol_upd_g    GPU, lookahead form: diagonal block (a row per
- *                                        work-item); update tiles split by the next block
+ *   (wbcl_chol_upd128_g)                 work-item); update tiles split by the next block
  *                                        column, the next panel's solve beside the rest
+ *                                        (by 128 x 128 tiles for large trailing blocks)
  *   wbcl_chol_s32_g / wbcl_chol_s64_g    GPU: batches of n <= 32 / 64, a row per work-item
  *                                        (they write every matrix's status: no clearing)
  *   wbcl_trsm_inv / wbcl_trsm_cols_wg    X <- L11^-1 X or L11^-T X (solves)
@@ -1130,6 +1131,92 @@ static inline __attribute__((always_inline)) void la_syrk_tile(const __global fl
     la_syrk_store(cm, ld, m, i0 + 4 * ty + 3, c0, acc3);
 }
 
+/* One 128 x 128 tile ti, tj of the same update (wbcl_chol_upd128_g): 16 x 16 work-items of
+ * 8 x 8 outputs (rows 64 g + 4 ty + r, columns 64 h + 4 tx + c; g, h < 2, r, c < 4), P in
+ * slices of 8 along p through local memory (transposed), the next slice read into registers
+ * during the FMAs of the current one: per slice step two float4 reads of As (shared by the 16
+ * work-items of a row: broadcast) and two of Bs (16 consecutive float4 across tx) feed 64 FMAs,
+ * where the 64 x 64 tile's 4 x 4 blocks get 16 (the shape of wbcl_gemm_tiled at 128 x 128 x 8).
+ * The slice loads: work-item t reads row t / 8 + 32 q, column t % 8 (8 work-items a row's 32
+ * bytes); the transposed stores As[t % 8][t / 8 + 32 q] hit 32 distinct banks per warp. */
+#define LA_ST2 128
+#define LA_SK2 8
+static inline __attribute__((always_inline)) void la_syrk_tile128(const __global float *p, __global float *cm,
+                                                                  const uint ld, const uint m, const uint kb,
+                                                                  const uint ti, const uint tj,
+                                                                  __local float (*As)[LA_ST2 + 4],
+                                                                  __local float (*Bs)[LA_ST2 + 4])
+{
+    const uint tx = get_local_id(0), ty = get_local_id(1), t = ty * LA_GT + tx;
+    const uint i0 = ti * LA_ST2, j0 = tj * LA_ST2;
+    float4 c00 = 0.0f, c01 = 0.0f, c02 = 0.0f, c03 = 0.0f, c10 = 0.0f, c11 = 0.0f, c12 = 0.0f, c13 = 0.0f;
+    float4 d00 = 0.0f, d01 = 0.0f, d02 = 0.0f, d03 = 0.0f, d10 = 0.0f, d11 = 0.0f, d12 = 0.0f, d13 = 0.0f;
+    const uint lr = t / LA_SK2, lk = t % LA_SK2;
+    float pa[4], pb[4];
+    const __global float *ra = p + (ulong)(i0 + lr) * ld + lk, *rb = p + (ulong)(j0 + lr) * ld + lk;
+    const ulong step = (ulong)32 * ld;
+#pragma unroll
+    for (uint q = 0; q < 4; q++) {
+        const uint rr = lr + 32 * q;
+        pa[q] = i0 + rr < m && lk < kb ? ra[q * step] : 0.0f;
+        pb[q] = j0 + rr < m && lk < kb ? rb[q * step] : 0.0f;
+    }
+    for (uint k0 = 0; k0 < kb; k0 += LA_SK2) {
+#pragma unroll
+        for (uint q = 0; q < 4; q++) {
+            As[lk][lr + 32 * q] = pa[q];
+            Bs[lk][lr + 32 * q] = pb[q];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const uint kk = k0 + LA_SK2 + lk;
+        if (k0 + LA_SK2 < kb) {
+            ra += LA_SK2;
+            rb += LA_SK2;
+#pragma unroll
+            for (uint q = 0; q < 4; q++) {
+                const uint rr = lr + 32 * q;
+                pa[q] = i0 + rr < m && kk < kb ? ra[q * step] : 0.0f;
+                pb[q] = j0 + rr < m && kk < kb ? rb[q * step] : 0.0f;
+            }
+        }
+        /* not unrolled: full unrolling hoists the local reads (155 registers on sm_90, one
+         * work-group per SM), by 2 or 4 gives 130; 125 this way (two work-groups per SM; a
+         * form without the register prefetch: 123) */
+#pragma unroll 1
+        for (uint sk = 0; sk < LA_SK2; sk++) {
+            const float4 a0 = vload4(0, &As[sk][4 * ty]), a1 = vload4(0, &As[sk][64 + 4 * ty]);
+            const float4 b0 = vload4(0, &Bs[sk][4 * tx]), b1 = vload4(0, &Bs[sk][64 + 4 * tx]);
+            c00 = fma((float4)a0.s0, b0, c00), c01 = fma((float4)a0.s1, b0, c01);
+            c02 = fma((float4)a0.s2, b0, c02), c03 = fma((float4)a0.s3, b0, c03);
+            c10 = fma((float4)a0.s0, b1, c10), c11 = fma((float4)a0.s1, b1, c11);
+            c12 = fma((float4)a0.s2, b1, c12), c13 = fma((float4)a0.s3, b1, c13);
+            d00 = fma((float4)a1.s0, b0, d00), d01 = fma((float4)a1.s1, b0, d01);
+            d02 = fma((float4)a1.s2, b0, d02), d03 = fma((float4)a1.s3, b0, d03);
+            d10 = fma((float4)a1.s0, b1, d10), d11 = fma((float4)a1.s1, b1, d11);
+            d12 = fma((float4)a1.s2, b1, d12), d13 = fma((float4)a1.s3, b1, d13);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    /* c: rows i0 + 4 ty + r; d: rows i0 + 64 + 4 ty + r; c?0 / d?0 columns j0 + 4 tx, c1? / d1? + 64 */
+    const uint ia = i0 + 4 * ty, ib = ia + 64, ca = j0 + 4 * tx, cb = ca + 64;
+    la_syrk_store(cm, ld, m, ia, ca, c00);
+    la_syrk_store(cm, ld, m, ia + 1, ca, c01);
+    la_syrk_store(cm, ld, m, ia + 2, ca, c02);
+    la_syrk_store(cm, ld, m, ia + 3, ca, c03);
+    la_syrk_store(cm, ld, m, ia, cb, c10);
+    la_syrk_store(cm, ld, m, ia + 1, cb, c11);
+    la_syrk_store(cm, ld, m, ia + 2, cb, c12);
+    la_syrk_store(cm, ld, m, ia + 3, cb, c13);
+    la_syrk_store(cm, ld, m, ib, ca, d00);
+    la_syrk_store(cm, ld, m, ib + 1, ca, d01);
+    la_syrk_store(cm, ld, m, ib + 2, ca, d02);
+    la_syrk_store(cm, ld, m, ib + 3, ca, d03);
+    la_syrk_store(cm, ld, m, ib, cb, d10);
+    la_syrk_store(cm, ld, m, ib + 1, cb, d11);
+    la_syrk_store(cm, ld, m, ib + 2, cb, d12);
+    la_syrk_store(cm, ld, m, ib + 3, cb, d13);
+}
+
 __kernel void wbcl_chol_syrk_g(__global float *L, const ulong off_p, const ulong off_c, const ulong stride,
                                const uint ld, const uint m, const uint kb, const uint kb2, __global int *info,
                                const uint pivot_base, __local float *T)
@@ -1171,7 +1258,8 @@ __kernel void wbcl_chol_syrk_g(__global float *L, const ulong off_p, const ulong
  *           columns 0 .. kb2 - 1; 16 rows each) against the next diagonal
  *           block, factored by then (C's first kb2 rows and columns), as
  *           wbcl_chol_trsm_g does; the others take the tiles of tile columns
- *           >= c2 (columns >= 64 c2 >= kb2: disjoint from that panel).
+ *           >= c2 (columns >= 64 c2 >= kb2: disjoint from that panel);
+ * (wbcl_chol_upd128_g: mode 1 with the rest by 128 x 128 tiles.)
  * buf: local memory of max(kb2 (kb2 + 1) / 2 + 16 (kb2 + 1), 2 * 16 * 68)
  * floats, the triangle and rows of the solve or the two tiles of the update.
  * global: (16 groups, 16 batch), local: (16, 16). */
@@ -1206,6 +1294,35 @@ __kernel void wbcl_chol_upd_g(__global float *L, const ulong off_p, const ulong 
     __local float(*As)[LA_ST + 4] = (__local float(*)[LA_ST + 4])buf;
     la_syrk_tile(L + off_p + (ulong)b * stride, L + off_c + (ulong)b * stride, ld, m, kb, ti, tj, As,
                  As + LA_SK);
+}
+
+/* wbcl_chol_upd_g's mode 1 with the rest of the update by 128 x 128 tiles (la_syrk_tile128) of
+ * the lower triangle of C's rows and columns >= 64 c2 (nt2 = ceil((m - 64 c2) / 128) tile rows):
+ * the host's choice for large trailing blocks (GPU_UPD128_MIN), four times the FMAs per local
+ * read. A kernel of its own, so that the 64-tile modes keep their register count (ptxas sm_90:
+ * the 8 x 8 outputs per work-item take about 150 registers, one work-group per SM).
+ * Work-groups 0 .. ntr - 1 solve the next panel as in mode 1; buf as wbcl_chol_upd_g's (the
+ * two slices, 2 * 8 * 132 floats, fit in its 2 * 16 * 68).
+ * global: (16 (ntr + nt2 (nt2 + 1) / 2), 16 batch), local: (16, 16). */
+__kernel __attribute__((reqd_work_group_size(16, 16, 1))) void wbcl_chol_upd128_g(__global float *L, const ulong off_p, const ulong off_c, const ulong stride,
+                                 const uint ld, const uint m, const uint kb, const uint kb2, const uint mode,
+                                 const uint ntr, __local float *buf)
+{
+    const uint b = get_group_id(1), g = get_group_id(0);
+    const uint col0 = LA_ST * ((kb2 + LA_ST - 1u) / LA_ST);
+    if (g < ntr) {
+        la_trsm_rows(L, off_c, stride, ld, L, off_c + (ulong)kb2 * ld, stride, ld, kb2, m - kb2, g, b, buf,
+                     buf + kb2 * (kb2 + 1u) / 2u);
+        return;
+    }
+    const uint tt = g - ntr;
+    uint ti = (uint)((sqrt(8.0f * (float)tt + 1.0f) - 1.0f) * 0.5f);
+    while (ti > 0 && LA_TRI(ti) > tt) ti--;
+    while (LA_TRI(ti + 1) <= tt) ti++;
+    __local float(*As)[LA_ST2 + 4] = (__local float(*)[LA_ST2 + 4])buf;
+    la_syrk_tile128(L + off_p + (ulong)b * stride + (ulong)col0 * ld,
+                    L + off_c + (ulong)b * stride + (ulong)col0 * ld + col0, ld, m - col0, kb, ti, tt - LA_TRI(ti),
+                    As, As + LA_SK2);
 }
 
 /* L = tril(A) (L may be A): the strict upper triangle zeroed once before the

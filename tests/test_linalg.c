@@ -511,6 +511,16 @@ START_TEST(cholesky_gpu_blocks)
     ck_assert_int_eq(setenv("WBCL_LA_LOOKAHEAD", "0", 1), 0);
     check_blocked(WBCL_VARIANT_GPU, "gpu syrk_g form", sizes, sizeof sizes / sizeof *sizes, 24, 300);
     unsetenv("WBCL_LA_LOOKAHEAD");
+    /* the rest of each update by 128 x 128 tiles (wbcl_chol_upd128_g, by default from 2048
+     * rows): in every round (threshold 0: partial tiles at 131, 263, 300, 385), then at n = 700
+     * with threshold 300, rounds of both kinds in one factorization (rests of 444 and 316 rows by
+     * 128 tiles, 188 and 60 by 64 tiles) */
+    ck_assert_int_eq(setenv("WBCL_LA_UPD128_MIN", "0", 1), 0);
+    check_blocked(WBCL_VARIANT_GPU, "gpu 128 tiles", sizes, sizeof sizes / sizeof *sizes, 26, 385);
+    ck_assert_int_eq(setenv("WBCL_LA_UPD128_MIN", "300", 1), 0);
+    static const size_t mixed[] = {700};
+    check_blocked(WBCL_VARIANT_GPU, "gpu 128 tiles from 300 rows", mixed, 1, 27, 700);
+    unsetenv("WBCL_LA_UPD128_MIN");
     wbcl_context *ctx = tu_context();
     ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
     tu_rng r;

@@ -34,7 +34,8 @@
  *    the trailing update's tiles in the next block column, the next diagonal
  *    block, and the next panel's solve in the same launch as the rest of the
  *    update (wbcl_chol_upd_g modes 0 and 1, wbcl_chol_r128_g), so that the
- *    solve overlaps the bulk of the update.
+ *    solve overlaps the bulk of the update; that bulk goes by 128 x 128 tiles
+ *    (wbcl_chol_upd128_g) where it has at least GPU_UPD128_MIN rows.
  *  - the syrk_g form (WBCL_LA_LOOKAHEAD=0, or where the GEMM rounds below are
  *    on): L = tril(A) once, the first
  *    diagonal block (wbcl_chol_blk_g, one work-group per matrix), then per
@@ -123,6 +124,13 @@
  * factor; the GEMM rounds serialize it). The environment variable
  * WBCL_LA_GEMM_MIN sets it (0: every round through the GEMM). */
 #define GPU_GEMM_MIN ((size_t)-1)
+/* GPU Cholesky, lookahead form: the rest of a round's trailing update goes by 128 x 128 tiles
+ * (wbcl_chol_upd128_g: 8 x 8 outputs per work-item) where it has at least GPU_UPD128_MIN
+ * rows (from 2048 rows on there are at least 136 such tiles, one per compute unit of the
+ * largest GPUs), else by 64 x 64 tiles (mode 1: four times as many work-groups for the
+ * smaller blocks). The environment variable WBCL_LA_UPD128_MIN sets it (0: always the
+ * 128 tiles; a huge value: never), for A/B measurements. */
+#define GPU_UPD128_MIN ((size_t)2048)
 /* Panel height of the packed L and block of wbcl_chol_upd (LA_UC of
  * cl/linalg.cl). */
 #define PK_UC 32
@@ -180,6 +188,8 @@ typedef struct la_run {
     cl_mem P;
     size_t stride_p;
     int pack;
+    /* GPU: smallest rest of a trailing update done by 128 x 128 tiles (GPU_UPD128_MIN) */
+    size_t upd128_min;
     /* GPU: smallest trailing block updated through the GEMM (GPU_GEMM_MIN) */
     size_t gemm_min;
     /* GPU: the lookahead form of the blocked factorization (chol_gpu_ahead); 0: the
@@ -669,6 +679,7 @@ static wbcl_status diag_r128(la_run *r, wbcl_kern *k, cl_mem L, size_t off, size
  *   2. the next diagonal block factored                 wbcl_chol_r128_g
  *   3. the panel below it solved, and in the same launch the rest of the
  *      trailing update by P                             wbcl_chol_upd_g mode 1
+ *                           (wbcl_chol_upd128_g: the rest by 128 x 128 tiles)
  * so that a round's serial steps (the factor, 128 barrier steps; the solve,
  * 128 more) take two of its three launches and the solve overlaps the bulk of
  * the update, where the syrk_g form ran solve, then update (factoring in its
@@ -676,10 +687,10 @@ static wbcl_status diag_r128(la_run *r, wbcl_kern *k, cl_mem L, size_t off, size
 static wbcl_status chol_gpu_ahead(la_run *r, cl_mem L)
 {
     const size_t n = r->n, nb = r->nbf;
-    wbcl_kern *kr, *ktrsm, *kupd;
+    wbcl_kern *kr, *ktrsm, *kupd, *kupd128;
     wbcl_status st;
     if ((st = kernel(r, "wbcl_chol_r128_g", &kr)) || (st = kernel(r, "wbcl_chol_trsm_g", &ktrsm)) ||
-        (st = kernel(r, "wbcl_chol_upd_g", &kupd)))
+        (st = kernel(r, "wbcl_chol_upd_g", &kupd)) || (st = kernel(r, "wbcl_chol_upd128_g", &kupd128)))
         return st;
     if ((st = diag_r128(r, kr, L, 0, nb, 0)) || (st = trsm_g(r, ktrsm, L, 0, nb, n - nb))) return st;
     const cl_ulong snn = n * n;
@@ -688,28 +699,33 @@ static wbcl_status chol_gpu_ahead(la_run *r, cl_mem L)
         const size_t kb = n - j < nb ? n - j : nb, m = n - j - kb;
         if (!m) break;
         const size_t kb2 = m < nb ? m : nb, c2 = ceil_div(kb2, GPU_ST), nt = ceil_div(m, GPU_ST);
-        const size_t m2 = m - kb2, ntr = ceil_div(m2, GPU_T), nrest = (nt - c2) * (nt - c2 + 1) / 2;
+        const size_t m2 = m - kb2, ntr = ceil_div(m2, GPU_T), rest = m > c2 * GPU_ST ? m - c2 * GPU_ST : 0;
+        /* the rest (rows and columns >= 64 c2) by 128 tiles (wbcl_chol_upd128_g) or 64 tiles (mode 1) */
+        const int by128 = rest && rest >= r->upd128_min;
+        const size_t ntr2 = ceil_div(rest, 2 * GPU_ST),
+                     nrest = by128 ? ntr2 * (ntr2 + 1) / 2 : (nt - c2) * (nt - c2 + 1) / 2;
         size_t first = 0; /* tiles in tile columns < c2 */
         for (size_t tj = 0; tj < c2; tj++) first += nt - tj;
         const cl_ulong off_p = (j + kb) * n + j, off_c = (j + kb) * n + j + kb;
         const cl_uint m_ = (cl_uint)m, kb_ = (cl_uint)kb, kb2_ = (cl_uint)kb2, ntr_ = (cl_uint)ntr;
         const size_t tri = kb2 * (kb2 + 1) / 2 + GPU_T * (kb2 + 1), tiles = 2 * 16 * (GPU_ST + 4);
-        WBCL_ARG(r->ctx, kupd, 0, L);
-        WBCL_ARG(r->ctx, kupd, 1, off_p);
-        WBCL_ARG(r->ctx, kupd, 2, off_c);
-        WBCL_ARG(r->ctx, kupd, 3, snn);
-        WBCL_ARG(r->ctx, kupd, 4, n_);
-        WBCL_ARG(r->ctx, kupd, 5, m_);
-        WBCL_ARG(r->ctx, kupd, 6, kb_);
-        WBCL_ARG(r->ctx, kupd, 7, kb2_);
-        WBCL_ARG(r->ctx, kupd, 9, ntr_);
-        if ((st = wbcl__set_arg(r->ctx, kupd, 10, (tri > tiles ? tri : tiles) * sizeof(float), NULL))) return st;
         for (cl_uint mode = 0; mode < 2; mode++) {
             const size_t groups = mode ? ntr + nrest : first;
             if (!groups) continue;
-            WBCL_ARG(r->ctx, kupd, 8, mode);
+            wbcl_kern *k = mode && by128 ? kupd128 : kupd;
+            WBCL_ARG(r->ctx, k, 0, L);
+            WBCL_ARG(r->ctx, k, 1, off_p);
+            WBCL_ARG(r->ctx, k, 2, off_c);
+            WBCL_ARG(r->ctx, k, 3, snn);
+            WBCL_ARG(r->ctx, k, 4, n_);
+            WBCL_ARG(r->ctx, k, 5, m_);
+            WBCL_ARG(r->ctx, k, 6, kb_);
+            WBCL_ARG(r->ctx, k, 7, kb2_);
+            WBCL_ARG(r->ctx, k, 8, mode);
+            WBCL_ARG(r->ctx, k, 9, ntr_);
+            if ((st = wbcl__set_arg(r->ctx, k, 10, (tri > tiles ? tri : tiles) * sizeof(float), NULL))) return st;
             size_t g[2] = {GPU_T * groups, GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
-            if ((st = la_launch(r, 2, kupd, 2, g, l))) return st;
+            if ((st = la_launch(r, 2, k, 2, g, l))) return st;
             if (!mode && (st = diag_r128(r, kr, L, off_c, kb2, j + kb))) return st;
         }
     }
@@ -1051,6 +1067,13 @@ static wbcl_status begin(la_run *r, wbcl_context *ctx, const char *op, size_t ba
         char *end;
         unsigned long long v = strtoull(env, &end, 10);
         if (!*end) r->gemm_min = (size_t)v;
+    }
+    r->upd128_min = GPU_UPD128_MIN;
+    env = getenv("WBCL_LA_UPD128_MIN");
+    if (env && *env) {
+        char *end;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (!*end) r->upd128_min = (size_t)v;
     }
     return wbcl__scratch(ctx, SLOT_INFO, 2 * batch * sizeof(int), &r->info);
 }
