@@ -854,7 +854,8 @@ __kernel void circ_update(__global const float *Vt, __global float *Vo, __global
 }
 
 /* Work-item (block of 16 lanes, chunk of bins): v <- v / max(|v|, 1e-8), |v|^2 = the sum of the nch
- * chunks' partial sums (in chunk order: every chunk scales by the same factor). */
+ * partial sums in part (in their order: every chunk scales by the same factor); nch counts the partials,
+ * which are circ_update's chunks or, after circ_update_g, its (chunk, tile of rows) pairs. */
 __kernel void circ_scale(__global float *Vo, __global const float *part, const uint mp, const uint P,
                          const uint pchunk, const uint nch)
 {
@@ -1008,19 +1009,24 @@ static inline float2 ci_row_times(const __global float *M, const uint r, const _
     return (float2)(gr, gi);
 }
 
-/* circ_update, one (lane l, chunk of bins ch) per work-item: per bin u = v + eta (E v - sum_j coef_j C_j v)
- * (the operators are Hermitian: M^H v = M v) from Vt into Vo, and the chunk's weighted |u|^2 into
- * part[ch mp + l]. A class whose coefficient is 0 in this lane contributes exactly 0 and is skipped.
- * Rows in tiles of four (ci_rows4_times), the rest one by one; every row's value is the same as one row
- * at a time would give, and |u|^2 is summed over the rows in row order. */
+/* circ_update, one (lane l, tile of rows q, chunk of bins ch) per work-item: per bin the rows 4 q .. 4 q + 3
+ * (fewer in the last tile of a C that is not a multiple of 4) of u = v + eta (E v - sum_j coef_j C_j v) (the
+ * operators are Hermitian: M^H v = M v) from Vt into Vo, and the tile's weighted |u|^2 over the chunk's bins
+ * into part[(ch nrt + q) mp + l] (nrt = ceil(C / 4) tiles; circ_scale sums the nch nrt partials in that
+ * order). A class whose coefficient is 0 in this lane contributes exactly 0 and is skipped. A full tile
+ * goes through ci_rows4_times (eight independent chains), a partial one row by row; every row's value is
+ * the same as one row at a time would give. The tiles multiply the work-items by nrt (5 at C = 20): one
+ * (lane, chunk) per work-item left an H200 with under 3 warps per SM, bound by the loads' latency. */
 __kernel void circ_update_g(__global const float *Vt, __global float *Vo, __global const float *ops,
                             __global const float *coef, __global float *part, const float eta, const uint mp,
                             const uint P, const uint W, const uint Wh, const uint K, const uint pchunk)
 {
+    const uint nrt = (CI_C + 3) / 4;
     const size_t gid = get_global_id(0);
-    const uint l = (uint)(gid % mp), ch = (uint)(gid / mp), p0 = ch * pchunk;
+    const uint l = (uint)(gid % mp), q0 = (uint)((gid / mp) % nrt), ch = (uint)(gid / ((size_t)mp * nrt)),
+               p0 = ch * pchunk;
     if (p0 >= P) return;
-    const uint p1 = min(P, p0 + pchunk);
+    const uint p1 = min(P, p0 + pchunk), r0 = 4 * q0;
     float tot = 0.0f;
     for (uint p = p0; p < p1; p++) {
         const size_t off = (size_t)p * CI_C * 2 * mp + l;
@@ -1028,44 +1034,45 @@ __kernel void circ_update_g(__global const float *Vt, __global float *Vo, __glob
         __global float *ob = Vo + off;
         const __global float *Ep = ci_op(ops, (size_t)K * P + p);
         float s = 0.0f;
-        uint r = 0;
-        for (; r + 4 <= CI_C; r += 4) {
+        if (r0 + 4 <= CI_C) {
             float2 g[4], c[4];
-            ci_rows4_times(Ep, r, pb, mp, g);
+            ci_rows4_times(Ep, r0, pb, mp, g);
             for (uint j = 0; j < K; j++) {
                 const float cf = coef[(size_t)j * mp + l];
                 if (cf == 0.0f) continue;
-                ci_rows4_times(ci_op(ops, (size_t)j * P + p), r, pb, mp, c);
+                ci_rows4_times(ci_op(ops, (size_t)j * P + p), r0, pb, mp, c);
                 for (uint q = 0; q < 4; q++) g[q] = fma((float2)(-cf), c[q], g[q]);
             }
             for (uint q = 0; q < 4; q++) {
-                const float ur = fma(eta, g[q].x, pb[(size_t)(r + q) * 2 * mp]),
-                            ui = fma(eta, g[q].y, pb[((size_t)(r + q) * 2 + 1) * mp]);
+                const float ur = fma(eta, g[q].x, pb[(size_t)(r0 + q) * 2 * mp]),
+                            ui = fma(eta, g[q].y, pb[((size_t)(r0 + q) * 2 + 1) * mp]);
                 s = fma(ur, ur, fma(ui, ui, s));
-                ob[(size_t)(r + q) * 2 * mp] = ur;
-                ob[((size_t)(r + q) * 2 + 1) * mp] = ui;
+                ob[(size_t)(r0 + q) * 2 * mp] = ur;
+                ob[((size_t)(r0 + q) * 2 + 1) * mp] = ui;
             }
-        }
-        for (; r < CI_C; r++) {
-            float2 g = ci_row_times(Ep, r, pb, mp);
-            for (uint j = 0; j < K; j++) {
-                const float cf = coef[(size_t)j * mp + l];
-                if (cf == 0.0f) continue;
-                g = fma((float2)(-cf), ci_row_times(ci_op(ops, (size_t)j * P + p), r, pb, mp), g);
+        } else {
+            for (uint r = r0; r < CI_C; r++) {
+                float2 g = ci_row_times(Ep, r, pb, mp);
+                for (uint j = 0; j < K; j++) {
+                    const float cf = coef[(size_t)j * mp + l];
+                    if (cf == 0.0f) continue;
+                    g = fma((float2)(-cf), ci_row_times(ci_op(ops, (size_t)j * P + p), r, pb, mp), g);
+                }
+                const float ur = fma(eta, g.x, pb[(size_t)r * 2 * mp]),
+                            ui = fma(eta, g.y, pb[((size_t)r * 2 + 1) * mp]);
+                s = fma(ur, ur, fma(ui, ui, s));
+                ob[(size_t)r * 2 * mp] = ur;
+                ob[((size_t)r * 2 + 1) * mp] = ui;
             }
-            const float ur = fma(eta, g.x, pb[(size_t)r * 2 * mp]), ui = fma(eta, g.y, pb[((size_t)r * 2 + 1) * mp]);
-            s = fma(ur, ur, fma(ui, ui, s));
-            ob[(size_t)r * 2 * mp] = ur;
-            ob[((size_t)r * 2 + 1) * mp] = ui;
         }
         tot = fma(ci_weight(p, W, Wh), s, tot);
     }
-    part[(size_t)ch * mp + l] = tot;
+    part[((size_t)ch * nrt + q0) * mp + l] = tot;
 }
 
 /* circ_scale, one (lane l, chunk of bins ch) per work-item (the GPU variant's; circ_scale gives a work-item
- * 16 lanes and a chunk): v <- v / max(|v|, 1e-8) over the chunk's bins, |v|^2 = the sum of the nch chunks'
- * partial sums in chunk order, as there: the same values. */
+ * 16 lanes and a chunk): v <- v / max(|v|, 1e-8) over the chunk's bins, |v|^2 = the sum of the nch
+ * partial sums in their order, as there: the same values. */
 __kernel void circ_scale_g(__global float *Vo, __global const float *part, const uint mp, const uint P,
                            const uint pchunk, const uint nch)
 {

@@ -86,8 +86,9 @@ typedef struct {
     cl_mem Vt;     /* lane layout (P, C, 2, mp) floats, mp a multiple of 16  */
     cl_mem Vt2;    /* the same: circ_update's output, swapped with Vt         */
     cl_mem coef;   /* (K, mp) floats: gamma_j pi_j per lane                   */
-    cl_mem part;   /* (nch, mp) floats: per chunk of bins, |u|^2 per lane     */
+    cl_mem part;   /* (nch nrt, mp) floats: per chunk of bins (and tile of rows), |u|^2 per lane */
     size_t pchunk, nch; /* circ_update / circ_scale: bins per chunk, chunks  */
+    size_t nrt;    /* circ_update_g's tiles of 4 rows, ceil(C / 4) (CPU-shaped: 1) */
     cl_mem npart;  /* (nchn, K, mp) floats: circ_norms_q's partial sums per chunk of bins */
     cl_mem sq;     /* the K P matrices Q'_{j,p} = w_p C_{j,p}^2 (circ_op_square), operator layout */
     size_t pchn, nchn;  /* circ_norms_q: bins per chunk, chunks             */

@@ -152,14 +152,17 @@ wbcl_status wbcl__circulant_ws_alloc(wbcl_context *ctx, ws *w, const geom *g, si
     }
     const size_t nb = (K + 1) * g->P, CC = g->C * g->C;
     /* chunks of bins. CPU-shaped: circ_update about 32 work-items (one per chunk), circ_norms_q about 48
-     * (5 classes x chunk). GPU-shaped (one lane per work-item, the _g kernels): about 16384 work-items for
-     * circ_update (lane, chunk) and 32768 for circ_norms_q (lane, class, chunk), at most one chunk per bin. */
+     * (5 classes x chunk). GPU-shaped (one lane per work-item, the _g kernels): about 65536 work-items for
+     * circ_update (lane, tile of 4 rows, chunk) and 131072 for circ_norms_q (lane, class, chunk), at most
+     * one chunk per bin (an H200 has 132 SMs: a quarter of that left them under 8 warps each, bound by the
+     * loads' latency). */
     const int gpu = ctx->variant == WBCL_VARIANT_GPU;
-    w->nch = gpu ? (16384 + mp - 1) / mp : 32;
+    w->nrt = gpu ? (g->C + 3) / 4 : 1;
+    w->nch = gpu ? (65536 + mp * w->nrt - 1) / (mp * w->nrt) : 32;
     if (w->nch > g->P) w->nch = g->P;
     w->pchunk = (g->P + w->nch - 1) / w->nch;
     w->nch = (g->P + w->pchunk - 1) / w->pchunk;
-    w->nchn = gpu ? (32768 + mp * K - 1) / (mp * K)
+    w->nchn = gpu ? (131072 + mp * K - 1) / (mp * K)
                   : (48 + (K + 4) / 5 - 1) / ((K + 4) / 5); /* circ_norms_q: about 48 work-items (chunk, 5 classes) */
     if (w->nchn > g->P) w->nchn = g->P;
     w->pchn = (g->P + w->nchn - 1) / w->nchn;
@@ -170,7 +173,7 @@ wbcl_status wbcl__circulant_ws_alloc(wbcl_context *ctx, ws *w, const geom *g, si
         (st = wbcl__buffer(ctx, w->mp * g->C * g->P * 2 * sizeof(float), "spectra (lanes)", &w->Vt)) ||
         (st = wbcl__buffer(ctx, w->mp * g->C * g->P * 2 * sizeof(float), "spectra (lanes)", &w->Vt2)) ||
         (st = wbcl__buffer(ctx, K * mp * sizeof(float), "update coefficients", &w->coef)) ||
-        (st = wbcl__buffer(ctx, w->nch * mp * sizeof(float), "partial norms", &w->part)) ||
+        (st = wbcl__buffer(ctx, w->nch * w->nrt * mp * sizeof(float), "partial norms", &w->part)) ||
         (st = wbcl__buffer(ctx, w->nchn * K * mp * sizeof(float), "partial class norms", &w->npart)) ||
         (st = wbcl__buffer(ctx, ops_floats(K * g->P, g->C) * sizeof(float), "squared class operators", &w->sq)) ||
         (st = wbcl__buffer(ctx, (K + 1) * w->mp * sizeof(float), "group masks", &w->mask)) ||
@@ -570,7 +573,7 @@ wbcl_status wbcl__circulant_apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl
         return st;
     const size_t nblk = w->mp / 16;
     cl_uint ump = (cl_uint)w->mp, uP = (cl_uint)g->P, uW = (cl_uint)g->W, uWh = (cl_uint)g->Wh, uK = (cl_uint)w->K,
-            upc = (cl_uint)w->pchunk, unch = (cl_uint)w->nch;
+            upc = (cl_uint)w->pchunk, unparts = (cl_uint)(w->nch * w->nrt); /* circ_update's partial sums */
     float eta = p->eta, lambda = p->lambda;
     cl_uint upn = (cl_uint)w->pchn, unchn = (cl_uint)w->nchn;
     /* Q'_{j,p} = w_p C_{j,p}^2 (off-diagonal doubled), then the class norms as quadratic forms (cl/circulant.cl) */
@@ -622,7 +625,7 @@ wbcl_status wbcl__circulant_apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl
     WBCL_ARG(ctx, ku, 9, uWh);
     WBCL_ARG(ctx, ku, 10, uK);
     WBCL_ARG(ctx, ku, 11, upc);
-    if ((st = gpu ? launch1(ctx, ku, w->mp * w->nch) /* (lane, chunk of bins) */
+    if ((st = gpu ? launch1(ctx, ku, w->mp * w->nrt * w->nch) /* (lane, tile of rows, chunk of bins) */
                   : launch_heavy(ctx, ku, w->nch))) /* one chunk of bins (all lanes) per work-item */
         return st;
     WBCL_ARG(ctx, kc, 0, w->Vt2);
@@ -630,7 +633,7 @@ wbcl_status wbcl__circulant_apply_layer(wbcl_context *ctx, ws *w, cl_mem ops, cl
     WBCL_ARG(ctx, kc, 2, ump);
     WBCL_ARG(ctx, kc, 3, uP);
     WBCL_ARG(ctx, kc, 4, upc);
-    WBCL_ARG(ctx, kc, 5, unch);
+    WBCL_ARG(ctx, kc, 5, unparts);
     if ((st = scale_g ? launch1(ctx, kc, w->mp * w->nch) /* (lane, chunk of bins) */
                                               : launch_heavy(ctx, kc, nblk * w->nch))) /* (16 lanes, chunk) */
         return st;
