@@ -432,6 +432,7 @@ typedef struct session {
     int cur;                        /* the family being swept */
     wbcl_gemm_backend own_backend;  /* the device's GEMM backend by default */
     int revived;                    /* contexts replaced */
+    int lost;                       /* no working context could be made: the sweep stops */
 } session;
 
 /* The GEMM backend a family is measured on: its own (GEMM families), the table's choice (the
@@ -447,7 +448,9 @@ static wbcl_gemm_backend family_backend(const family *f, wbcl_gemm_backend own)
  * context with CL_INVALID_COMMAND_QUEUE, and every later build. Then a new context on the same
  * device replaces it, with the built-in defaults and the earlier families' winners set again,
  * and the sweep goes on (the old context's CLBlast programs stay in CLBlast's cache until the
- * process ends). 0 if the context works or was replaced by one that does. */
+ * process ends). 0 if the context works or was replaced by one that does. NVIDIA's driver
+ * (580, H200) refuses a new context in the process after such a fault (CL_UNKNOWN_ERROR): then
+ * ss->lost is set and ss->ctx stays one that can still write the table (host-side only). */
 static wbcl_status revive(session *ss, FILE *tlog)
 {
     family *f = &ss->fams[ss->cur];
@@ -458,21 +461,25 @@ static wbcl_status revive(session *ss, FILE *tlog)
     if (!st) return WBCL_SUCCESS;
     LOG("  the context fails since (%s): a new one on the same device\n", wbcl_context_last_error(ss->ctx));
     free_shapes(f); /* the shapes' tensors: made again in the new context when first timed */
-    wbcl_context_destroy(ss->ctx);
-    ss->ctx = NULL;
     char why[512] = "";
-    if ((st = wbcl_context_create(ss->o->device, &ss->ctx, why, sizeof why))) {
+    wbcl_context *fresh = NULL;
+    if ((st = wbcl_context_create(ss->o->device, &fresh, why, sizeof why))) {
         LOG("  wbcl-tune: a new context failed: %s\n", why);
-        ss->ctx = NULL;
+        ss->lost = 1;
         return st;
     }
+    wbcl_context_destroy(ss->ctx);
+    ss->ctx = fresh;
     wbcl_context_reset_params(ss->ctx);
     for (int i = 0; i < ss->cur; i++) set_cand(ss->ctx, &ss->fams[i], ss->res[i].best, ss->fams[i].cand[0]);
     wbcl_context_set_gemm_backend(ss->ctx, family_backend(f, ss->own_backend));
     ss->revived++;
     if (!(st = set_cand(ss->ctx, f, f->cand[0], f->cand[0])) && !(st = f->check(ss->ctx, &err)))
         st = wbcl_context_finish(ss->ctx);
-    if (st) LOG("  wbcl-tune: the new context fails too: %s\n", wbcl_context_last_error(ss->ctx));
+    if (st) {
+        LOG("  wbcl-tune: the new context fails too: %s\n", wbcl_context_last_error(ss->ctx));
+        ss->lost = 1;
+    }
     return st;
 }
 
@@ -679,9 +686,9 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
     result res[7];
     char summary[4096] = "";
     size_t sn = 0;
-    int failed = 0;
-    session ss = {ctx, o, fams, res, 0, own_backend, 0};
-    for (int i = 0; i < nf && !failed; i++) {
+    int failed = 0, done = nf; /* done: the families finished (all, unless the device was lost) */
+    session ss = {ctx, o, fams, res, 0, own_backend, 0, 0};
+    for (int i = 0; i < nf && !failed && done == nf; i++) {
         family *f = &fams[i];
         /* the backend family leaves the choice to its key (AUTO: gemm.backend decides) */
         wbcl_context_set_gemm_backend(ctx, family_backend(f, own_backend));
@@ -693,7 +700,19 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         ss.cur = i;
         st = sweep(&ss, deadline, reps, tlog, &res[i]);
         ctx = ss.ctx; /* a new one if a candidate left the old one unusable */
-        if (st) {
+        if (st && ss.lost) {
+            /* the device is gone for this process: the table keeps the families finished before this
+             * one; this one and the later ones keep their defaults (not written) */
+            LOG("wbcl-tune: %s: a candidate left the device unusable for this process and no new context could\n"
+                "  be made; the table gets the %d famil%s finished before it, the others keep their defaults\n"
+                "  (run wbcl-tune --op FAMILY for them in a new process)\n",
+                f->name, i, i == 1 ? "y" : "ies");
+            done = i;
+            sn += (size_t)snprintf(summary + sn, sizeof summary - sn,
+                                   "cut short in family %s: a candidate left the device unusable (the later families "
+                                   "keep their defaults)\n",
+                                   f->name);
+        } else if (st) {
             LOG("wbcl-tune: %s: the defaults fail (%s): nothing written\n", f->name,
                 st == WBCL_ERROR_NUMERIC ? "wrong results"
                 : ctx                    ? wbcl_context_last_error(ctx)
@@ -707,7 +726,7 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         /* the table: every family's winner (the default when nothing beat it) */
         wbcl_context_reset_params(ctx);
         LOG("\nresult (winner against default, medians of %d interleaved call pairs, same process):\n", reps);
-        for (int i = 0; i < nf; i++) {
+        for (int i = 0; i < done; i++) {
             family *f = &fams[i];
             result *r = &res[i];
             char cs[320], ds[320];
@@ -736,8 +755,9 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         st = wbcl_context_save_params(ctx, path, comment);
         if (st) LOG("wbcl-tune: %s\n", wbcl_context_last_error(ctx));
         else {
-            LOG("wrote %s (%.1f s)\n", path, now_s() - t0);
+            LOG("wrote %s (%.1f s)%s\n", path, now_s() - t0, done < nf ? ", cut short" : "");
             if (path_out && path_len) snprintf(path_out, path_len, "%s", path);
+            if (done < nf) st = WBCL_ERROR_OPENCL; /* written, but the sweep is incomplete */
         }
     }
     wbcl_context_destroy(ctx);

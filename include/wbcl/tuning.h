@@ -206,7 +206,11 @@ typedef struct wbcl_tune_opts {
  * default is kept. The winners of every family swept are written as the device's table
  * (wbcl_context_save_params). Progress and the summary (winner against default per shape) go
  * to `log` (may be NULL); the table's path to path_out (may be NULL). Fails, writing nothing,
- * if no context opens, the defaults themselves fail their check, or the file is not writable. */
+ * if no context opens, the defaults themselves fail their check, or the file is not writable.
+ * A candidate that leaves the context unusable (a faulting kernel) is rejected and a new context
+ * takes the old one's place; where the driver refuses a new one in this process (NVIDIA's does),
+ * the table of the families finished before is written, with a note, and WBCL_ERROR_OPENCL is
+ * returned: the later families keep their defaults (tune them with `family` in a new process). */
 wbcl_status wbcl_tune_run(const wbcl_tune_opts *opts, FILE *log, char *path_out, size_t path_len);
 
 #ifdef __cplusplus
