@@ -996,11 +996,15 @@ __kernel void wbcl_chol_blk_g(__global const float *A, const ulong off_a, const 
  * lower, kb <= LA_GNB, factored) at D + off_d. A work-group takes 16 rows:
  * L11^T packed in local memory (row c of U = L11^T, i.e. column c of L11, is
  * contiguous from its diagonal: U[c][c2] at c kb - c (c - 1) / 2 + c2 - c), the
- * rows in local memory, and substitutes right-looking by blocks of 16 columns,
- * two barriers per block: work-item (0, ty) makes the block's X[ty][c] final
- * (divided by L11[c][c]) one column after the other, then work-items (tx, ty)
- * subtract the block from the later columns tx + 16 q. U: local memory of
- * kb (kb + 1) / 2 floats, Xl of 16 (kb + 1).
+ * rows in local memory, and substitutes right-looking by columns, one barrier
+ * per column: step c makes X[r][c] final (divided by L11[c][c]) on the fly and
+ * subtracts it from the later columns, the stored column c - 1 being divided
+ * during step c (as in wbcl_chol_blk_g). Work-item (tx, ty): row ty, columns
+ * tx + 16 q. U: local memory of kb (kb + 1) / 2 floats, Xl of 16 (kb + 1).
+ * (A form by blocks of 16 columns, two barriers a block, work-item (0, ty) substituting
+ * its row through a block alone, measured slower on an H200: 78 us a launch at n = 4096
+ * against 54 us; the one work-item's chain through local memory costs more than the
+ * barriers it saves; perf/RESULTS.md, seventh session.)
  * (A form holding each row in registers measured slower on an H200: 72 us a launch at
  * n = 4096 against this one's 51 us; perf/RESULTS.md, second visit.)
  * global: (16 ceil(rows / 16), 16 batch), local: (16, 16). */
@@ -1022,27 +1026,18 @@ static inline __attribute__((always_inline)) void la_trsm_rows(const __global fl
         for (uint c = tx; c <= i; c += LA_GT) U[c * kb - LA_TRI(c) + i] = dm[(ulong)i * ldd + c];
     for (uint c = tx; c < kb; c += LA_GT) xs[c] = r < rows ? x[c] : 0.0f;
     barrier(CLK_LOCAL_MEM_FENCE);
-    /* by blocks of 16 columns, two barriers a block (where one a column made the 128 barrier steps of a
-     * launch the chain of the lookahead factorization): work-item tx = 0 substitutes its row through the
-     * block's columns alone, then the 16 work-items of the row subtract the block from the later columns.
-     * Every X[r][c2] receives the same fmas in the same order (c ascending) as column by column. */
-    for (uint c0 = 0; c0 < kb; c0 += LA_GT) {
-        const uint c1 = min(kb, c0 + LA_GT);
-        if (tx == 0)
-            for (uint c = c0; c < c1; c++) {
-                const uint rc = c * kb - LA_TRI(c); /* U[c][c2] = U[rc + c2] */
-                const float xc = xs[c] * (1.0f / U[rc + c]);
-                xs[c] = xc;
-                for (uint c2 = c + 1; c2 < c1; c2++) xs[c2] = LA_FMS_C(xc, U[rc + c2], xs[c2]);
-            }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (uint c2 = c1 + tx; c2 < kb; c2 += LA_GT) {
-            float v = xs[c2];
-            for (uint c = c0; c < c1; c++) v = LA_FMS_C(xs[c], U[c * kb - LA_TRI(c) + c2], v);
-            xs[c2] = v;
-        }
+    float rprev = 0.0f;
+    for (uint c = 0; c < kb; c++) {
+        const uint rc = c * kb - LA_TRI(c); /* U[c][c2] = U[rc + c2] */
+        const float rinv = 1.0f / U[rc + c];
+        if (c > 0 && tx == 0) xs[c - 1] *= rprev;
+        const float xc = xs[c] * rinv;
+        for (uint c2 = c + 1 + tx; c2 < kb; c2 += LA_GT) xs[c2] = LA_FMS_C(xc, U[rc + c2], xs[c2]);
+        rprev = rinv;
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+    if (tx == 0) xs[kb - 1] *= rprev;
+    barrier(CLK_LOCAL_MEM_FENCE);
     if (r < rows)
         for (uint c = tx; c < kb; c += LA_GT) x[c] = xs[c];
 }
