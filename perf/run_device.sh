@@ -11,9 +11,11 @@
 # (default cuda; perf/peers/redunet_torch.py, circulant_torch.py: issue 16's ReduNet targets) (STEP_PEERS, 90 s each);
 # redunet_profile: bench_redunet --profile, the vector ReduNet's device time per kernel and layer (60 s); profile:
 # bench_circulant's per-kernel device times, 1-D and 2-D, then 1-D with circulant.wg=0 (the one-matrix-per-work-item
-# kernels, for the A/B) (60 s); tune: wbcl-tune's whole sweep on the device (on a GPU: CLBlast's parameters, the
-# tiled GEMM, the GEMM backend, attention), budget TUNE_BUDGET (180 s), the table written to OUTDIR/tuned.txt, not
-# the cache, so later steps keep the defaults (STEP_TUNE, 300 s); bench: wbcl-bench on the device, every
+# kernels, for the A/B) (60 s); tune: wbcl-tune on the device, one process per family of TUNE_FAMILIES (default
+# "gemm_tiled attention gemm_backend clblast": on the H200 a CLBlast set faults and NVIDIA's driver then refuses
+# a new context in that process, so the whole sweep in one process stops there), budget TUNE_BUDGET (180 s) each,
+# the tables written to OUTDIR/tuned-FAMILY.txt, not the cache, so later steps keep the defaults (STEP_TUNE,
+# 300 s); bench: wbcl-bench on the device, every
 # operator verified against the double-precision reference, csv/json/svg (STEP_BENCH, 180 s).
 # tssa_test, tssa_bench, tssa_peer (issue 16): test_tssa run directly (150 s), bench_tssa --heads-core on
 # TSSA_SHAPES (default "8,12,4096,64;1,8,1024,64") for both kernel variants, then the GPU variant with
@@ -179,9 +181,10 @@ step redunet_profile 60 redunet_profile.log sh -c "'$build/perf/bench_redunet' -
 step circulant "${STEP_PEERS:-90}" circulant.log env OPENBLAS_NUM_THREADS="$(nproc)" TORCH_PEER="${TORCH_PEER:-cuda}" TORCH_PY="$py" \
   perf/run_circulant.sh "$build" 3
 step profile 60 profile.log sh -c "'$build/perf/bench_circulant' --case 1d --layers 5 --reps 3 --profile && '$build/perf/bench_circulant' --case 2d --layers 5 --reps 3 --profile && echo '== circulant.wg=0 (one matrix per work-item)' && '$build/perf/bench_circulant' --case 1d --layers 5 --reps 3 --profile --param circulant.wg=0"
-step tune "${STEP_TUNE:-300}" tune.log "$build/tools/wbcl-tune" --device "$WBCL_DEVICE" --budget "${TUNE_BUDGET:-180}" \
-  --out "$out/tuned.txt"
-tail -n 25 "$out/tune.log" 2>/dev/null
+step tune "${STEP_TUNE:-300}" tune.log sh -c "for f in \${TUNE_FAMILIES:-gemm_tiled attention gemm_backend clblast}; do
+  echo \"== wbcl-tune --op \$f\"; '$build/tools/wbcl-tune' --device '$WBCL_DEVICE' --op \$f --budget '${TUNE_BUDGET:-180}' \
+    --out '$out'/tuned-\$f.txt; done"
+grep -E "^== |^  [a-z].*\(default|wrote|cut short" "$out/tune.log" 2>/dev/null
 step bench "${STEP_BENCH:-180}" bench.log "$build/tools/wbcl-bench" --device "$WBCL_DEVICE" --reps 5 --progress \
   --csv "$out/wbcl-bench.csv" --json "$out/wbcl-bench.json" --plot "$out/wbcl-bench.svg"
 grep -E "FAIL|unsupported|error" "$out/bench.log" 2>/dev/null | head -20

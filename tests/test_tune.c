@@ -533,6 +533,60 @@ START_TEST(out_of_limit_values_are_reported_and_ignored)
 }
 END_TEST
 
+/* Every table shipped in the library (host/core/tuning_tables.c) loads cleanly: its keys under this
+ * device's header (a shipped header names the device it was measured on) give no note, and every key
+ * is used at the table's value (source WBCL_TUNING). A misspelt key or an out-of-range value in a
+ * shipped table would otherwise only show as a note on the device it was written for. */
+START_TEST(shipped_tables_load_cleanly)
+{
+    make_tmpdir();
+    wbcl_context *base = plain_context();
+    const char *name, *text;
+    size_t tables = 0;
+    for (size_t t = 0; (text = wbcl__shipped_table(t, &name)) != NULL; t++, tables++) {
+        char hdr[2048], body[8192] = "", path[512];
+        header(base, hdr, sizeof hdr, NULL, NULL);
+        /* the table's key lines (a '.' in the key: not format, device, vendor, driver, variant, wbcl) */
+        size_t bn = 0, nkeys = 0;
+        for (const char *line = text; *line;) {
+            const char *nl = strchr(line, '\n');
+            const size_t len = nl ? (size_t)(nl - line) : strlen(line);
+            const char *eq = memchr(line, '=', len), *dot = memchr(line, '.', len);
+            if (line[0] != '#' && eq && dot && dot < eq) {
+                ck_assert_uint_lt(bn + len + 2, sizeof body);
+                memcpy(body + bn, line, len);
+                bn += len;
+                body[bn++] = '\n';
+                body[bn] = 0;
+                nkeys++;
+            }
+            line += len + (nl ? 1 : 0);
+        }
+        ck_assert_msg(nkeys > 0, "shipped table %s has no keys", name);
+        snprintf(path, sizeof path, "%s/shipped-%zu.txt", tmpdir, t);
+        char all[10240];
+        const size_t n = (size_t)snprintf(all, sizeof all, "%s%s", hdr, body);
+        write_text(path, all, n);
+        wbcl_context *ctx = context_with(path);
+        const char *notes = wbcl_context_tuning_notes(ctx);
+        ck_assert_msg(!notes || !*notes, "shipped table %s: notes '%s'", name, notes ? notes : "");
+        kv want[64];
+        const size_t nk = read_params(path, want, 64);
+        ck_assert_uint_eq(nk, nkeys);
+        for (size_t i = 0; i < nk; i++) {
+            long v;
+            wbcl_param_source src;
+            ck_assert_int_eq(wbcl_context_param_get(ctx, want[i].key, &v, &src), WBCL_SUCCESS);
+            ck_assert_msg(src == WBCL_PARAM_ENV && v == want[i].value, "shipped table %s: %s = %ld (source %s), want %ld",
+                          name, want[i].key, v, wbcl_param_source_name(src), want[i].value);
+        }
+        wbcl_context_destroy(ctx);
+    }
+    ck_assert_uint_ge(tables, 3);
+    wbcl_context_destroy(base);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tune");
@@ -545,6 +599,7 @@ int main(void)
     tcase_add_test(tc, out_of_limit_values_are_reported_and_ignored);
     tcase_add_test(tc, clblast_parameters_follow_the_context);
     tcase_add_test(tc, clblast_tuning_writes_a_set_a_context_uses);
+    tcase_add_test(tc, shipped_tables_load_cleanly);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

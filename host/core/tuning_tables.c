@@ -2,7 +2,7 @@
  * per device the project measured, in the file format of tuning.h, chosen by a context whose
  * device name, vendor, driver version and kernel variant equal the table's header. Each was
  * written by wbcl-tune on that device; perf/RESULTS.md records tuned against default. Devices
- * not listed here (H200/H100, PoCL on AVX2, ...) keep the defaults until someone runs
+ * not listed here (H100, other NVIDIA drivers, PoCL on AVX2, ...) keep the defaults until someone runs
  * wbcl-tune there and adds its output here. */
 #include <stddef.h>
 
@@ -61,6 +61,68 @@ static const struct { const char *name; const char *text; } tables[] = {
      "attention.p64.qb = 4\n"
      "attention.p64.g = 16\n"
      "attention.p64.vw = 16\n"},
+    /* NVIDIA H200 (132 SMs), NVIDIA's OpenCL 3.0 on driver 580.159.04, the GPU variant: four runs of
+     * wbcl-tune on a lent machine (perf/RESULTS.md, seventh session), one family each, merged here:
+     * --op gemm_tiled and --op attention (budget 60 s; the defaults won), --op gemm_backend (25 s; the
+     * tiled kernel stays the GEMM) and --op clblast (30 s: one of CLBlast's database sets, 1.10-1.27x
+     * at (64*197) x 384 -> 1536 and 4096^3, 0.94x at (8*197) x 384 -> 1536; it is used where CLBlast
+     * is the GEMM: gemm.backend = 2, or an explicit wbcl_context_set_gemm_backend). The whole sweep in
+     * one process stopped in the clblast family: one set (GEMMK=1 MDIMA=32 NWG=128 VWM=2) faults at
+     * the timing shapes, and the driver then refuses a new context in that process. */
+    {"nvidia-h200-580",
+     "# wbcl kernel parameter table (include/wbcl/tuning.h)\n"
+     "# written by wbcl-tune, four runs merged (--op clblast 30 s, gemm_tiled 60 s, gemm_backend 25 s,\n"
+     "# attention 60 s; 5 call(s) per shape)\n"
+     "# clblast: GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=8 MDIMC=8 MWG=64 NDIMB=32 NDIMC=16 NWG=128 SA=1 SB=1\n"
+     "#   STRM=1 STRN=1 VWM=2 VWN=2 (default MDIMA=16 MDIMC=16 NDIMB=16 NDIMC=16 NWG=64 STRM=0 STRN=0\n"
+     "#   VWM=4 VWN=4, the rest the same)\n"
+     "#   (8*197)x384->1536: default 0.205 ms, tuned 0.217 ms, x0.944\n"
+     "#   (64*197)x384->1536: default 0.946 ms, tuned 0.857 ms, x1.104\n"
+     "#   1024^3: default 0.245 ms, tuned 0.248 ms, x0.989\n"
+     "#   4096^3: default 4.839 ms, tuned 3.818 ms, x1.267\n"
+     "# clblast indirect: min_indirect=1472 (default min_indirect=1472)\n"
+     "# gemm tiled: tile=0 tk=8 db=0 (default tile=0 tk=8 db=0)\n"
+     "#   (8*197)x384->1536: default 0.101 ms, tuned 0.102 ms, x0.989\n"
+     "#   (64*197)x384->1536: default 0.460 ms, tuned 0.460 ms, x1.000\n"
+     "#   1024^3: default 0.111 ms, tuned 0.112 ms, x0.994\n"
+     "#   4096^3: default 3.997 ms, tuned 3.995 ms, x1.001\n"
+     "# gemm backend: backend=3 (default backend=3)\n"
+     "#   (8*197)x384->1536: default 0.105 ms, tuned 0.106 ms, x0.995\n"
+     "#   4096^3: default 4.018 ms, tuned 4.020 ms, x0.999\n"
+     "# attention: bq=64 bk=32 tiled=1 (default bq=64 bk=32 tiled=1)\n"
+     "#   BK 48 N 197 p 64: default 0.061 ms, tuned 0.061 ms, x0.992\n"
+     "#   BK 8 N 1024 p 64: default 0.166 ms, tuned 0.166 ms, x1.001\n"
+     "#   BK 4 N 4096 p 64: default 0.840 ms, tuned 0.840 ms, x1.000\n"
+     "format = wbcl-tuning-1\n"
+     "device = NVIDIA H200\n"
+     "vendor = NVIDIA Corporation\n"
+     "driver = 580.159.04\n"
+     "variant = gpu\n"
+     "wbcl = 0.1.0\n"
+     "clblast.xgemm.GEMMK = 0\n"
+     "clblast.xgemm.KREG = 1\n"
+     "clblast.xgemm.KWG = 32\n"
+     "clblast.xgemm.KWI = 2\n"
+     "clblast.xgemm.MDIMA = 8\n"
+     "clblast.xgemm.MDIMC = 8\n"
+     "clblast.xgemm.MWG = 64\n"
+     "clblast.xgemm.NDIMB = 32\n"
+     "clblast.xgemm.NDIMC = 16\n"
+     "clblast.xgemm.NWG = 128\n"
+     "clblast.xgemm.SA = 1\n"
+     "clblast.xgemm.SB = 1\n"
+     "clblast.xgemm.STRM = 1\n"
+     "clblast.xgemm.STRN = 1\n"
+     "clblast.xgemm.VWM = 2\n"
+     "clblast.xgemm.VWN = 2\n"
+     "clblast.gemm.min_indirect = 1472\n"
+     "gemm.tiled.tile = 0\n"
+     "gemm.tiled.tk = 8\n"
+     "gemm.tiled.db = 0\n"
+     "gemm.backend = 3\n"
+     "attention.p64.bq = 64\n"
+     "attention.p64.bk = 32\n"
+     "attention.p64.tiled = 1\n"},
     {NULL, NULL},
 };
 
