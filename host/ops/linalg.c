@@ -129,7 +129,10 @@
  * rows (from 2048 rows on there are at least 136 such tiles, one per compute unit of the
  * largest GPUs), else by 64 x 64 tiles (mode 1: four times as many work-groups for the
  * smaller blocks). The environment variable WBCL_LA_UPD128_MIN sets it (0: always the
- * 128 tiles; a huge value: never), for A/B measurements. */
+ * 128 tiles; a huge value: never), for A/B measurements. Measured on an NVIDIA H200
+ * (perf/RESULTS.md, seventh session): n = 4096 took 4.37-4.46 ms at every threshold. The
+ * update is not on the factorization's chain: each round waits for the next diagonal block's
+ * factor and the next panel's solve, 128 barrier steps each. */
 #define GPU_UPD128_MIN ((size_t)2048)
 /* Panel height of the packed L and block of wbcl_chol_upd (LA_UC of
  * cl/linalg.cl). */
