@@ -1306,7 +1306,8 @@ __kernel void wbcl_chol_upd_g(__global float *L, const ulong off_p, const ulong 
  * read. A kernel of its own, so that the 64-tile modes keep their register count (ptxas sm_90:
  * the 8 x 8 outputs per work-item take about 150 registers, one work-group per SM).
  * Work-groups 0 .. ntr - 1 solve the next panel as in mode 1; buf as wbcl_chol_upd_g's (the
- * two slices, 2 * 8 * 132 floats, fit in its 2 * 16 * 68).
+ * two slices, 2 * 8 * 132 floats, fit in its 2 * 16 * 68). The arguments are wbcl_chol_upd_g's,
+ * so the host sets one list on both; mode is not read (always 1).
  * global: (16 (ntr + nt2 (nt2 + 1) / 2), 16 batch), local: (16, 16). */
 __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void wbcl_chol_upd128_g(__global float *L, const ulong off_p, const ulong off_c, const ulong stride,
                                  const uint ld, const uint m, const uint kb, const uint kb2, const uint mode,

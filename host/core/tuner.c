@@ -714,9 +714,7 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
                                    f->name);
         } else if (st) {
             LOG("wbcl-tune: %s: the defaults fail (%s): nothing written\n", f->name,
-                st == WBCL_ERROR_NUMERIC ? "wrong results"
-                : ctx                    ? wbcl_context_last_error(ctx)
-                                         : "no working context");
+                st == WBCL_ERROR_NUMERIC ? "wrong results" : wbcl_context_last_error(ctx));
             failed = 1;
         } else
             set_cand(ctx, f, res[i].best, f->cand[0]); /* later families measure on top of it */

@@ -712,10 +712,10 @@ static wbcl_status chol_gpu_ahead(la_run *r, cl_mem L)
         const cl_ulong off_p = (j + kb) * n + j, off_c = (j + kb) * n + j + kb;
         const cl_uint m_ = (cl_uint)m, kb_ = (cl_uint)kb, kb2_ = (cl_uint)kb2, ntr_ = (cl_uint)ntr;
         const size_t tri = kb2 * (kb2 + 1) / 2 + GPU_T * (kb2 + 1), tiles = 2 * 16 * (GPU_ST + 4);
-        for (cl_uint mode = 0; mode < 2; mode++) {
-            const size_t groups = mode ? ntr + nrest : first;
-            if (!groups) continue;
-            wbcl_kern *k = mode && by128 ? kupd128 : kupd;
+        /* the round's arguments, on each kernel it launches (wbcl_chol_upd128_g takes the same list) */
+        wbcl_kern *ks[2] = {kupd, by128 ? kupd128 : NULL};
+        for (int i = 0; i < 2 && ks[i]; i++) {
+            wbcl_kern *k = ks[i];
             WBCL_ARG(r->ctx, k, 0, L);
             WBCL_ARG(r->ctx, k, 1, off_p);
             WBCL_ARG(r->ctx, k, 2, off_c);
@@ -724,9 +724,14 @@ static wbcl_status chol_gpu_ahead(la_run *r, cl_mem L)
             WBCL_ARG(r->ctx, k, 5, m_);
             WBCL_ARG(r->ctx, k, 6, kb_);
             WBCL_ARG(r->ctx, k, 7, kb2_);
-            WBCL_ARG(r->ctx, k, 8, mode);
             WBCL_ARG(r->ctx, k, 9, ntr_);
             if ((st = wbcl__set_arg(r->ctx, k, 10, (tri > tiles ? tri : tiles) * sizeof(float), NULL))) return st;
+        }
+        for (cl_uint mode = 0; mode < 2; mode++) {
+            const size_t groups = mode ? ntr + nrest : first;
+            if (!groups) continue;
+            wbcl_kern *k = mode && by128 ? kupd128 : kupd;
+            WBCL_ARG(r->ctx, k, 8, mode);
             size_t g[2] = {GPU_T * groups, GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
             if ((st = la_launch(r, 2, k, 2, g, l))) return st;
             if (!mode && (st = diag_r128(r, kr, L, off_c, kb2, j + kb))) return st;
