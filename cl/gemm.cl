@@ -4,9 +4,10 @@
  *
  * Two steps, all driven by host/ops/gemm.c:
  *   1. wbcl_gemm_pack_{a,b}_{x,p} copy op(A) into MR-row panels and op(B)
- *      into NR-column panels, each panel contiguous over k:
- *         Ap[b][ip][p][r] = op(A)_b[ip*MR + r][p]   (0 where ip*MR + r >= m)
- *         Bp[b][jp][p][c] = op(B)_b[p][jp*NR + c]   (0 where jp*NR + c >= n)
+ *      into NR-column panels, each panel contiguous over k, A's in k-blocks of 16:
+ *         Ap[b][ip][p/16][r][p%16] = op(A)_b[ip*MR + r][p]   (0 where ip*MR + r >= m;
+ *                                    a panel holds k rounded up to 16, the pad unread)
+ *         Bp[b][jp][p][c] = op(B)_b[p][jp*NR + c]            (0 where jp*NR + c >= n)
  *      Transposes, leading dimensions, offsets and batch strides are resolved
  *      here, so the main kernel sees only unit-stride streams and full tiles.
  *   2. wbcl_gemm_packed: each work-item owns one MR x NR tile of C in
@@ -121,36 +122,15 @@
 /* Packing. Element (x, p) of the matrix being packed (x: row of op(A) or
  * column of op(B), p: the k index) is src[off + b*stride + x*sx + p*sp];
  * panel q holds x in [q*W, q*W + W), W = MR for A and NR for B, zero-padded.
- * Two kernels per operand, by which stride is 1 (the host picks):
+ * Two kernels per operand, by which stride is 1 (the host picks); every one
+ * runs over global (panels * ceil(k/16), batch), a work-item per block of 16
+ * k values of one panel:
  *   _x  (sx == 1: a panel's W values of one p are contiguous in src; B as
- *        stored, A transposed): global (k * panels, batch), work-item
- *        p*panels + q copies one contiguous run of W floats, so that
- *        neighbouring work-items read neighbouring memory.
- *   _p  (sp == 1: src rows run along k; A as stored, B transposed):
- *        global (panels * ceil(k/16), batch), work-item q*ceil(k/16) + j
- *        reads W rows of the 16 k values from 16*j and writes them
- *        transposed: 16*W contiguous floats. */
-#define WBCL_GEMM_PACK_X(W)                                                                   \
-    const uint i = get_global_id(0), b = get_global_id(1);                                    \
-    if (i >= k * panels) return;                                                              \
-    const uint p = i / panels, panel = i - p * panels;                                        \
-    const uint x0 = panel * (W);                                                              \
-    const __global SRC_T *s = src + off + (ulong)b * stride + (ulong)p * sp + x0;             \
-    __global float *d = dst + (((ulong)b * panels + panel) * k + p) * (W);                    \
-    if (x0 + (W) <= rows) { /* the widths below are compile-time: one branch remains */      \
-        if ((W) % 16 == 0) {                                                                  \
-            _Pragma("unroll") for (uint r = 0; r < (W) / 16; r++) vstore16(SRC_LOAD16(r, s), r, d); \
-        } else if ((W) % 8 == 0) {                                                            \
-            _Pragma("unroll") for (uint r = 0; r < (W) / 8; r++) vstore8(SRC_LOAD8(r, s), r, d); \
-        } else if ((W) % 4 == 0) {                                                            \
-            _Pragma("unroll") for (uint r = 0; r < (W) / 4; r++) vstore4(SRC_LOAD4(r, s), r, d); \
-        } else {                                                                              \
-            _Pragma("unroll") for (uint r = 0; r < (W); r++) d[r] = SRC_LOAD(r, s);           \
-        }                                                                                     \
-    } else {                                                                                  \
-        _Pragma("unroll") for (uint r = 0; r < (W); r++) d[r] = x0 + r < rows ? SRC_LOAD(r, s) : 0.0f; \
-    }
-
+ *        stored, A transposed).
+ *   _p  (sp == 1: src rows run along k; A as stored, B transposed).
+ * A as stored is the common case (activations times weights), and A's
+ * k-blocked layout makes its packing a plain copy of row segments; B as
+ * stored is a copy of runs of NR floats. The transposed cases transpose. */
 #define WBCL_GEMM_PACK_P(W)                                                                   \
     const uint i = get_global_id(0), b = get_global_id(1), nblk = (k + 15) / 16;              \
     if (i >= nblk * panels) return;                                                           \
@@ -176,9 +156,72 @@
         const ulong sp, const uint rows, const uint k, const uint panels,                     \
         __global float *restrict dst
 
-__kernel void wbcl_gemm_pack_a_x(WBCL_GEMM_PACK_ARGS) { (void)sx; WBCL_GEMM_PACK_X(MR) }
-__kernel void wbcl_gemm_pack_a_p(WBCL_GEMM_PACK_ARGS) { (void)sp; WBCL_GEMM_PACK_P(MR) }
-__kernel void wbcl_gemm_pack_b_x(WBCL_GEMM_PACK_ARGS) { (void)sx; WBCL_GEMM_PACK_X(NR) }
+/* A's panels are stored in k-blocks of 16: Ap[b][ip][p / 16][r][p % 16] (panel stride
+ * kpad * MR, kpad = k rounded up to 16; the pad of the last block is never read). As stored
+ * (sp == 1), packing A is then a copy of MR row segments of 16 floats per block, no transpose.
+ * Global (panels * nblk, batch), work-item panel * nblk + j packs block j of one panel. */
+__kernel void wbcl_gemm_pack_a_p(WBCL_GEMM_PACK_ARGS)
+{
+    (void)sp;
+    const uint i = get_global_id(0), b = get_global_id(1), nblk = (k + 15) / 16;
+    if (i >= nblk * panels) return;
+    const uint panel = i / nblk, j = i - panel * nblk, p0 = j * 16, x0 = panel * MR;
+    const __global SRC_T *s = src + off + (ulong)b * stride + (ulong)x0 * sx + p0;
+    __global float *d = dst + (((ulong)b * panels + panel) * nblk + j) * (16 * MR);
+    if (p0 + 16 <= k) {
+#pragma unroll
+        for (uint r = 0; r < MR; r++)
+            vstore16(x0 + r < rows ? SRC_LOAD16(0, s + (ulong)r * sx) : (float16)(0.0f), r, d);
+    } else {
+        const uint np = k - p0;
+        for (uint r = 0; r < MR; r++)
+            for (uint q = 0; q < np; q++) d[r * 16 + q] = x0 + r < rows ? SRC_LOAD((ulong)r * sx + q, s) : 0.0f;
+    }
+}
+
+/* A transposed (sx == 1: the MR values of one p are contiguous): the same blocks, transposed. */
+__kernel void wbcl_gemm_pack_a_x(WBCL_GEMM_PACK_ARGS)
+{
+    (void)sx;
+    const uint i = get_global_id(0), b = get_global_id(1), nblk = (k + 15) / 16;
+    if (i >= nblk * panels) return;
+    const uint panel = i / nblk, j = i - panel * nblk, p0 = j * 16, x0 = panel * MR;
+    const __global SRC_T *s = src + off + (ulong)b * stride + (ulong)p0 * sp + x0;
+    __global float *d = dst + (((ulong)b * panels + panel) * nblk + j) * (16 * MR);
+    const uint np = min(16u, k - p0);
+    for (uint q = 0; q < np; q++)
+#pragma unroll
+        for (uint r = 0; r < MR; r++) d[r * 16 + q] = x0 + r < rows ? SRC_LOAD((ulong)q * sp + r, s) : 0.0f;
+}
+
+/* B (layout above, unchanged). _x: B as stored (sx == 1): work-item j * panels + panel copies
+ * 16 runs of NR floats (rows p0..p0+15 of one panel), so that neighbouring work-items read
+ * neighbouring memory. Global (panels * nblk, batch). */
+__kernel void wbcl_gemm_pack_b_x(WBCL_GEMM_PACK_ARGS)
+{
+    (void)sx;
+    const uint i = get_global_id(0), b = get_global_id(1), nblk = (k + 15) / 16;
+    if (i >= nblk * panels) return;
+    const uint j = i / panels, panel = i - j * panels, p0 = j * 16, x0 = panel * NR;
+    const uint np = min(16u, k - p0);
+    const __global SRC_T *s = src + off + (ulong)b * stride + (ulong)p0 * sp + x0;
+    __global float *d = dst + (((ulong)b * panels + panel) * k + p0) * NR;
+    if (x0 + NR <= rows) {
+        for (uint q = 0; q < np; q++) {
+#if NR % 16 == 0
+#pragma unroll
+            for (uint v = 0; v < NR / 16; v++) vstore16(SRC_LOAD16(v, s + (ulong)q * sp), v, d + q * NR);
+#elif NR == 8
+            vstore8(SRC_LOAD8(0, s + (ulong)q * sp), 0, d + q * NR);
+#else
+            vstore4(SRC_LOAD4(0, s + (ulong)q * sp), 0, d + q * NR);
+#endif
+        }
+    } else {
+        for (uint q = 0; q < np; q++)
+            for (uint c = 0; c < NR; c++) d[q * NR + c] = x0 + c < rows ? SRC_LOAD((ulong)q * sp + c, s) : 0.0f;
+    }
+}
 __kernel void wbcl_gemm_pack_b_p(WBCL_GEMM_PACK_ARGS) { (void)sp; WBCL_GEMM_PACK_P(NR) }
 
 /* global (tiles, batch), tiles = pa * pb. Tile t is mapped to (row panel ip,
@@ -214,7 +257,8 @@ __kernel void wbcl_gemm_packed(__global const float *restrict Ap, __global const
 #pragma unroll
     for (int r = 0; r < MR; r++) arow[r] = Ap + off_a + (ulong)min(ip * MR + (uint)r, m - 1) * lda;
 #else
-    const __global float *a = Ap + ((ulong)(a_batched ? b : 0) * pa + ip) * k * MR;
+    const uint kpad = (k + 15) & ~15u;
+    const __global float *a = Ap + ((ulong)(a_batched ? b : 0) * pa + ip) * kpad * MR;
 #endif
     const __global float *bp = Bp + ((ulong)(b_batched ? b : 0) * pb + jp) * k * NR;
 
@@ -224,25 +268,51 @@ __kernel void wbcl_gemm_packed(__global const float *restrict Ap, __global const
 #pragma unroll
         for (int v = 0; v < NV; v++) acc[r][v] = (floatV)(0.0f);
 
+#if WBCL_GEMM_A_ROWS
     for (uint p = 0; p < k; p++) {
         floatV bv[NV];
 #pragma unroll
         for (int v = 0; v < NV; v++) bv[v] = vloadV(v, bp);
 #pragma unroll
         for (int r = 0; r < MR; r++) {
-#if WBCL_GEMM_A_ROWS
             const floatV ar = (floatV)(arow[r][p]);
-#else
-            const floatV ar = (floatV)(a[r]);
-#endif
 #pragma unroll
             for (int v = 0; v < NV; v++) acc[r][v] = fma(ar, bv[v], acc[r][v]);
         }
-#if !WBCL_GEMM_A_ROWS
-        a += MR;
-#endif
         bp += NR;
     }
+#else
+    /* one k step: B's NV vectors, MR broadcasts of A (column q of the current k-block) */
+#define WBCL_GEMM_STEP(q)                                                                     \
+    {                                                                                         \
+        floatV bv[NV];                                                                        \
+        _Pragma("unroll") for (int v = 0; v < NV; v++) bv[v] = vloadV(v, bp);                 \
+        _Pragma("unroll") for (int r = 0; r < MR; r++) {                                      \
+            const floatV ar = (floatV)(a[r * 16 + (q)]);                                      \
+            _Pragma("unroll") for (int v = 0; v < NV; v++) acc[r][v] = fma(ar, bv[v], acc[r][v]); \
+        }                                                                                     \
+        bp += NR;                                                                             \
+    }
+#if WBCL_VARIANT_CPU
+    /* whole k-blocks unrolled: a loop of 16 trips per block ends in a mispredicted branch
+     * (1.03-1.05x at n = 1024-2048 on a Xeon, perf/RESULTS.md) */
+    const uint kfull = k & ~15u;
+    for (uint p0 = 0; p0 < kfull; p0 += 16) {
+#pragma unroll
+        for (uint q = 0; q < 16; q++) WBCL_GEMM_STEP(q)
+        a += 16 * MR;
+    }
+    for (uint q = 0; q < k - kfull; q++) WBCL_GEMM_STEP(q)
+#else
+    /* GPUs (reached only when chosen explicitly): unrolling 16 steps doubles the spills */
+    for (uint p0 = 0; p0 < k; p0 += 16) {
+        const uint np = min(16u, k - p0);
+        for (uint q = 0; q < np; q++) WBCL_GEMM_STEP(q)
+        a += 16 * MR;
+    }
+#endif
+#undef WBCL_GEMM_STEP
+#endif
 
     const uint i0 = ip * MR, j0 = jp * NR;
     __global C_T *c = C + off_c + (ulong)b * stride_c + (ulong)i0 * ldc + j0;

@@ -44,6 +44,8 @@
 /* Local sizes are fixed (not derived from the shape) so that PoCL compiles
  * each kernel's work-group function once, whatever the problem size. */
 #define PACK_LOCAL 64
+/* k-block of A's packed panels (cl/gemm.cl) */
+#define KBLK ((size_t)16)
 #define TILE_LOCAL 16
 /* The main kernel visits C's tiles in blocks of mcb row panels (see
  * cl/gemm.cl); mcb is chosen so that a block's packed A panels take about
@@ -116,8 +118,9 @@ static wbcl_status check_common(wbcl_context *ctx, const char *op, wbcl_transpos
 }
 
 /* ---- packed backend --------------------------------------------------------- */
-/* along_p == 0: the _x kernel (sx == 1); 1: the _p kernel (sp == 1). */
-static wbcl_status pack(wbcl_context *ctx, wbcl_kern *kern, int along_p, cl_mem src, size_t off, size_t stride,
+/* kern: the _x kernel (sx == 1) or the _p kernel (sp == 1); either runs a work-item per
+ * block of 16 k values of a panel (cl/gemm.cl). */
+static wbcl_status pack(wbcl_context *ctx, wbcl_kern *kern, cl_mem src, size_t off, size_t stride,
                         size_t sx, size_t sp, size_t rows, size_t k, size_t panels, size_t batch, cl_mem dst)
 {
     cl_ulong off_ = off, stride_ = stride, sx_ = sx, sp_ = sp;
@@ -131,7 +134,7 @@ static wbcl_status pack(wbcl_context *ctx, wbcl_kern *kern, int along_p, cl_mem 
     WBCL_ARG(ctx, kern, 6, k_);
     WBCL_ARG(ctx, kern, 7, panels_);
     WBCL_ARG(ctx, kern, 8, dst);
-    size_t global[2] = {(along_p ? (k + 15) / 16 : k) * panels, batch}, local[2] = {PACK_LOCAL, 1};
+    size_t global[2] = {(k + 15) / 16 * panels, batch}, local[2] = {PACK_LOCAL, 1};
     return wbcl__launch(ctx, kern, 2, global, local);
 }
 
@@ -155,9 +158,11 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
     const size_t pa = (m + MR - 1) / MR, pb = (n + NR - 1) / NR;
     const int a_batched = batch > 1 && d->stride_a != 0, b_batched = batch > 1 && d->stride_b != 0;
 
-    /* floats per packed batch entry; pa*MR <= m + 15 etc., k <= DIM_MAX */
+    /* floats per packed batch entry; pa*MR <= m + 15 etc., k <= DIM_MAX. A's panels are
+     * stored in k-blocks of KBLK (cl/gemm.cl): kpad floats per row. */
+    const size_t kpad = (k + KBLK - 1) / KBLK * KBLK;
     size_t ea, eb;
-    if (!wbcl__mul_ok(pa * MR, k, &ea) || !wbcl__mul_ok(pb * NR, k, &eb) || ea > SIZE_MAX / 4 || eb > SIZE_MAX / 4)
+    if (!wbcl__mul_ok(pa * MR, kpad, &ea) || !wbcl__mul_ok(pb * NR, k, &eb) || ea > SIZE_MAX / 4 || eb > SIZE_MAX / 4)
         return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: packed panels of m=%zu n=%zu k=%zu overflow size_t", op, m, n,
                           k);
     /* Every scratch buffer must fit the device's maximum allocation. A
@@ -166,19 +171,22 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
      * then along m, then along n; batched operands are packed a chunk of
      * batch entries at a time (below). */
     const size_t limit = (size_t)(ctx->info.max_alloc_size / sizeof(float));
-    const size_t W = MR > NR ? MR : NR;
     const int ta = d->ta == WBCL_TRANS, tb = d->tb == WBCL_TRANS;
-    if (W > limit)
+    /* the longest k one panel of A (whole k-blocks) and one of B can hold */
+    const size_t kmax_a = limit / MR / KBLK * KBLK, kmax_b = limit / NR, kmax = kmax_a < kmax_b ? kmax_a : kmax_b;
+    if (kmax == 0)
         return wbcl__fail(ctx, WBCL_ERROR_DEVICE_LIMIT,
                           "%s: the maximum allocation of %llu bytes on '%s' cannot hold one packed step of %zu floats",
-                          op, (unsigned long long)ctx->info.max_alloc_size, ctx->info.name, W);
-    if (k > limit / W || ea > limit || eb > limit) {
+                          op, (unsigned long long)ctx->info.max_alloc_size, ctx->info.name,
+                          KBLK * MR > NR ? KBLK * MR : NR);
+    if (k > kmax || ea > limit || eb > limit) {
         if (epi) /* wbcl__gemm_linear checks this before; a split would need the epilogue per part */
             return wbcl__fail(ctx, WBCL_ERROR_UNSUPPORTED, "%s: the fused epilogue needs one packed launch", op);
         wbcl_gemm_desc s = *d;
-        const int along_k = k > limit / W, along_m = !along_k && ea > limit;
+        const int along_k = k > kmax, along_m = !along_k && ea > limit;
         const size_t total = along_k ? k : along_m ? m : n;
-        const size_t step = along_k ? limit / W : along_m ? limit / k / MR * MR : limit / k / NR * NR;
+        /* each step >= MR (NR): kpad <= kmax_a <= limit / MR, k <= kmax_b <= limit / NR */
+        const size_t step = along_k ? kmax : along_m ? limit / kpad / MR * MR : limit / k / NR * NR;
         for (size_t x0 = 0; x0 < total; x0 += step) {
             const size_t len = total - x0 < step ? total - x0 : step;
             if (along_k) {
@@ -249,13 +257,13 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
             return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: the GELU epilogue needs a bias", op);
         WBCL_ARG(ctx, kmm, a_rows ? 16 : 14, epi->bias->mem);
     }
-    if (!a_batched && !a_rows) st = pack(ctx, kpa, !ta, A->mem, d->off_a, 0, a_sx, a_sp, m, k, pa, 1, ap);
-    if (!st && !b_batched) st = pack(ctx, kpb, tb, B->mem, d->off_b, 0, b_sx, b_sp, n, k, pb, 1, bp);
+    if (!a_batched && !a_rows) st = pack(ctx, kpa, A->mem, d->off_a, 0, a_sx, a_sp, m, k, pa, 1, ap);
+    if (!st && !b_batched) st = pack(ctx, kpb, B->mem, d->off_b, 0, b_sx, b_sp, n, k, pb, 1, bp);
     for (size_t b0 = 0; !st && b0 < batch; b0 += chunk) {
         const size_t nb = batch - b0 < chunk ? batch - b0 : chunk;
-        if (a_batched) st = pack(ctx, kpa, !ta, A->mem, d->off_a + b0 * d->stride_a, d->stride_a, a_sx, a_sp, m, k, pa, nb, ap);
+        if (a_batched) st = pack(ctx, kpa, A->mem, d->off_a + b0 * d->stride_a, d->stride_a, a_sx, a_sp, m, k, pa, nb, ap);
         if (!st && b_batched)
-            st = pack(ctx, kpb, tb, B->mem, d->off_b + b0 * d->stride_b, d->stride_b, b_sx, b_sp, n, k, pb, nb, bp);
+            st = pack(ctx, kpb, B->mem, d->off_b + b0 * d->stride_b, d->stride_b, b_sx, b_sp, n, k, pb, nb, bp);
         if (st) break;
         cl_ulong off_c = d->off_c + b0 * d->stride_c, ldc = d->ldc, stride_c = d->stride_c;
         cl_uint m_ = (cl_uint)m, n_ = (cl_uint)n, k_ = (cl_uint)k, abat = (cl_uint)a_batched,
@@ -666,10 +674,12 @@ wbcl_status wbcl__gemm_linear(wbcl_context *ctx, const wbcl_tensor *X, size_t m,
         Y->dtype == WBCL_F32)
         return wbcl__gemv_linear(ctx, X, m, k, W, n, bias, gelu, Y);
     /* fused: the packed backend in one launch (no split of the packed panels needed) */
-    const size_t MR = (size_t)ctx->params.gemm_mr, NR = (size_t)ctx->params.gemm_nr, Wd = MR > NR ? MR : NR;
+    const size_t MR = (size_t)ctx->params.gemm_mr, NR = (size_t)ctx->params.gemm_nr;
     const size_t limit = (size_t)(ctx->info.max_alloc_size / sizeof(float));
-    const size_t pb = (n + NR - 1) / NR, pa = (m + MR - 1) / MR;
-    const int one_launch = MR >= 1 && NR >= 1 && k <= limit / Wd && pb * NR <= limit / k && pa * MR <= limit / k;
+    const size_t pb = (n + NR - 1) / NR, pa = (m + MR - 1) / MR, kpad = (k + KBLK - 1) / KBLK * KBLK;
+    /* the condition under which run_packed splits nothing */
+    const int one_launch = MR >= 1 && NR >= 1 && kpad <= limit / MR && k <= limit / NR && pb * NR <= limit / k &&
+                           pa * MR <= limit / kpad;
     if (ctx->gemm_backend == WBCL_GEMM_PACKED && ctx->gemm_linear_mode != 2 && one_launch) {
         gemm_epilogue e = {bias, gelu, ctx->gemm_linear_mode == 0};
         return run_packed(ctx, op, &d, X, W, Y, &e);
