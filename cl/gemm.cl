@@ -224,18 +224,23 @@ __kernel void wbcl_gemm_pack_b_x(WBCL_GEMM_PACK_ARGS)
 }
 __kernel void wbcl_gemm_pack_b_p(WBCL_GEMM_PACK_ARGS) { (void)sp; WBCL_GEMM_PACK_P(NR) }
 
-/* global (tiles, batch), tiles = pa * pb. Tile t is mapped to (row panel ip,
- * column panel jp) in blocks of `mcb` row panels: the tiles of one block of
- * mcb*MR rows of C are visited column panel by column panel, then the next
- * block. Consecutive work-items (and work-groups, which PoCL hands out to its
- * threads in order) thus reuse one packed B panel mcb times and keep the mcb
- * A panels of a block hot in cache across all the column panels.
+/* global (tiles, batch). With cb == 0, tiles = pa * pb and tile t is mapped to
+ * (row panel ip, column panel jp) in blocks of `mcb` row panels: the tiles of
+ * one block of mcb*MR rows of C are visited column panel by column panel, then
+ * the next block. Consecutive work-items (and work-groups, which PoCL hands out
+ * to its threads in order) thus reuse one packed B panel mcb times and keep the
+ * mcb A panels of a block hot in cache across all the column panels.
+ * With cb > 0 (long k, where mcb A panels no longer fit a core's cache), a
+ * work-group of mcb * cb work-items is a unit of mcb row panels x cb column
+ * panels, run by one thread; units go down a column of C (ceil(pa / mcb) units),
+ * then to the next cb column panels, so consecutive units share their B panels
+ * and each unit's A panels serve cb tiles (global: units * mcb * cb).
  * a_batched/b_batched: 0 when one packed A (B) serves every batch entry.
  * beta == 0 never reads C. */
 __kernel void wbcl_gemm_packed(__global const float *restrict Ap, __global const float *restrict Bp,
                                __global C_T *restrict C, const ulong off_c, const ulong ldc, const ulong stride_c,
                                const uint m, const uint n, const uint k, const uint a_batched, const uint b_batched,
-                               const float alpha, const float beta, const uint mcb
+                               const float alpha, const float beta, const uint mcb, const uint cb
 #if WBCL_GEMM_A_ROWS
                                , const ulong off_a, const ulong lda
 #endif
@@ -246,10 +251,20 @@ __kernel void wbcl_gemm_packed(__global const float *restrict Ap, __global const
 {
     const uint t = get_global_id(0), b = get_global_id(1);
     const uint pa = (m + MR - 1) / MR, pb = (n + NR - 1) / NR;
-    if (t >= pa * pb) return;
-    const uint blk = t / (mcb * pb), rem = t - blk * (mcb * pb);
-    const uint rows_blk = min(mcb, pa - blk * mcb);
-    const uint jp = rem / rows_blk, ip = blk * mcb + (rem - jp * rows_blk);
+    uint ip, jp;
+    if (cb) { /* units: work-group g is mcb row panels x cb column panels, column panel by column panel */
+        const uint nrb = (pa + mcb - 1) / mcb, g = t / (mcb * cb), l = t - g * (mcb * cb);
+        const uint cbk = g / nrb, jl = l / mcb;
+        jp = cbk * cb + jl;
+        ip = (g - cbk * nrb) * mcb + (l - jl * mcb);
+        if (ip >= pa || jp >= pb) return;
+    } else { /* blocks of mcb row panels, column panel by column panel */
+        if (t >= pa * pb) return;
+        const uint blk = t / (mcb * pb), rem = t - blk * (mcb * pb);
+        const uint rows_blk = min(mcb, pa - blk * mcb);
+        jp = rem / rows_blk;
+        ip = blk * mcb + (rem - jp * rows_blk);
+    }
 
 #if WBCL_GEMM_A_ROWS
     (void)a_batched; /* the host uses A_ROWS for batch 1 only */

@@ -535,6 +535,28 @@ START_TEST(tiled_parameters)
 }
 END_TEST
 
+/* Long k visits the tiles in units of rb x cb (host/ops/gemm.c): with gemm.a_block_kib = 16 the
+ * units' budget is 32 KiB, so with the 12 x 32 tile k = 40 runs 4 x 4 units, k = 50 8 x 2 units
+ * and k = 60 blocks of row panels again. m = 113 (10 row panels) and n = 167 (6 column panels)
+ * leave units part empty at both edges; the batch of 2 covers the second global dimension. */
+START_TEST(packed_units)
+{
+    wbcl_context *ctx = ctx_for(0);
+    ctx->params.gemm_mr = 12;
+    ctx->params.gemm_nr = 32;
+    ctx->params.gemm_a_block_kib = 16;
+    const size_t ks[] = {40, 50, 60};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        gspec s = plain(113, 167, ks[i]);
+        s.beta = 0.5f;
+        s.ndc = s.nda = s.ndb = 3;
+        s.bd[0] = 2;
+        run_dense(ctx, &s, 620 + i);
+    }
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 /* The packed path never allocates more than the device's maximum: batched
  * operands are packed a chunk of entries at a time, and a problem whose
  * panels would not fit is split along k, m and n. Simulate small devices
@@ -732,6 +754,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, timing, 0, N_BACKENDS);
     tcase_add_test(tc, packed_tile_sizes);
     tcase_add_test(tc, packed_splits);
+    tcase_add_test(tc, packed_units);
     tcase_add_test(tc, tiled_parameters);
     suite_add_tcase(s, tc);
     return s;

@@ -214,7 +214,19 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
     size_t mcb_ = (size_t)(ctx->params.gemm_a_block_kib > 0 ? ctx->params.gemm_a_block_kib : 1024) * 1024 /
                   (MR * k * sizeof(float));
     if (mcb_ < MIN_BLOCK_PANELS) mcb_ = MIN_BLOCK_PANELS;
-    const cl_uint mcb = (cl_uint)(mcb_ > pa ? pa : mcb_);
+    cl_uint mcb = (cl_uint)(mcb_ > pa ? pa : mcb_), unit_cb = 0;
+    /* Long k: units of TILE_LOCAL tiles (cl/gemm.cl) when a block of MIN_BLOCK_PANELS A panels
+     * exceeds twice the block size, with the most column panels (4 or 2) whose unit's A and B
+     * panels fit in twice the block size (k = 2048: 4 x 4, 3072: 8 x 2, 4096: blocks again;
+     * 1.04-1.07x at 2048^3 and 3072^3 on the Xeon, perf/RESULTS.md). */
+    const size_t unit_bytes = 2 * (size_t)(ctx->params.gemm_a_block_kib > 0 ? ctx->params.gemm_a_block_kib : 1024) *
+                              1024;
+    if (MIN_BLOCK_PANELS * MR * k * sizeof(float) > unit_bytes)
+        for (size_t cb = 4; cb >= 2 && !unit_cb; cb /= 2)
+            if ((TILE_LOCAL / cb * MR + cb * NR) * k * sizeof(float) <= unit_bytes) {
+                unit_cb = (cl_uint)cb;
+                mcb = (cl_uint)(TILE_LOCAL / cb);
+            }
     size_t chunk = batch;
     if (a_batched && chunk > limit / ea) chunk = limit / ea;
     if (b_batched && chunk > limit / eb) chunk = limit / eb;
@@ -249,13 +261,13 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
     if (a_rows) {
         cl_ulong off_a = d->off_a, lda = d->lda;
         ap = A->mem; /* the kernel's Ap argument is A itself */
-        WBCL_ARG(ctx, kmm, 14, off_a);
-        WBCL_ARG(ctx, kmm, 15, lda);
+        WBCL_ARG(ctx, kmm, 15, off_a);
+        WBCL_ARG(ctx, kmm, 16, lda);
     }
     if (epilogue) {
         if (!epi->bias)
             return wbcl__fail(ctx, WBCL_ERROR_INVALID_ARGUMENT, "%s: the GELU epilogue needs a bias", op);
-        WBCL_ARG(ctx, kmm, a_rows ? 16 : 14, epi->bias->mem);
+        WBCL_ARG(ctx, kmm, a_rows ? 17 : 15, epi->bias->mem);
     }
     if (!a_batched && !a_rows) st = pack(ctx, kpa, A->mem, d->off_a, 0, a_sx, a_sp, m, k, pa, 1, ap);
     if (!st && !b_batched) st = pack(ctx, kpb, B->mem, d->off_b, 0, b_sx, b_sp, n, k, pb, 1, bp);
@@ -283,7 +295,9 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
         WBCL_ARG(ctx, kmm, 11, alpha);
         WBCL_ARG(ctx, kmm, 12, beta);
         WBCL_ARG(ctx, kmm, 13, mcb);
-        size_t global[2] = {pa * pb, nb}, local[2] = {TILE_LOCAL, 1};
+        WBCL_ARG(ctx, kmm, 14, unit_cb);
+        size_t global[2] = {unit_cb ? (pa + mcb - 1) / mcb * ((pb + unit_cb - 1) / unit_cb) * TILE_LOCAL : pa * pb, nb},
+               local[2] = {TILE_LOCAL, 1};
         st = wbcl__launch(ctx, kmm, 2, global, local);
     }
     return st;

@@ -45,7 +45,9 @@
  *   gemm.mr, gemm.nr   packed GEMM register tile, rows x columns of C per work-item
  *                      (-DWBCL_GEMM_MR 1..16, -DWBCL_GEMM_NR 4, 8, 16, 32 or 64)
  *   gemm.a_block_kib   packed GEMM: KiB of packed A panels visited per block (L2 blocking), 16..65536;
- *                      a block never has fewer than 40 row panels (host/ops/gemm.c MIN_BLOCK_PANELS)
+ *                      a block never has fewer than 40 row panels (host/ops/gemm.c MIN_BLOCK_PANELS);
+ *                      where 40 panels exceed twice this size (long k), tiles go in units of 4 x 4
+ *                      or 8 x 2 panels whose A and B panels fit in twice this size, if any do
  *   gemm.backend       the GEMM backend of contexts on the device (wbcl_gemm_backend: 1 packed,
  *                      2 CLBlast, 3 tiled) unless one sets it explicitly; absent: packed on CPU
  *                      devices, tiled on GPUs that take it, CLBlast elsewhere. 3 needs work-groups
