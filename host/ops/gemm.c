@@ -218,12 +218,15 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
     /* Long k: units of TILE_LOCAL tiles (cl/gemm.cl) when a block of MIN_BLOCK_PANELS A panels
      * exceeds twice the block size, with the most column panels (4 or 2) whose unit's A and B
      * panels fit in twice the block size (k = 2048: 4 x 4, 3072: 8 x 2, 4096: blocks again;
-     * 1.04-1.07x at 2048^3 and 3072^3 on the Xeon, perf/RESULTS.md). */
+     * 1.05x at 2048^3, 1.01-1.02x at 3072^3 on the Xeon, perf/RESULTS.md). Units whose grid
+     * (part-empty units at the edges included) would not fit the kernel's 32-bit index stay blocks. */
     const size_t unit_bytes = 2 * (size_t)(ctx->params.gemm_a_block_kib > 0 ? ctx->params.gemm_a_block_kib : 1024) *
                               1024;
     if (MIN_BLOCK_PANELS * MR * k * sizeof(float) > unit_bytes)
         for (size_t cb = 4; cb >= 2 && !unit_cb; cb /= 2)
-            if ((TILE_LOCAL / cb * MR + cb * NR) * k * sizeof(float) <= unit_bytes) {
+            if ((TILE_LOCAL / cb * MR + cb * NR) * k * sizeof(float) <= unit_bytes &&
+                (pa + TILE_LOCAL / cb - 1) / (TILE_LOCAL / cb) * ((pb + cb - 1) / cb) <=
+                    (UINT32_MAX - TILE_LOCAL) / TILE_LOCAL) {
                 unit_cb = (cl_uint)cb;
                 mcb = (cl_uint)(TILE_LOCAL / cb);
             }
