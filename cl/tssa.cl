@@ -610,7 +610,10 @@ wbcl_tssa_g_dots_finish(__global const float *part2, __global const float *partP
  * (partP). Per tile of TT tokens: each work-item stores its w^2 in local memory; work-item (t, h)
  * (lanes lx = h < K) forms logit = temp_h sum_c w^2 inv^2 and the softmax over heads; then every
  * work-item adds Pi_h w^2 (its own entries of the local tile: no registers hold w across the
- * barriers) to its accumulators. The next tile's w is loaded before the barriers of this one. */
+ * barriers) to its accumulators. The next tile's w is loaded before the barriers of this one.
+ * Work-group i takes range G - 1 - i: GPUs start work-groups roughly in index order, so this pass
+ * begins with the ranges g_colsq read last (the part of w still in the device's L2 when w is larger
+ * than it) and ends with the first batch entries, where g_output, in (b, h, n, c) order, begins. */
 __kernel __attribute__((reqd_work_group_size(G_WG, 1, 1))) void
 wbcl_tssa_g_member(__global const float *w, const ulong off, const ulong sb, const ulong sh, const ulong sn,
                    const uint B, const uint N, const uint L, __global const float *inv,
@@ -621,7 +624,8 @@ wbcl_tssa_g_member(__global const float *w, const ulong off, const ulong sb, con
     __local float li2[G_K * G_PP];       /* inv^2 */
     __local float ll[G_TT * G_K];        /* logits */
     __local float lp[G_TT * G_K];        /* Pi, then the work-items' sums of Pi */
-    const uint lid = get_local_id(0), lx = lid % G_LX, t = lid / G_LX, g = get_group_id(0);
+    const uint lid = get_local_id(0), lx = lid % G_LX, t = lid / G_LX;
+    const uint g = (uint)get_num_groups(0) - 1u - (uint)get_group_id(0); /* ranges in reverse (above) */
     const uint ush = (uint)sh; /* the host checks (K - 1) sh + p < 2^32 */
     const float th = lx < G_K ? temp[lx] : 0.0f;
 #pragma unroll 1
