@@ -160,14 +160,17 @@
  * kpad * MR, kpad = k rounded up to 16; the pad of the last block is never read). As stored
  * (sp == 1), packing A is then a copy of MR row segments of 16 floats per block, no transpose.
  * Global (panels * nblk, batch), work-item panel * nblk + j packs block j of one panel. */
+#define WBCL_GEMM_PACK_A_BLOCK                                                                \
+    const uint i = get_global_id(0), b = get_global_id(1), nblk = (k + 15) / 16;              \
+    if (i >= nblk * panels) return;                                                           \
+    const uint panel = i / nblk, j = i - panel * nblk, p0 = j * 16, x0 = panel * MR;          \
+    __global float *d = dst + (((ulong)b * panels + panel) * nblk + j) * (16 * MR);
+
 __kernel void wbcl_gemm_pack_a_p(WBCL_GEMM_PACK_ARGS)
 {
     (void)sp;
-    const uint i = get_global_id(0), b = get_global_id(1), nblk = (k + 15) / 16;
-    if (i >= nblk * panels) return;
-    const uint panel = i / nblk, j = i - panel * nblk, p0 = j * 16, x0 = panel * MR;
+    WBCL_GEMM_PACK_A_BLOCK
     const __global SRC_T *s = src + off + (ulong)b * stride + (ulong)x0 * sx + p0;
-    __global float *d = dst + (((ulong)b * panels + panel) * nblk + j) * (16 * MR);
     if (p0 + 16 <= k) {
 #pragma unroll
         for (uint r = 0; r < MR; r++)
@@ -183,11 +186,8 @@ __kernel void wbcl_gemm_pack_a_p(WBCL_GEMM_PACK_ARGS)
 __kernel void wbcl_gemm_pack_a_x(WBCL_GEMM_PACK_ARGS)
 {
     (void)sx;
-    const uint i = get_global_id(0), b = get_global_id(1), nblk = (k + 15) / 16;
-    if (i >= nblk * panels) return;
-    const uint panel = i / nblk, j = i - panel * nblk, p0 = j * 16, x0 = panel * MR;
+    WBCL_GEMM_PACK_A_BLOCK
     const __global SRC_T *s = src + off + (ulong)b * stride + (ulong)p0 * sp + x0;
-    __global float *d = dst + (((ulong)b * panels + panel) * nblk + j) * (16 * MR);
     const uint np = min(16u, k - p0);
     for (uint q = 0; q < np; q++)
 #pragma unroll
