@@ -1456,13 +1456,23 @@ static inline __attribute__((always_inline)) void la_chol_small(const __global f
             tile[i * TS + k] = i == k ? s : ci * (1.0f / s);
         }
         __local const float4 *cn4 = ck4 + NMAX / 4u;
+        /* After step k only columns k + 1 .. NMAX - 1, i.e. x[0 .. NMAX - 2 - k], are still needed:
+         * the 128 form updates the first wq float4 groups of registers, wq = 32 - 8 floor(k / 32)
+         * (128, 96, 64, then 32 registers: 4 wq > NMAX - 1 - k), and skips the groups that hold
+         * columns past the block (they stay finite and are never read back into a needed register):
+         * 80 instead of 128 FMAs and local float4 reads per step on average. wq is uniform, and the
+         * skip is a branch per group inside the one unrolled loop, so x keeps static indices (four
+         * unrolled copies of the loop, one per width, put 94 of its floats on the stack on sm_90). */
+        const uint wq = NMAX == 128u ? 32u - 8u * (k / 32u) : NMAX / 4u;
 #pragma unroll
         for (uint q = 0; q < NMAX / 4u; q++) {
-            const float4 v = cn4[q];
-            x[4 * q] = LA_FMS_C(f, v.s0, x[4 * q + 1]);
-            x[4 * q + 1] = LA_FMS_C(f, v.s1, x[4 * q + 2]);
-            x[4 * q + 2] = LA_FMS_C(f, v.s2, x[4 * q + 3]);
-            if (4 * q + 4 < NMAX) x[4 * q + 3] = LA_FMS_C(f, v.s3, x[4 * q + 4]);
+            if (q < wq) {
+                const float4 v = cn4[q];
+                x[4 * q] = LA_FMS_C(f, v.s0, x[4 * q + 1]);
+                x[4 * q + 1] = LA_FMS_C(f, v.s1, x[4 * q + 2]);
+                x[4 * q + 2] = LA_FMS_C(f, v.s2, x[4 * q + 3]);
+                if (4 * q + 4 < NMAX) x[4 * q + 3] = LA_FMS_C(f, v.s3, x[4 * q + 4]);
+            }
         }
         x[NMAX - 1] = 0.0f;
     }
