@@ -883,7 +883,10 @@ wbcl_tssa_gc_member(__global const float *w, const ulong off, const ulong sb, co
     __local float lr[G_TT * G_K * G_PP]; /* w^2 / max(S, eps) */
     __local float ll[G_TT * G_K];        /* logits */
     __local float lp[G_TT * G_K];        /* Pi; at the end the rows' sums of Pi */
-    const uint lid = get_local_id(0), lx = lid % G_LX, t = lid / G_LX, g = get_group_id(0);
+    const uint lid = get_local_id(0), lx = lid % G_LX, t = lid / G_LX;
+    /* blocks in reverse, as in g_member: this pass starts with the blocks gc_blocksq read last and
+     * ends with the first ones, where gc_output begins */
+    const uint g = (uint)get_num_groups(0) - 1u - (uint)get_group_id(0);
     const int live = g < B * nblk; /* no early return before a barrier: a dead work-group runs no tile */
     const uint b = live ? g / nblk : 0, n0 = (g % nblk) * L, n1 = live ? min(N, n0 + L) : n0;
     const uint ush = (uint)sh; /* the host checks (K - 1) sh + p < 2^32 */
