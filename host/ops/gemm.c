@@ -211,8 +211,8 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
     if (pa > (UINT32_MAX - TILE_LOCAL) / pb)
         return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: m=%zu n=%zu give %zu x %zu register tiles, more than 2^32", op, m,
                           n, pa, pb);
-    size_t mcb_ = (size_t)(ctx->params.gemm_a_block_kib > 0 ? ctx->params.gemm_a_block_kib : 1024) * 1024 /
-                  (MR * k * sizeof(float));
+    const size_t block_bytes = (size_t)(ctx->params.gemm_a_block_kib > 0 ? ctx->params.gemm_a_block_kib : 1024) * 1024;
+    size_t mcb_ = block_bytes / (MR * k * sizeof(float));
     if (mcb_ < MIN_BLOCK_PANELS) mcb_ = MIN_BLOCK_PANELS;
     cl_uint mcb = (cl_uint)(mcb_ > pa ? pa : mcb_), unit_cb = 0;
     /* Long k: units of TILE_LOCAL tiles (cl/gemm.cl) when a block of MIN_BLOCK_PANELS A panels
@@ -220,8 +220,7 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
      * panels fit in twice the block size (k = 2048: 4 x 4, 3072: 8 x 2, 4096: blocks again;
      * 1.05x at 2048^3, 1.01-1.02x at 3072^3 on the Xeon, perf/RESULTS.md). Units whose grid
      * (part-empty units at the edges included) would not fit the kernel's 32-bit index stay blocks. */
-    const size_t unit_bytes = 2 * (size_t)(ctx->params.gemm_a_block_kib > 0 ? ctx->params.gemm_a_block_kib : 1024) *
-                              1024;
+    const size_t unit_bytes = 2 * block_bytes;
     if (MIN_BLOCK_PANELS * MR * k * sizeof(float) > unit_bytes)
         for (size_t cb = 4; cb >= 2 && !unit_cb; cb /= 2)
             if ((TILE_LOCAL / cb * MR + cb * NR) * k * sizeof(float) <= unit_bytes &&
