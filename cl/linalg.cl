@@ -15,6 +15,9 @@
  *   (wbcl_chol_upd128_g)                 work-item); update tiles split by the next block
  *                                        column, the next panel's solve beside the rest
  *                                        (by 128 x 128 tiles for large trailing blocks)
+ *   wbcl_chol_inv128_g                   GPU, lookahead form with WBCL_LA_PANEL_INV=1: the
+ *                                        diagonal block's inverse, so that the panel is a
+ *                                        product (wbcl_chol_upd_g mode 2)
  *   wbcl_chol_s32_g / wbcl_chol_s64_g    GPU: batches of n <= 32 / 64, a row per work-item
  *                                        (they write every matrix's status: no clearing)
  *   wbcl_trsm_inv / wbcl_trsm_cols_wg    X <- L11^-1 X or L11^-T X (solves)
@@ -1049,6 +1052,151 @@ __kernel void wbcl_chol_trsm_g(__global const float *D, const ulong off_d, const
     la_trsm_rows(D, off_d, stride_d, ldd, X, off_x, stride_x, ldx, kb, rows, get_group_id(0), get_group_id(1), U, Xl);
 }
 
+/* ----------------------------------------------------------------------------
+ * The panel through the diagonal block's inverse (the lookahead form with
+ * WBCL_LA_PANEL_INV=1, host/ops/linalg.c): X <- X L11^-T as X W^T with
+ * W = L11^-1, built once per block by wbcl_chol_inv128_g. The solve of
+ * wbcl_chol_trsm_g is a chain of kb barrier steps (X's column c needs the
+ * columns before it: about 50 us a 128 block on an H200, on the critical
+ * path of every round); the product has no chain: X[r][c] = sum_{k <= c}
+ * X[r][k] W[c][k], each column independent, so a work-group runs its kb steps
+ * without a barrier. W comes from a chain of its own, but a short one: 16
+ * substitution steps, then three doubling levels of small products.
+ * ---------------------------------------------------------------------------- */
+
+/* W = L^-1 for the kb x kb (kb <= LA_GNB) lower-triangular block L at D + off_d + b stride_d
+ * (row stride ldd), treated as the LA_GNB x LA_GNB matrix [[L, 0], [0, I]]:
+ *   1. the 8 diagonal blocks of 16: work-item t < 128 substitutes column t % 16 of block t / 16
+ *      (L_qq w = e_j, 16 steps, w in registers, zeros above the diagonal written too);
+ *   2. doubling, h = 16, 32, 64: for each pair of diagonal blocks A (rows a0 .. a0 + h - 1) and
+ *      B (the h rows after), whose inverses W_AA, W_BB are done,
+ *        T = L_BA W_AA,   W_BA = -W_BB T
+ *      (the inverse of [[L_AA, 0], [L_BA, L_BB]] has W_BA = -W_BB L_BA W_AA), in 4 x 4 register
+ *      tiles, 4h of them a level: 64 work-items at h = 16, 256 at h = 64.
+ * W (row stride LA_GNB) and T (64 h <= 4096 floats) live in Wb + b stride_w (T after W's
+ * LA_GNB^2 floats): global memory, ordered within the work-group by global-memory barriers.
+ * Only W's lower triangle (and the zeros above the diagonal inside the 16-blocks) is written;
+ * every read stays within those (the tiles' k ranges start at their first column, rounded down
+ * to 4, and end at their last row, inside one 16-block). A non-SPD block (a NaN or Inf
+ * in L, after its factor recorded the failing pivot) gives NaN or Inf in W, as the solve would.
+ * global: (256 batch), local: (256). */
+static inline __attribute__((always_inline)) float la_inv_l(const __global float *d, const uint ldd, const uint kb,
+                                                            const uint i, const uint k)
+{
+    return i < kb && k < kb ? d[(ulong)i * ldd + k] : (i == k ? 1.0f : 0.0f);
+}
+
+__kernel __attribute__((reqd_work_group_size(256, 1, 1))) void
+wbcl_chol_inv128_g(__global const float *D, const ulong off_d, const ulong stride_d, const uint ldd, const uint kb,
+                   __global float *Wb, const ulong stride_w)
+{
+    const uint t = get_local_id(0), b = get_group_id(0);
+    const __global float *d = D + off_d + (ulong)b * stride_d;
+    __global float *w = Wb + (ulong)b * stride_w;
+    __global float *tb = w + LA_GNB * LA_GNB;
+    if (t < LA_GNB) {
+        const uint q0 = (t / LA_GT) * LA_GT, j = t % LA_GT;
+        float x[LA_GT];
+#pragma unroll
+        for (uint i = 0; i < LA_GT; i++) {
+            float s = i == j ? 1.0f : 0.0f;
+#pragma unroll
+            for (uint k = 0; k < i; k++) s = LA_FMS_C(la_inv_l(d, ldd, kb, q0 + i, q0 + k), x[k], s);
+            x[i] = s / la_inv_l(d, ldd, kb, q0 + i, q0 + i);
+            w[(q0 + i) * LA_GNB + q0 + j] = x[i];
+        }
+    }
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    for (uint h = LA_GT; h < LA_GNB; h *= 2u) {
+        const uint th = h / 4u, active = t < 4u * h;
+        const uint pr = t / (th * th), rem = t % (th * th);
+        const uint i0 = 4u * (rem / th), j0 = 4u * (rem % th);
+        const uint a0 = 2u * pr * h, b0 = a0 + h;
+        __global float *tp = tb + pr * h * h;
+        float4 acc0 = (float4)(0.0f), acc1 = (float4)(0.0f), acc2 = (float4)(0.0f), acc3 = (float4)(0.0f);
+        if (active) {
+            /* T = L_BA W_AA (W_AA[k][j] = 0 for k < j) */
+            for (uint k = j0; k < h; k++) {
+                const float4 wv = vload4(0, w + (a0 + k) * LA_GNB + a0 + j0);
+                acc0 = fma((float4)la_inv_l(d, ldd, kb, b0 + i0, a0 + k), wv, acc0);
+                acc1 = fma((float4)la_inv_l(d, ldd, kb, b0 + i0 + 1u, a0 + k), wv, acc1);
+                acc2 = fma((float4)la_inv_l(d, ldd, kb, b0 + i0 + 2u, a0 + k), wv, acc2);
+                acc3 = fma((float4)la_inv_l(d, ldd, kb, b0 + i0 + 3u, a0 + k), wv, acc3);
+            }
+            vstore4(acc0, 0, tp + i0 * h + j0);
+            vstore4(acc1, 0, tp + (i0 + 1u) * h + j0);
+            vstore4(acc2, 0, tp + (i0 + 2u) * h + j0);
+            vstore4(acc3, 0, tp + (i0 + 3u) * h + j0);
+        }
+        barrier(CLK_GLOBAL_MEM_FENCE);
+        if (active) {
+            /* W_BA = -W_BB T (W_BB[i][k] = 0 for k > i) */
+            acc0 = acc1 = acc2 = acc3 = (float4)(0.0f);
+            const __global float *wb = w + (b0 + i0) * LA_GNB + b0;
+            for (uint k = 0; k < i0 + 4u; k++) {
+                const float4 tv = vload4(0, tp + k * h + j0);
+                acc0 = fma((float4)wb[k], tv, acc0);
+                acc1 = fma((float4)wb[LA_GNB + k], tv, acc1);
+                acc2 = fma((float4)wb[2u * LA_GNB + k], tv, acc2);
+                acc3 = fma((float4)wb[3u * LA_GNB + k], tv, acc3);
+            }
+            __global float *wo = w + (b0 + i0) * LA_GNB + a0 + j0;
+            vstore4(-acc0, 0, wo);
+            vstore4(-acc1, 0, wo + LA_GNB);
+            vstore4(-acc2, 0, wo + 2u * LA_GNB);
+            vstore4(-acc3, 0, wo + 3u * LA_GNB);
+        }
+        barrier(CLK_GLOBAL_MEM_FENCE);
+    }
+}
+
+/* Rows rb * 16 .. of X (rows in all) <- X W^T, W = L11^-1 (kb x kb lower, row stride ldw,
+ * matrix b at Wm + b stride_w): wbcl_chol_upd_g's / wbcl_chol_upd128_g's first work-groups in
+ * mode 2, in place of la_trsm_rows. W packed in U as la_trsm_rows packs L11 (U[k kb - TRI(k)
+ * + c] = W[c][k], c >= k), the work-group's 16 rows of X in Xl; work-item (tx, ty): row ty,
+ * columns tx + 16 q, summed over k = 0 .. c in order, with no barrier in the loop. */
+static inline __attribute__((always_inline)) void la_pmul_rows(const __global float *Wm, const ulong stride_w,
+                                                               const uint ldw, __global float *X, const ulong off_x,
+                                                               const ulong stride_x, const uint ldx, const uint kb,
+                                                               const uint rows, const uint rb, const uint b,
+                                                               __local float *U, __local float *Xl)
+{
+    const uint tx = get_local_id(0), ty = get_local_id(1);
+    const uint r = rb * LA_GT + ty;
+    const __global float *wm = Wm + (ulong)b * stride_w;
+    __global float *x = X + off_x + (ulong)b * stride_x + (ulong)r * ldx;
+    __local float *xs = Xl + ty * (kb + 1);
+    for (uint i = ty; i < kb; i += LA_GT)
+        for (uint c = tx; c <= i; c += LA_GT) U[c * kb - LA_TRI(c) + i] = wm[(ulong)i * ldw + c];
+    for (uint c = tx; c < kb; c += LA_GT) xs[c] = r < rows ? x[c] : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float acc[LA_GNB / LA_GT];
+#pragma unroll
+    for (uint q = 0; q < LA_GNB / LA_GT; q++) acc[q] = 0.0f;
+    for (uint k = 0; k < kb; k++) {
+        const uint rk = k * kb - LA_TRI(k); /* U[rk + c] = W[c][k] */
+        const float xk = xs[k];
+#pragma unroll
+        for (uint q = 0; q < LA_GNB / LA_GT; q++) {
+            const uint c = tx + LA_GT * q;
+            if (c >= k && c < kb) acc[q] = LA_FMA_C(xk, U[rk + c], acc[q]);
+        }
+    }
+    /* out through xs, as la_trsm_rows stores: storing acc[q] to x[c] straight from the unrolled
+     * loop, under the same guards, made this kernel store into freed heap memory on PoCL 3.1 in
+     * its GPU variant (valgrind: 4-byte stores 64 bytes apart; crashes at context release); not
+     * understood, and not seen with this form */
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (uint q = 0; q < LA_GNB / LA_GT; q++) {
+        const uint c = tx + LA_GT * q;
+        if (c < kb) xs[c] = acc[q];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (r < rows)
+        for (uint c = tx; c < kb; c += LA_GT) x[c] = xs[c];
+}
+
 /* Trailing update of the lower triangle only: C[i][c] -= sum_p P[i][p] P[c][p]
  * for c <= i < m, P (m x kb) and C (m x m) inside one buffer (L) at off_p and
  * off_c with row stride ld (the caller's regions do not overlap). One
@@ -1263,19 +1411,26 @@ __kernel void wbcl_chol_syrk_g(__global float *L, const ulong off_p, const ulong
  *           block, factored by then (C's first kb2 rows and columns), as
  *           wbcl_chol_trsm_g does; the others take the tiles of tile columns
  *           >= c2 (columns >= 64 c2 >= kb2: disjoint from that panel);
- * (wbcl_chol_upd128_g: mode 1 with the rest by 128 x 128 tiles.)
+ *   mode 2: mode 1 with the panel as X W^T, W = the block's inverse in Winv
+ *           (la_pmul_rows; wbcl_chol_inv128_g made it); Winv and stride_w
+ *           are read in mode 2 only.
+ * (wbcl_chol_upd128_g: modes 1 and 2 with the rest by 128 x 128 tiles.)
  * buf: local memory of max(kb2 (kb2 + 1) / 2 + 16 (kb2 + 1), 2 * 16 * 68)
  * floats, the triangle and rows of the solve or the two tiles of the update.
  * global: (16 groups, 16 batch), local: (16, 16). */
 __kernel void wbcl_chol_upd_g(__global float *L, const ulong off_p, const ulong off_c, const ulong stride,
                               const uint ld, const uint m, const uint kb, const uint kb2, const uint mode,
-                              const uint ntr, __local float *buf)
+                              const uint ntr, __local float *buf, __global const float *Winv, const ulong stride_w)
 {
     const uint b = get_group_id(1), g = get_group_id(0);
     const uint c2 = (kb2 + LA_ST - 1u) / LA_ST, nt = (m + LA_ST - 1u) / LA_ST;
-    if (mode == 1u && g < ntr) {
-        la_trsm_rows(L, off_c, stride, ld, L, off_c + (ulong)kb2 * ld, stride, ld, kb2, m - kb2, g, b, buf,
-                     buf + kb2 * (kb2 + 1u) / 2u);
+    if (mode != 0u && g < ntr) {
+        if (mode == 2u)
+            la_pmul_rows(Winv, stride_w, LA_GNB, L, off_c + (ulong)kb2 * ld, stride, ld, kb2, m - kb2, g, b, buf,
+                         buf + kb2 * (kb2 + 1u) / 2u);
+        else
+            la_trsm_rows(L, off_c, stride, ld, L, off_c + (ulong)kb2 * ld, stride, ld, kb2, m - kb2, g, b, buf,
+                         buf + kb2 * (kb2 + 1u) / 2u);
         return;
     }
     uint ti, tj;
@@ -1307,17 +1462,22 @@ __kernel void wbcl_chol_upd_g(__global float *L, const ulong off_p, const ulong 
  * the 8 x 8 outputs per work-item take about 150 registers, one work-group per SM).
  * Work-groups 0 .. ntr - 1 solve the next panel as in mode 1; buf as wbcl_chol_upd_g's (the
  * two slices, 2 * 8 * 132 floats, fit in its 2 * 16 * 68). The arguments are wbcl_chol_upd_g's,
- * so the host sets one list on both; mode is not read (always 1).
+ * so the host sets one list on both; mode is 1 or 2 (the panel by la_trsm_rows or la_pmul_rows).
  * global: (16 (ntr + nt2 (nt2 + 1) / 2), 16 batch), local: (16, 16). */
 __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void wbcl_chol_upd128_g(__global float *L, const ulong off_p, const ulong off_c, const ulong stride,
                                  const uint ld, const uint m, const uint kb, const uint kb2, const uint mode,
-                                 const uint ntr, __local float *buf)
+                                 const uint ntr, __local float *buf, __global const float *Winv,
+                                 const ulong stride_w)
 {
     const uint b = get_group_id(1), g = get_group_id(0);
     const uint col0 = LA_ST * ((kb2 + LA_ST - 1u) / LA_ST);
     if (g < ntr) {
-        la_trsm_rows(L, off_c, stride, ld, L, off_c + (ulong)kb2 * ld, stride, ld, kb2, m - kb2, g, b, buf,
-                     buf + kb2 * (kb2 + 1u) / 2u);
+        if (mode == 2u)
+            la_pmul_rows(Winv, stride_w, LA_GNB, L, off_c + (ulong)kb2 * ld, stride, ld, kb2, m - kb2, g, b, buf,
+                         buf + kb2 * (kb2 + 1u) / 2u);
+        else
+            la_trsm_rows(L, off_c, stride, ld, L, off_c + (ulong)kb2 * ld, stride, ld, kb2, m - kb2, g, b, buf,
+                         buf + kb2 * (kb2 + 1u) / 2u);
         return;
     }
     const uint tt = g - ntr;

@@ -33,8 +33,8 @@
 # the PyTorch CUDA peer perf/peers/aot_energy_torch_cuda.py on the same shapes (90 s).
 # chol_bench, chol_peer (issue 16): bench_linalg on the Cholesky shapes of the GPU targets (one 4096, 1024 x
 # 64^2, d = 784 single and ReduNet's 11 inverses), then their per-kernel device times and wall time per call
-# (20 calls back to back), then 4096's with WBCL_LA_UPD128_MIN = 100000, 1024, 0 (the 128 x 128 update tiles
-# never, from 1024 rows, always; the default is 2048) (120 s); the PyTorch
+# (20 calls back to back), then 784's and 4096's with WBCL_LA_PANEL_INV = 0, 1, 0, 1 (the panels by the
+# solve, the default, or through the diagonal blocks' inverses: host/ops/linalg.c chol_gpu_ahead) (120 s); the PyTorch
 # CUDA peer perf/peers/linalg_torch_cuda.py on the same shapes (60 s).
 # clblast_tune, gemm_peer, attention_peer, models_peer (issue 17): wbcl-tune --op clblast (CLBlast's Xgemm
 # sets and its direct/indirect threshold, checked and timed against CLBlast's own values; table written to
@@ -170,8 +170,8 @@ step linalg 60 linalg.log "$build/perf/bench_linalg" --reps 5 --threads "$(nproc
 step chol_bench "${STEP_CHOL_BENCH:-120}" chol_bench.log sh -c "b='$build/perf/bench_linalg'
   \$b --reps 5 --threads \"\$(nproc)\" --large 784,4096 --small 64 --batch 1024 --redunet || exit 1
   echo '== device time per kernel'; \$b --profile --large 784,4096 --small 64 --batch 1024 --redunet --reps 3
-  for t in 100000 1024 0; do echo \"== WBCL_LA_UPD128_MIN=\$t (the 128 x 128 update tiles from \$t rows; 100000: never)\"
-    WBCL_LA_UPD128_MIN=\$t \$b --profile --large 4096 --reps 3 | grep -E 'profile|wall'; done"
+  for i in 0 1 0 1; do echo \"== WBCL_LA_PANEL_INV=\$i (1: the panels through the diagonal blocks' inverses)\"
+    WBCL_LA_PANEL_INV=\$i \$b --profile --large 784,4096 --reps 3 | grep -E 'profile|wall|inv128|trsm|r128|upd'; done"
 cat "$out/chol_bench.log" 2>/dev/null | head -60
 step chol_peer "${STEP_CHOL_PEER:-60}" chol_peer.log env PYTHONUNBUFFERED=1 "$py" perf/peers/linalg_torch_cuda.py --shapes "1,4096;1024,64;1,784;11,784" --inverse "11,784" --reps 20
 cat "$out/chol_peer.log" 2>/dev/null | head -12

@@ -872,6 +872,60 @@ START_TEST(non_spd_rejected)
 END_TEST
 
 /* Only the lower triangle is read: garbage (NaN) above the diagonal changes nothing. */
+/* The GPU lookahead form with each round's panel through the next diagonal block's inverse
+ * (WBCL_LA_PANEL_INV=1, host/ops/linalg.c: wbcl_chol_inv128_g builds W = L11^-1 by 16 x 16
+ * substitutions and three doubling levels, then wbcl_chol_upd_g / wbcl_chol_upd128_g mode 2
+ * multiply the panel by W^T instead of solving it). The sizes of cholesky_gpu_blocks (a last
+ * block of 1, 3, 7 and 44 rows: W padded with the identity) batched and single, in place; the
+ * rest by 128 tiles in every round (upd128_g's mode 2); launches at n = 300 (one inverse, for
+ * the one round with a panel below its next block); conditioning up to 1e5 at n = 300, where the
+ * product's error can grow with cond(L11) = sqrt(cond(A11)) (the same residual bound holds:
+ * observed 2.1e-7 against a bound of 1.9e-5); failures in later blocks reported as by the solve. */
+START_TEST(cholesky_gpu_panel_inverse)
+{
+    static const size_t sizes[] = {128, 129, 131, 256, 263, 300, 385};
+    ck_assert_int_eq(setenv("WBCL_LA_PANEL_INV", "1", 1), 0);
+    check_blocked(WBCL_VARIANT_GPU, "gpu panels by inverse", sizes, sizeof sizes / sizeof *sizes, 28, 385);
+    ck_assert_int_eq(setenv("WBCL_LA_UPD128_MIN", "0", 1), 0);
+    check_blocked(WBCL_VARIANT_GPU, "gpu panels by inverse, 128 tiles", sizes, sizeof sizes / sizeof *sizes, 29,
+                  263);
+    unsetenv("WBCL_LA_UPD128_MIN");
+    wbcl_context *ctx = tu_context();
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
+    tu_rng r;
+    tu_rng_seed(&r, 30);
+    size_t n = 300;
+    float *A = malloc(2 * n * n * sizeof *A);
+    gen_gram(&r, n, 1.0, A);
+    wbcl_tensor *tA = make(ctx, 0, n, n, A), *tL = make(ctx, 0, n, n, NULL);
+    ck_assert_int_eq(wbcl_context_set_timing(ctx, 1), WBCL_SUCCESS); /* counts launches */
+    ck_assert_int_eq(wbcl_cholesky(ctx, tA, tL), WBCL_SUCCESS);
+    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_inv128_g"), 1);
+    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_r128_g"), 3);
+    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_trsm_g"), 1); /* the first panel only */
+    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_upd_g"), 3);
+    ck_assert_int_eq(wbcl_context_set_timing(ctx, 0), WBCL_SUCCESS);
+    wbcl_tensor_destroy(tA);
+    wbcl_tensor_destroy(tL);
+    static const double conds[] = {1e3, 1e5};
+    for (size_t c = 0; c < 2; c++) {
+        gen_cond(&r, n, conds[c], A);
+        gen_cond(&r, n, conds[c], A + n * n);
+        char what[96];
+        snprintf(what, sizeof what, "gpu panels by inverse, cond %.0e", conds[c]);
+        check_cholesky(ctx, n, 2, 1, A, what);
+    }
+    gen_gram(&r, n, 1.0, A);
+    for (size_t j = 0; j < n; j++) A[260 * n + j] = A[j * n + 260] = 0.0f;
+    A[260 * n + 260] = -1.5f;
+    expect_numeric(ctx, n, 1, A, "matrix 0 of 1 is not positive definite (pivot 260 is -1.5)",
+                   "gpu panels by inverse, later block");
+    unsetenv("WBCL_LA_PANEL_INV");
+    free(A);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(upper_triangle_ignored)
 {
     wbcl_context *ctx = tu_context();
@@ -998,6 +1052,7 @@ int main(void)
         {"cholesky_gpu_small_batches", cholesky_gpu_small_batches},
         {"redunet_matrices", redunet_matrices},
         {"non_spd_rejected", non_spd_rejected},
+        {"cholesky_gpu_panel_inverse", cholesky_gpu_panel_inverse},
         {"upper_triangle_ignored", upper_triangle_ignored},
         {"bad_arguments", bad_arguments},
     };

@@ -35,7 +35,9 @@
  *    block, and the next panel's solve in the same launch as the rest of the
  *    update (wbcl_chol_upd_g modes 0 and 1, wbcl_chol_r128_g), so that the
  *    solve overlaps the bulk of the update; that bulk goes by 128 x 128 tiles
- *    (wbcl_chol_upd128_g) where it has at least GPU_UPD128_MIN rows.
+ *    (wbcl_chol_upd128_g) where it has at least GPU_UPD128_MIN rows; with
+ *    WBCL_LA_PANEL_INV=1 the solve is a product by the next diagonal block's
+ *    inverse (wbcl_chol_inv128_g; see chol_gpu_ahead).
  *  - the syrk_g form (WBCL_LA_LOOKAHEAD=0, or where the GEMM rounds below are
  *    on): L = tril(A) once, the first
  *    diagonal block (wbcl_chol_blk_g, one work-group per matrix), then per
@@ -113,6 +115,10 @@
 /* GPU Cholesky: largest n of the one-row-per-work-item kernels (wbcl_chol_s32_g,
  * wbcl_chol_s64_g: a work-group of 32 or 64 per matrix). */
 #define GPU_SMALL 64
+/* GPU Cholesky, lookahead form with WBCL_LA_PANEL_INV=1: floats of scratch per matrix for the
+ * diagonal block's inverse W (GPU_NB^2) and its doubling products (4096; cl/linalg.cl,
+ * wbcl_chol_inv128_g). */
+#define GPU_INV_FLOATS (GPU_NB * GPU_NB + 4096)
 /* GPU Cholesky: rounds whose trailing block has at least GPU_GEMM_MIN rows do
  * the trailing update through the context's GEMM (CLBlast or the tiled
  * kernel: 24-33 TFLOP/s on an H200 at 2048-4096) on the whole square, then
@@ -198,6 +204,9 @@ typedef struct la_run {
     /* GPU: the lookahead form of the blocked factorization (chol_gpu_ahead); 0: the
      * syrk_g form (environment WBCL_LA_LOOKAHEAD=0, for A/B measurements) */
     int ahead;
+    /* GPU, lookahead form: each round's panel as X W^T with W = L11^-1 (wbcl_chol_inv128_g,
+     * then wbcl_chol_upd_g mode 2) instead of the solve (environment WBCL_LA_PANEL_INV=1) */
+    int panel_inv;
 } la_run;
 
 #ifdef WBCL_LA_TRACE /* development: A/B switches and time per phase (factor, panel, update, solve, -) */
@@ -435,6 +444,13 @@ static int use_soa(const la_run *r)
 /* GPU inverse: floats per matrix of the diagonal blocks' inverses (nb x nb each). */
 static size_t inv_d_floats(const la_run *r) { return ceil_div(r->n, r->nbf) * r->nbf * r->nbf; }
 
+/* GPU: the factorization runs the lookahead form with the panels through the diagonal
+ * blocks' inverses (chol_gpu_ahead; the condition chol_gpu uses, and WBCL_LA_PANEL_INV=1). */
+static int ahead_inv(const la_run *r)
+{
+    return r->gpu && r->panel_inv && r->ahead && r->gemm_min == GPU_GEMM_MIN && r->n > r->nbf;
+}
+
 /* Grows every scratch buffer the call will use (the Cholesky, and the solve
  * with rc right-hand sides when rc > 0) before anything is enqueued, so that
  * an allocation failure leaves the outputs untouched. */
@@ -458,6 +474,7 @@ static wbcl_status reserve(la_run *r, size_t rc, int inverse)
         if (!st) st = wbcl__scratch(r->ctx, SLOT_W, r->batch * inv_d_floats(r) * sizeof(float), &m);
     }
     if (!st && t) st = wbcl__scratch(r->ctx, SLOT_T, r->batch * t * sizeof(float), &m);
+    if (!st && ahead_inv(r)) st = wbcl__scratch(r->ctx, SLOT_W, r->batch * GPU_INV_FLOATS * sizeof(float), &m);
     /* the GEMM the GPU path calls part-way (update rounds, the blocked inverse): the tiled backend's
      * device limits are checked now, so that a refusal leaves the outputs untouched */
     if (!st && r->gpu && n > r->nbf && (inverse || n - r->nbf >= r->gemm_min) &&
@@ -686,15 +703,39 @@ static wbcl_status diag_r128(la_run *r, wbcl_kern *k, cl_mem L, size_t off, size
  * so that a round's serial steps (the factor, 128 barrier steps; the solve,
  * 128 more) take two of its three launches and the solve overlaps the bulk of
  * the update, where the syrk_g form ran solve, then update (factoring in its
- * first work-group) one after the other. */
+ * first work-group) one after the other.
+ * With WBCL_LA_PANEL_INV=1 (r->panel_inv; off by default until a GPU run measures it) step 3's
+ * solve becomes a product: after step 2, W = L11^-1 (wbcl_chol_inv128_g, one work-group per
+ * matrix: 16 substitution steps, then three doubling levels), and step 3's first work-groups
+ * compute the panel as X W^T (mode 2), each column independent, without the solve's chain of
+ * 128 barrier steps. On an H200 the rounds were bound by that chain (perf/RESULTS.md, seventh
+ * session: factor 53 us + solve ~50 us a round of ~137 us); expected: the solve's ~50 us
+ * replaced by the inverse's launch on the chain and a product beside the update. The first
+ * panel keeps the solve (wbcl_chol_trsm_g). */
 static wbcl_status chol_gpu_ahead(la_run *r, cl_mem L)
 {
     const size_t n = r->n, nb = r->nbf;
-    wbcl_kern *kr, *ktrsm, *kupd, *kupd128;
+    wbcl_kern *kr, *ktrsm, *kupd, *kupd128, *kinv = NULL;
     wbcl_status st;
     if ((st = kernel(r, "wbcl_chol_r128_g", &kr)) || (st = kernel(r, "wbcl_chol_trsm_g", &ktrsm)) ||
-        (st = kernel(r, "wbcl_chol_upd_g", &kupd)) || (st = kernel(r, "wbcl_chol_upd128_g", &kupd128)))
+        (st = kernel(r, "wbcl_chol_upd_g", &kupd)) || (st = kernel(r, "wbcl_chol_upd128_g", &kupd128)) ||
+        (r->panel_inv && (st = kernel(r, "wbcl_chol_inv128_g", &kinv))))
         return st;
+    /* the panels through the inverses: W = L11^-1 per matrix in SLOT_W (reserved); else the
+     * kernels' W argument is L, never read */
+    cl_mem Winv = L;
+    cl_ulong stride_w = 0;
+    if (kinv) {
+        if ((st = wbcl__scratch(r->ctx, SLOT_W, r->batch * GPU_INV_FLOATS * sizeof(float), &Winv))) return st;
+        stride_w = GPU_INV_FLOATS;
+        WBCL_ARG(r->ctx, kinv, 0, L);
+        const cl_ulong snn_ = n * n;
+        const cl_uint ld_ = (cl_uint)n;
+        WBCL_ARG(r->ctx, kinv, 2, snn_);
+        WBCL_ARG(r->ctx, kinv, 3, ld_);
+        WBCL_ARG(r->ctx, kinv, 5, Winv);
+        WBCL_ARG(r->ctx, kinv, 6, stride_w);
+    }
     if ((st = diag_r128(r, kr, L, 0, nb, 0)) || (st = trsm_g(r, ktrsm, L, 0, nb, n - nb))) return st;
     const cl_ulong snn = n * n;
     const cl_uint n_ = (cl_uint)n;
@@ -726,15 +767,26 @@ static wbcl_status chol_gpu_ahead(la_run *r, cl_mem L)
             WBCL_ARG(r->ctx, k, 7, kb2_);
             WBCL_ARG(r->ctx, k, 9, ntr_);
             if ((st = wbcl__set_arg(r->ctx, k, 10, (tri > tiles ? tri : tiles) * sizeof(float), NULL))) return st;
+            WBCL_ARG(r->ctx, k, 11, Winv);
+            WBCL_ARG(r->ctx, k, 12, stride_w);
         }
         for (cl_uint mode = 0; mode < 2; mode++) {
             const size_t groups = mode ? ntr + nrest : first;
             if (!groups) continue;
             wbcl_kern *k = mode && by128 ? kupd128 : kupd;
-            WBCL_ARG(r->ctx, k, 8, mode);
+            /* mode 2: mode 1 with the panel as X W^T (la_pmul_rows), W from wbcl_chol_inv128_g */
+            const cl_uint kmode = mode && kinv && ntr ? 2u : mode;
+            WBCL_ARG(r->ctx, k, 8, kmode);
             size_t g[2] = {GPU_T * groups, GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
             if ((st = la_launch(r, 2, k, 2, g, l))) return st;
             if (!mode && (st = diag_r128(r, kr, L, off_c, kb2, j + kb))) return st;
+            if (!mode && kinv && ntr) { /* W = the block's inverse, for the panel below it */
+                const cl_ulong off_d = off_c;
+                WBCL_ARG(r->ctx, kinv, 1, off_d);
+                WBCL_ARG(r->ctx, kinv, 4, kb2_);
+                size_t gi = 256 * r->batch, li = 256;
+                if ((st = la_launch(r, 1, kinv, 1, &gi, &li))) return st;
+            }
         }
     }
     return WBCL_SUCCESS;
@@ -1076,6 +1128,8 @@ static wbcl_status begin(la_run *r, wbcl_context *ctx, const char *op, size_t ba
         unsigned long long v = strtoull(env, &end, 10);
         if (!*end) r->gemm_min = (size_t)v;
     }
+    const char *pinv = getenv("WBCL_LA_PANEL_INV");
+    r->panel_inv = pinv && !strcmp(pinv, "1");
     r->upd128_min = GPU_UPD128_MIN;
     env = getenv("WBCL_LA_UPD128_MIN");
     if (env && *env) {
