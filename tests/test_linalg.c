@@ -880,7 +880,8 @@ END_TEST
  * rest by 128 tiles in every round (upd128_g's mode 2); launches at n = 300 (one inverse, for
  * the one round with a panel below its next block); conditioning up to 1e5 at n = 300, where the
  * product's error can grow with cond(L11) = sqrt(cond(A11)) (the same residual bound holds:
- * observed 2.1e-7 against a bound of 1.9e-5); failures in later blocks reported as by the solve. */
+ * observed 2.1e-7 against a bound of 1.9e-5); blocks of 96 (32 KB of local memory); failures in
+ * later blocks reported as by the solve. */
 START_TEST(cholesky_gpu_panel_inverse)
 {
     static const size_t sizes[] = {128, 129, 131, 256, 263, 300, 385};
@@ -915,6 +916,22 @@ START_TEST(cholesky_gpu_panel_inverse)
         snprintf(what, sizeof what, "gpu panels by inverse, cond %.0e", conds[c]);
         check_cholesky(ctx, n, 2, 1, A, what);
     }
+    /* a device with the 32 KB of local memory OpenCL 1.2 promises: blocks of 96 (gpu_nb), so W is
+     * the inverse of 96 x 96 blocks padded with the identity (n = 300: blocks 96, 96, 96, 12) */
+    const uint64_t lmem = ctx->info.local_mem_size;
+    ctx->info.local_mem_size = 32768;
+    gen_batch(&r, 0, n, 2, A);
+    check_cholesky(ctx, n, 2, 1, A, "gpu panels by inverse, blocks of 96");
+    tA = make(ctx, 0, n, n, A);
+    tL = make(ctx, 0, n, n, NULL);
+    ck_assert_int_eq(wbcl_context_set_timing(ctx, 1), WBCL_SUCCESS); /* the counts go on from above */
+    ck_assert_int_eq(wbcl_cholesky(ctx, tA, tL), WBCL_SUCCESS);
+    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_r128_g"), 3 + 4);
+    ck_assert_uint_eq(tu_launches(ctx, "wbcl_chol_inv128_g"), 1 + 2);
+    ck_assert_int_eq(wbcl_context_set_timing(ctx, 0), WBCL_SUCCESS);
+    wbcl_tensor_destroy(tA);
+    wbcl_tensor_destroy(tL);
+    ctx->info.local_mem_size = lmem;
     gen_gram(&r, n, 1.0, A);
     for (size_t j = 0; j < n; j++) A[260 * n + j] = A[j * n + 260] = 0.0f;
     A[260 * n + 260] = -1.5f;
