@@ -1397,6 +1397,24 @@ __kernel void wbcl_chol_syrk_g(__global float *L, const ulong off_p, const ulong
     }
 }
 
+/* Row block g of the next panel (C's rows kb2 .. m - 1, columns 0 .. kb2 - 1, C at off_c), for
+ * wbcl_chol_upd_g's and wbcl_chol_upd128_g's first work-groups: solved against the next diagonal
+ * block (mode 1, la_trsm_rows) or multiplied by its inverse W^T (mode 2, la_pmul_rows). */
+static inline __attribute__((always_inline)) void la_next_panel_rows(__global float *L, const ulong off_c,
+                                                                     const ulong stride, const uint ld, const uint m,
+                                                                     const uint kb2, const uint mode, const uint g,
+                                                                     const uint b, __local float *buf,
+                                                                     __global const float *Winv,
+                                                                     const ulong stride_w)
+{
+    __local float *U = buf, *Xl = buf + kb2 * (kb2 + 1u) / 2u;
+    const ulong off_x = off_c + (ulong)kb2 * ld;
+    if (mode == 2u)
+        la_pmul_rows(Winv, stride_w, LA_GNB, L, off_x, stride, ld, kb2, m - kb2, g, b, U, Xl);
+    else
+        la_trsm_rows(L, off_c, stride, ld, L, off_x, stride, ld, kb2, m - kb2, g, b, U, Xl);
+}
+
 /* One round of the lookahead form of the blocked GPU factorization
  * (host/ops/linalg.c, chol_gpu): with P (m x kb at off_p) the panel just
  * solved and C (m x m at off_c) the trailing matrix, C -= P P^T by the 64 x 64
@@ -1425,12 +1443,7 @@ __kernel void wbcl_chol_upd_g(__global float *L, const ulong off_p, const ulong 
     const uint b = get_group_id(1), g = get_group_id(0);
     const uint c2 = (kb2 + LA_ST - 1u) / LA_ST, nt = (m + LA_ST - 1u) / LA_ST;
     if (mode != 0u && g < ntr) {
-        if (mode == 2u)
-            la_pmul_rows(Winv, stride_w, LA_GNB, L, off_c + (ulong)kb2 * ld, stride, ld, kb2, m - kb2, g, b, buf,
-                         buf + kb2 * (kb2 + 1u) / 2u);
-        else
-            la_trsm_rows(L, off_c, stride, ld, L, off_c + (ulong)kb2 * ld, stride, ld, kb2, m - kb2, g, b, buf,
-                         buf + kb2 * (kb2 + 1u) / 2u);
+        la_next_panel_rows(L, off_c, stride, ld, m, kb2, mode, g, b, buf, Winv, stride_w);
         return;
     }
     uint ti, tj;
@@ -1472,12 +1485,7 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void wbcl_chol_upd128_
     const uint b = get_group_id(1), g = get_group_id(0);
     const uint col0 = LA_ST * ((kb2 + LA_ST - 1u) / LA_ST);
     if (g < ntr) {
-        if (mode == 2u)
-            la_pmul_rows(Winv, stride_w, LA_GNB, L, off_c + (ulong)kb2 * ld, stride, ld, kb2, m - kb2, g, b, buf,
-                         buf + kb2 * (kb2 + 1u) / 2u);
-        else
-            la_trsm_rows(L, off_c, stride, ld, L, off_c + (ulong)kb2 * ld, stride, ld, kb2, m - kb2, g, b, buf,
-                         buf + kb2 * (kb2 + 1u) / 2u);
+        la_next_panel_rows(L, off_c, stride, ld, m, kb2, mode, g, b, buf, Winv, stride_w);
         return;
     }
     const uint tt = g - ntr;
