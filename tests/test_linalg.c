@@ -871,7 +871,6 @@ START_TEST(non_spd_rejected)
 }
 END_TEST
 
-/* Only the lower triangle is read: garbage (NaN) above the diagonal changes nothing. */
 /* The GPU lookahead form with each round's panel through the next diagonal block's inverse
  * (WBCL_LA_PANEL_INV=1, host/ops/linalg.c: wbcl_chol_inv128_g builds W = L11^-1 by 16 x 16
  * substitutions and three doubling levels, then wbcl_chol_upd_g / wbcl_chol_upd128_g mode 2
@@ -943,6 +942,7 @@ START_TEST(cholesky_gpu_panel_inverse)
 }
 END_TEST
 
+/* Only the lower triangle is read: garbage (NaN) above the diagonal changes nothing. */
 START_TEST(upper_triangle_ignored)
 {
     wbcl_context *ctx = tu_context();
