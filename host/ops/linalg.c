@@ -711,7 +711,7 @@ static wbcl_status diag_r128(la_run *r, wbcl_kern *k, cl_mem L, size_t off, size
  * 128 barrier steps. On an H200 the rounds were bound by that chain (perf/RESULTS.md, seventh
  * session: factor 53 us + solve ~50 us a round of ~137 us); expected: the solve's ~50 us
  * replaced by the inverse's launch on the chain and a product beside the update. The first
- * panel keeps the solve (wbcl_chol_trsm_g). */
+ * panel goes the same way (the inverse, then mode 2 with the panel's work-groups only). */
 static wbcl_status chol_gpu_ahead(la_run *r, cl_mem L)
 {
     const size_t n = r->n, nb = r->nbf;
@@ -736,9 +736,36 @@ static wbcl_status chol_gpu_ahead(la_run *r, cl_mem L)
         WBCL_ARG(r->ctx, kinv, 5, Winv);
         WBCL_ARG(r->ctx, kinv, 6, stride_w);
     }
-    if ((st = diag_r128(r, kr, L, 0, nb, 0)) || (st = trsm_g(r, ktrsm, L, 0, nb, n - nb))) return st;
     const cl_ulong snn = n * n;
     const cl_uint n_ = (cl_uint)n;
+    if ((st = diag_r128(r, kr, L, 0, nb, 0))) return st;
+    if (kinv) { /* the first panel through the first block's inverse: wbcl_chol_upd_g mode 2 with the
+                 * panel's work-groups only (C at 0, m = n, kb2 = nb) */
+        const cl_ulong zero = 0;
+        const cl_uint nb_ = (cl_uint)nb, ntr0 = (cl_uint)ceil_div(n - nb, GPU_T), mode2 = 2;
+        WBCL_ARG(r->ctx, kinv, 1, zero);
+        WBCL_ARG(r->ctx, kinv, 4, nb_);
+        size_t gi = 256 * r->batch, li = 256;
+        if ((st = la_launch(r, 1, kinv, 1, &gi, &li))) return st;
+        WBCL_ARG(r->ctx, kupd, 0, L);
+        WBCL_ARG(r->ctx, kupd, 1, zero);
+        WBCL_ARG(r->ctx, kupd, 2, zero);
+        WBCL_ARG(r->ctx, kupd, 3, snn);
+        WBCL_ARG(r->ctx, kupd, 4, n_);
+        WBCL_ARG(r->ctx, kupd, 5, n_);
+        WBCL_ARG(r->ctx, kupd, 6, nb_);
+        WBCL_ARG(r->ctx, kupd, 7, nb_);
+        WBCL_ARG(r->ctx, kupd, 8, mode2);
+        WBCL_ARG(r->ctx, kupd, 9, ntr0);
+        if ((st = wbcl__set_arg(r->ctx, kupd, 10, (nb * (nb + 1) / 2 + GPU_T * (nb + 1)) * sizeof(float), NULL)))
+            return st;
+        WBCL_ARG(r->ctx, kupd, 11, Winv);
+        WBCL_ARG(r->ctx, kupd, 12, stride_w);
+        size_t g[2] = {GPU_T * (size_t)ntr0, GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
+        if ((st = la_launch(r, 1, kupd, 2, g, l))) return st;
+    } else if ((st = trsm_g(r, ktrsm, L, 0, nb, n - nb))) {
+        return st;
+    }
     for (size_t j = 0; j < n; j += nb) {
         const size_t kb = n - j < nb ? n - j : nb, m = n - j - kb;
         if (!m) break;
