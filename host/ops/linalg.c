@@ -690,6 +690,44 @@ static wbcl_status diag_r128(la_run *r, wbcl_kern *k, cl_mem L, size_t off, size
     return la_launch(r, 0, k, 1, &g, &l);
 }
 
+/* GPU, lookahead form: the arguments of one round of wbcl_chol_upd_g / wbcl_chol_upd128_g (the
+ * same list; mode, argument 8, is set per launch): P at off_p, C (m x m) at off_c, kb2 rows of the
+ * next block, ntr work-groups for the next panel, W = its block's inverse (WBCL_LA_PANEL_INV) or L. */
+static wbcl_status upd_args(la_run *r, wbcl_kern *k, cl_mem L, cl_ulong off_p, cl_ulong off_c, size_t m, size_t kb,
+                            size_t kb2, size_t ntr, cl_mem Winv, cl_ulong stride_w)
+{
+    const size_t n = r->n;
+    const cl_ulong snn = n * n;
+    const cl_uint n_ = (cl_uint)n, m_ = (cl_uint)m, kb_ = (cl_uint)kb, kb2_ = (cl_uint)kb2, ntr_ = (cl_uint)ntr;
+    /* local memory: the next panel's triangle and rows, or the update's two tiles */
+    const size_t tri = kb2 * (kb2 + 1) / 2 + GPU_T * (kb2 + 1), tiles = 2 * 16 * (GPU_ST + 4);
+    WBCL_ARG(r->ctx, k, 0, L);
+    WBCL_ARG(r->ctx, k, 1, off_p);
+    WBCL_ARG(r->ctx, k, 2, off_c);
+    WBCL_ARG(r->ctx, k, 3, snn);
+    WBCL_ARG(r->ctx, k, 4, n_);
+    WBCL_ARG(r->ctx, k, 5, m_);
+    WBCL_ARG(r->ctx, k, 6, kb_);
+    WBCL_ARG(r->ctx, k, 7, kb2_);
+    WBCL_ARG(r->ctx, k, 9, ntr_);
+    wbcl_status st = wbcl__set_arg(r->ctx, k, 10, (tri > tiles ? tri : tiles) * sizeof(float), NULL);
+    if (st) return st;
+    WBCL_ARG(r->ctx, k, 11, Winv);
+    WBCL_ARG(r->ctx, k, 12, stride_w);
+    return WBCL_SUCCESS;
+}
+
+/* GPU, lookahead form with WBCL_LA_PANEL_INV: W = the inverse of the kb x kb diagonal block at
+ * element offset off of every matrix (wbcl_chol_inv128_g; its other arguments set once). */
+static wbcl_status inv_block(la_run *r, wbcl_kern *k, cl_ulong off, size_t kb)
+{
+    const cl_uint kb_ = (cl_uint)kb;
+    WBCL_ARG(r->ctx, k, 1, off);
+    WBCL_ARG(r->ctx, k, 4, kb_);
+    size_t g = 256 * r->batch, l = 256;
+    return la_launch(r, 1, k, 1, &g, &l);
+}
+
 /* GPU, n > nb: the lookahead form (the default). L = tril(A), the first diagonal
  * block factored (wbcl_chol_r128_g) and the panel below it solved
  * (wbcl_chol_trsm_g); then per block column j, with P the panel just solved and
@@ -736,32 +774,15 @@ static wbcl_status chol_gpu_ahead(la_run *r, cl_mem L)
         WBCL_ARG(r->ctx, kinv, 5, Winv);
         WBCL_ARG(r->ctx, kinv, 6, stride_w);
     }
-    const cl_ulong snn = n * n;
-    const cl_uint n_ = (cl_uint)n;
     if ((st = diag_r128(r, kr, L, 0, nb, 0))) return st;
     if (kinv) { /* the first panel through the first block's inverse: wbcl_chol_upd_g mode 2 with the
                  * panel's work-groups only (C at 0, m = n, kb2 = nb) */
-        const cl_ulong zero = 0;
-        const cl_uint nb_ = (cl_uint)nb, ntr0 = (cl_uint)ceil_div(n - nb, GPU_T), mode2 = 2;
-        WBCL_ARG(r->ctx, kinv, 1, zero);
-        WBCL_ARG(r->ctx, kinv, 4, nb_);
-        size_t gi = 256 * r->batch, li = 256;
-        if ((st = la_launch(r, 1, kinv, 1, &gi, &li))) return st;
-        WBCL_ARG(r->ctx, kupd, 0, L);
-        WBCL_ARG(r->ctx, kupd, 1, zero);
-        WBCL_ARG(r->ctx, kupd, 2, zero);
-        WBCL_ARG(r->ctx, kupd, 3, snn);
-        WBCL_ARG(r->ctx, kupd, 4, n_);
-        WBCL_ARG(r->ctx, kupd, 5, n_);
-        WBCL_ARG(r->ctx, kupd, 6, nb_);
-        WBCL_ARG(r->ctx, kupd, 7, nb_);
-        WBCL_ARG(r->ctx, kupd, 8, mode2);
-        WBCL_ARG(r->ctx, kupd, 9, ntr0);
-        if ((st = wbcl__set_arg(r->ctx, kupd, 10, (nb * (nb + 1) / 2 + GPU_T * (nb + 1)) * sizeof(float), NULL)))
+        const size_t ntr0 = ceil_div(n - nb, GPU_T);
+        const cl_uint mode2 = 2;
+        if ((st = inv_block(r, kinv, 0, nb)) || (st = upd_args(r, kupd, L, 0, 0, n, nb, nb, ntr0, Winv, stride_w)))
             return st;
-        WBCL_ARG(r->ctx, kupd, 11, Winv);
-        WBCL_ARG(r->ctx, kupd, 12, stride_w);
-        size_t g[2] = {GPU_T * (size_t)ntr0, GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
+        WBCL_ARG(r->ctx, kupd, 8, mode2);
+        size_t g[2] = {GPU_T * ntr0, GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
         if ((st = la_launch(r, 1, kupd, 2, g, l))) return st;
     } else if ((st = trsm_g(r, ktrsm, L, 0, nb, n - nb))) {
         return st;
@@ -778,25 +799,10 @@ static wbcl_status chol_gpu_ahead(la_run *r, cl_mem L)
         size_t first = 0; /* tiles in tile columns < c2 */
         for (size_t tj = 0; tj < c2; tj++) first += nt - tj;
         const cl_ulong off_p = (j + kb) * n + j, off_c = (j + kb) * n + j + kb;
-        const cl_uint m_ = (cl_uint)m, kb_ = (cl_uint)kb, kb2_ = (cl_uint)kb2, ntr_ = (cl_uint)ntr;
-        const size_t tri = kb2 * (kb2 + 1) / 2 + GPU_T * (kb2 + 1), tiles = 2 * 16 * (GPU_ST + 4);
         /* the round's arguments, on each kernel it launches (wbcl_chol_upd128_g takes the same list) */
-        wbcl_kern *ks[2] = {kupd, by128 ? kupd128 : NULL};
-        for (int i = 0; i < 2 && ks[i]; i++) {
-            wbcl_kern *k = ks[i];
-            WBCL_ARG(r->ctx, k, 0, L);
-            WBCL_ARG(r->ctx, k, 1, off_p);
-            WBCL_ARG(r->ctx, k, 2, off_c);
-            WBCL_ARG(r->ctx, k, 3, snn);
-            WBCL_ARG(r->ctx, k, 4, n_);
-            WBCL_ARG(r->ctx, k, 5, m_);
-            WBCL_ARG(r->ctx, k, 6, kb_);
-            WBCL_ARG(r->ctx, k, 7, kb2_);
-            WBCL_ARG(r->ctx, k, 9, ntr_);
-            if ((st = wbcl__set_arg(r->ctx, k, 10, (tri > tiles ? tri : tiles) * sizeof(float), NULL))) return st;
-            WBCL_ARG(r->ctx, k, 11, Winv);
-            WBCL_ARG(r->ctx, k, 12, stride_w);
-        }
+        if ((st = upd_args(r, kupd, L, off_p, off_c, m, kb, kb2, ntr, Winv, stride_w)) ||
+            (by128 && (st = upd_args(r, kupd128, L, off_p, off_c, m, kb, kb2, ntr, Winv, stride_w))))
+            return st;
         for (cl_uint mode = 0; mode < 2; mode++) {
             const size_t groups = mode ? ntr + nrest : first;
             if (!groups) continue;
@@ -807,13 +813,8 @@ static wbcl_status chol_gpu_ahead(la_run *r, cl_mem L)
             size_t g[2] = {GPU_T * groups, GPU_T * r->batch}, l[2] = {GPU_T, GPU_T};
             if ((st = la_launch(r, 2, k, 2, g, l))) return st;
             if (!mode && (st = diag_r128(r, kr, L, off_c, kb2, j + kb))) return st;
-            if (!mode && kinv && ntr) { /* W = the block's inverse, for the panel below it */
-                const cl_ulong off_d = off_c;
-                WBCL_ARG(r->ctx, kinv, 1, off_d);
-                WBCL_ARG(r->ctx, kinv, 4, kb2_);
-                size_t gi = 256 * r->batch, li = 256;
-                if ((st = la_launch(r, 1, kinv, 1, &gi, &li))) return st;
-            }
+            /* W = the block's inverse, for the panel below it */
+            if (!mode && kinv && ntr && (st = inv_block(r, kinv, off_c, kb2))) return st;
         }
     }
     return WBCL_SUCCESS;
