@@ -74,6 +74,18 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
      * ran faster still (1.14x, 1.18x): those go in per-device tables, G = 4 keeps the working set
      * within a 32 KB L1 */
     v[1] = 4;
+    /* Devices whose native float vector is narrower than 16 (AVX2: 16 registers of 8 floats; NEON: 32
+     * of 4) hold a quarter of AVX-512's 2 KB of vector registers: at most 2 queries per group; where
+     * that halves QB (p <= 64), twice the groups keep 16 queries per work-item (work-items and K/V
+     * reuse unchanged). On 2 cores of an AMD EPYC (Zen 3, PoCL pthread-haswell) against PyTorch's SDPA
+     * in the same process (perf/RESULTS.md, tenth session), softmax / causal / MSSA:
+     *   B1 K8 N4096 p64   QB 4, G 4: 0.51 / 0.56 / 0.45   QB 2, G 8: 0.85 / 0.92 / 0.85
+     *   B1 K8 N4096 p32   QB 4, G 4: 0.67 / 0.75 / 0.66   QB 2, G 8: 1.15 / 1.04 / 1.07
+     *   B1 K8 N2048 p128  QB 2, G 4: 0.68 / 0.82 / 0.64   (kept; QB 1, G 8: 0.51 / 0.68 / 0.55) */
+    if (ctx->variant == WBCL_VARIANT_CPU && ctx->info.native_vector_width_float < 16 && v[0] > 2) {
+        v[0] = 2;
+        v[1] = 8;
+    }
     /* GPU: 64 queries per work-group (or the device's maximum), K and V tiles of BK keys
      * within half the local memory */
     size_t bq = 64;
