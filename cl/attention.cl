@@ -81,6 +81,13 @@
 #define KP 16 /* keys per packed K panel (one float16 of scores) */
 #define KB 32 /* keys per block: two panels                      */
 #define NV (PP / VW)
+#ifndef WBCL_ATT_VC
+#define WBCL_ATT_VC NV /* CPU: accumulator vectors of a row per O += P V pass (a divisor of NV) */
+#endif
+#define VC WBCL_ATT_VC
+#if NV % VC != 0
+#error "WBCL_ATT_VC must divide WBCL_ATT_PP / WBCL_ATT_VW"
+#endif
 #define NEG_BIG (-FLT_MAX)
 #define EXP2_FLOOR (-160.0f)
 
@@ -262,11 +269,13 @@ __kernel void wbcl_attn_fused_cpu(__global const Q_T *restrict q, const ulong q_
                 }
             }
 
+#if VC == NV
             floatV O[QB][NV];
 #pragma unroll
             for (int r = 0; r < QB; r++)
 #pragma unroll
                 for (int v = 0; v < NV; v++) O[r][v] = Os[g][r][v];
+#endif
 
 #pragma unroll
             for (int r = 0; r < QB; r++) {
@@ -290,8 +299,12 @@ __kernel void wbcl_attn_fused_cpu(__global const Q_T *restrict q, const ulong q_
                 if (mnew > mold) { /* rescale only when the maximum grows (rare after the first blocks) */
                     const float alpha = exp2(max(mold - mnew, EXP2_FLOOR));
                     ls[g][r] *= alpha;
+#if VC == NV
 #pragma unroll
                     for (int v = 0; v < NV; v++) O[r][v] *= alpha;
+#else
+                    for (int v = 0; v < NV; v++) Os[g][r][v] *= alpha;
+#endif
                     ms[g][r] = mnew;
                 }
                 ls[g][r] += p0 + p1;
@@ -299,6 +312,7 @@ __kernel void wbcl_attn_fused_cpu(__global const Q_T *restrict q, const ulong q_
                 vstore16(p1, 0, &Pa[r][KP]);
             }
 
+#if VC == NV
             for (uint jj = 0; jj < KB; jj++) {
                 const __global float *vr = vb + jj * PP;
 #pragma unroll
@@ -313,6 +327,31 @@ __kernel void wbcl_attn_fused_cpu(__global const Q_T *restrict q, const ulong q_
             for (int r = 0; r < QB; r++)
 #pragma unroll
                 for (int v = 0; v < NV; v++) Os[g][r][v] = O[r][v];
+#else
+            /* O += P V a chunk of VC vectors of the row at a time: QB * VC accumulators in registers
+             * (a device with fewer vector registers than QB * NV takes them in turn; P and the V
+             * rows' chunks come from L1) */
+            for (uint v0 = 0; v0 < NV; v0 += VC) {
+                floatV O[QB][VC];
+#pragma unroll
+                for (int r = 0; r < QB; r++)
+#pragma unroll
+                    for (int v = 0; v < VC; v++) O[r][v] = Os[g][r][v0 + v];
+                for (uint jj = 0; jj < KB; jj++) {
+                    const __global float *vr = vb + jj * PP + v0 * VW;
+#pragma unroll
+                    for (int v = 0; v < VC; v++) {
+                        const floatV vv = vloadV(v, vr);
+#pragma unroll
+                        for (int r = 0; r < QB; r++) O[r][v] = fma((floatV)(Pa[r][jj]), vv, O[r][v]);
+                    }
+                }
+#pragma unroll
+                for (int r = 0; r < QB; r++)
+#pragma unroll
+                    for (int v = 0; v < VC; v++) Os[g][r][v0 + v] = O[r][v];
+            }
+#endif
         }
     }
 

@@ -137,6 +137,45 @@ START_TEST(heads_mssa_vs_ref)
 }
 END_TEST
 
+/* The CPU kernel's O += P V in passes of attention.vc accumulator vectors (the default on devices
+ * whose native float vector is narrower than 16; set here so that every host runs it): p = 64 (4
+ * vectors of 16) in passes of 1 and 2, with 2 and 3 queries per group (3: a group count that does not
+ * divide the rows), and p = 67 (5 vectors: vc = 2 is lowered to 1, the largest divisor), causal and
+ * not, fewer queries than keys, and logits up to ~100 (qk range 4) so that the running maximum grows
+ * after the first block and the stashed accumulators are rescaled between passes. */
+START_TEST(cpu_pv_passes_vs_ref)
+{
+    wbcl_context *ctx = tu_context();
+    tu_rng rng;
+    tu_rng_seed(&rng, 17);
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_CPU), WBCL_SUCCESS);
+    const long sets[][3] = {{2, 8, 2}, {2, 8, 1}, {3, 5, 2}};
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.qb", sets[si][0]), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.g", sets[si][1]), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.vc", sets[si][2]), WBCL_SUCCESS);
+        long vc = 0;
+        ck_assert_int_eq(wbcl_context_param_get(ctx, "attention.p64.vc", &vc, NULL), WBCL_SUCCESS);
+        ck_assert_int_eq(vc, sets[si][2]);
+        const heads_case cases[] = {{1, 2, 71, 71, 64}, {2, 1, 37, 100, 64}};
+        for (size_t i = 0; i < 2; i++)
+            for (int causal = 0; causal < 2; causal++) {
+                check_heads_case(ctx, &cases[i], causal, 0, &rng, 1.0);
+                check_heads_case(ctx, &cases[i], causal, 0, &rng, 4.0);
+            }
+        check_heads_case(ctx, &cases[0], 1, 1, &rng, 1.0);
+    }
+    /* p = 67: five vectors of 16; vc = 2 does not divide 5, so 1 is used (and shown) */
+    ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.vc", 2), WBCL_SUCCESS);
+    long vc = 0;
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "attention.p67.vc", &vc, NULL), WBCL_SUCCESS);
+    ck_assert_int_eq(vc, 1);
+    const heads_case odd = {1, 1, 45, 45, 67};
+    for (int causal = 0; causal < 2; causal++) check_heads_case(ctx, &odd, causal, 0, &rng, 4.0);
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 /* The register-tiled GPU kernel (attention.tiled = 1, p = 32 and 64) on PoCL with the GPU
  * variant, against the double reference: one query, primes and non-multiples of its 64-query
  * and 32-key tiles, several tiles each way, fewer queries than keys (causal: the last n_q),
@@ -1058,6 +1097,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, heads_softmax_vs_ref);
     tcase_add_test(tc, heads_mssa_vs_ref);
+    tcase_add_test(tc, cpu_pv_passes_vs_ref);
     tcase_add_test(tc, tiled_gpu_vs_ref);
     tcase_add_test(tc, tiled_gpu_p128_vs_ref);
     tcase_add_test(tc, tiled2_gpu_vs_ref);

@@ -176,7 +176,8 @@ int wbcl__tuned_value(const wbcl_context *ctx, const char *key, size_t p, long *
 void wbcl__tuning_note(wbcl_context *ctx, const char *fmt, ...) WBCL_PRINTF(2, 3);
 /* Fused attention's parameters for head dimension p (host/ops/attention.c): v[0..5] = qb, g, vw,
  * bq, bk, tiled; with tuned = 0 the built-in rule only, else with the tuned values applied. */
-void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[6]);
+#define WBCL_ATT_NPARAMS 7 /* qb, g, vw, bq, bk, tiled, vc */
+void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[WBCL_ATT_NPARAMS]);
 /* Shipped tables (host/core/tuning_tables.c): the i-th table's name and text, NULL past the end. */
 const char *wbcl__shipped_table(size_t i, const char **name);
 /* The -D prelude common to every program of this context (static storage in ctx). */

@@ -296,9 +296,14 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
         static const long t[][2] = {{64, 32}, {32, 32}, {128, 32}, {64, 16}, {128, 16}, {256, 16}, {64, 64}, {32, 64}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], 0);
     } else {
-        static const long t[][3] = {{4, 4, 16}, {4, 8, 16}, {4, 16, 16}, {4, 2, 16}, {2, 8, 16}, {4, 1, 16},
-                                    {2, 4, 16}, {3, 4, 16}, {5, 4, 16}, {6, 2, 16}, {4, 4, 8},  {1, 8, 16}};
-        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], t[i][2]);
+        /* queries per group, groups, vector width, vectors per O += P V pass (p = 64: the whole row is
+         * 4 vectors of 16 or 8 of 8; 2 of 16 is the default where the native vector is narrower than
+         * 16, AVX2's 16 registers) */
+        static const long t[][4] = {{4, 4, 16, 4}, {4, 8, 16, 4}, {4, 16, 16, 4}, {4, 2, 16, 4}, {2, 8, 16, 4},
+                                    {4, 1, 16, 4}, {2, 4, 16, 4}, {3, 4, 16, 4}, {5, 4, 16, 4}, {6, 2, 16, 4},
+                                    {4, 4, 8, 8},  {1, 8, 16, 4}, {2, 8, 16, 2}, {2, 4, 16, 2}, {2, 16, 16, 2},
+                                    {4, 4, 16, 2}, {4, 4, 16, 1}, {1, 16, 16, 2}, {2, 8, 8, 4}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand_v(f, t[i]);
     }
     if (f->backend == WBCL_GEMM_CLBLAST || f->backend == WBCL_GEMM_TILED || !strcmp(f->name, "gemm backend")) {
         if (quick) add_shape(f, 40, 48, 24, "40x24->48");
@@ -676,7 +681,8 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
             f->nkeys = 3;
         } else {
             f->keys[0] = "attention.p64.qb", f->keys[1] = "attention.p64.g", f->keys[2] = "attention.p64.vw";
-            f->nkeys = 3;
+            f->keys[3] = "attention.p64.vc";
+            f->nkeys = 4;
         }
         f->tol = 1e-4;
         f->check = att_check;

@@ -51,11 +51,12 @@
 typedef struct att_params {
     size_t p, pp;   /* head dim, padded to vw */
     int vw, qb, g;  /* CPU */
+    int vc;         /* CPU: accumulator vectors of a row per O += P V pass (divides pp / vw) */
     int bq, bk;     /* GPU */
     int tiled;      /* GPU, p = 32, 64, 96 or 128: the register-tiled kernel (2: its second form, p = 32, 64) */
 } att_params;
 
-void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[6])
+void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[WBCL_ATT_NPARAMS])
 {
     const int vw = p <= 4 ? 4 : p <= 8 ? 8 : 16;
     v[2] = vw;
@@ -86,6 +87,20 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
         v[0] = 2;
         v[1] = 8;
     }
+    /* O += P V in passes of VC accumulator vectors per row (QB * VC registers live): on those devices
+     * 32 floats a pass (QB 2: 8 AVX2 registers of accumulators, where the whole row at p = 64 / 128
+     * needed 16 / 32 and spilled); elsewhere the whole row in one pass. Zen 3, against SDPA as above
+     * (QB 2, G 8 at p = 64, QB 2, G 4 at p = 128), softmax / causal / MSSA:
+     *   p64   whole row 0.86 / 0.94 / 0.84   32 floats 0.94 / 1.03 / 0.92   16 floats 0.73 / 0.86 / 0.78
+     *   p128  whole row 0.66 / 0.79 / 0.64   32 floats 0.84 / 0.97 / 0.88   16 floats 0.64 / 0.79 / 0.67 */
+    v[6] = (int)nv;
+    if (ctx->variant == WBCL_VARIANT_CPU && ctx->info.native_vector_width_float < 16 && pp > 48) {
+        /* rows up to 48 floats (12 AVX2 accumulators at QB 2) in one pass; longer ones in passes of
+         * the largest divisor of NV vectors within 32 floats */
+        v[6] = 1;
+        for (int c = 2; c <= (int)nv && c * v[2] <= 32; c++)
+            if (nv % (size_t)c == 0) v[6] = c;
+    }
     /* GPU: 64 queries per work-group (or the device's maximum), K and V tiles of BK keys
      * within half the local memory */
     size_t bq = 64;
@@ -106,12 +121,16 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
      * second form for p = 32 and 64 (wbcl_attn_tiled2_gpu), is not yet measured: not a default. */
     v[5] = ctx->variant == WBCL_VARIANT_GPU && (p == 64 || p == 128);
     if (tuned) {
-        static const char *const keys[6] = {"attention.qb", "attention.g", NULL, "attention.bq", "attention.bk",
-                                            "attention.tiled"};
-        for (int i = 0; i < 6; i++) {
+        static const char *const keys[WBCL_ATT_NPARAMS] = {"attention.qb", "attention.g", NULL, "attention.bq",
+                                                           "attention.bk", "attention.tiled", "attention.vc"};
+        for (int i = 0; i < WBCL_ATT_NPARAMS; i++) {
             long t;
             if (keys[i] && wbcl__tuned_value(ctx, keys[i], p, &t, NULL)) v[i] = (int)t;
         }
+        /* a tuned VC (validated 1..16 without knowing p) that does not divide this p's NV: the largest
+         * divisor below it */
+        if (v[6] > (int)nv) v[6] = (int)nv;
+        while (nv % (size_t)v[6]) v[6]--;
     }
     /* BK: the K and V tiles (2 * BK * p floats) within half the local memory (a tuned BK too:
      * an unscoped key is validated without knowing p) */
@@ -121,9 +140,10 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
 
 static void choose_params(const wbcl_context *ctx, size_t p, att_params *a)
 {
-    int v[6];
+    int v[WBCL_ATT_NPARAMS];
     wbcl__attention_params(ctx, p, 1, v);
     a->p = p;
+    a->vc = v[6];
     a->vw = v[2];
     a->pp = (p + (size_t)a->vw - 1) / (size_t)a->vw * (size_t)a->vw;
     a->qb = v[0];
@@ -168,8 +188,8 @@ static void options(const wbcl_context *ctx, const att_params *a, int half, char
 {
     int n = snprintf(buf, len,
                      "-DWBCL_ATT_P=%zu -DWBCL_ATT_PP=%zu -DWBCL_ATT_VW=%d -DWBCL_ATT_QB=%d -DWBCL_ATT_G=%d "
-                     "-DWBCL_ATT_BQ=%d -DWBCL_ATT_BK=%d",
-                     a->p, a->pp, a->vw, a->qb, a->g, a->bq, a->bk);
+                     "-DWBCL_ATT_BQ=%d -DWBCL_ATT_BK=%d -DWBCL_ATT_VC=%d",
+                     a->p, a->pp, a->vw, a->qb, a->g, a->bq, a->bk, a->vc);
     if (half && n > 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_HALF=%d", half);
     const uint64_t lmem = tiled_lmem(a->p), lmem2 = tiled2_lmem(a->p);
     if (!lmem || n <= 0 || (size_t)n >= len) return;
