@@ -149,6 +149,8 @@ START_TEST(cpu_pv_passes_vs_ref)
     tu_rng rng;
     tu_rng_seed(&rng, 17);
     ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_CPU), WBCL_SUCCESS);
+    /* no table: a shipped table's scoped attention.p64.* keys would outrank the unscoped ones set here */
+    ck_assert_int_eq(wbcl_context_reset_params(ctx), WBCL_SUCCESS);
     const long sets[][3] = {{2, 8, 2}, {2, 8, 1}, {3, 5, 2}};
     for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
         ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.qb", sets[si][0]), WBCL_SUCCESS);

@@ -2,7 +2,7 @@
  * per device the project measured, in the file format of tuning.h, chosen by a context whose
  * device name, vendor, driver version and kernel variant equal the table's header. Each was
  * written by wbcl-tune on that device; perf/RESULTS.md records tuned against default. Devices
- * not listed here (H100, other NVIDIA drivers, PoCL on AVX2, ...) keep the defaults until someone runs
+ * not listed here (H100, other NVIDIA drivers, other CPUs, ...) keep the defaults until someone runs
  * wbcl-tune there and adds its output here. */
 #include <stddef.h>
 
@@ -61,6 +61,41 @@ static const struct { const char *name; const char *text; } tables[] = {
      "attention.p64.qb = 4\n"
      "attention.p64.g = 16\n"
      "attention.p64.vw = 16\n"},
+    /* 2 cores of an AMD EPYC (Zen 3: AVX2, 32 KB L1d, 512 KB L2 per core), PoCL 3.1 (Debian)
+     * `pthread-haswell`, 2026-11-28 (perf/RESULTS.md, tenth session): `wbcl-tune --budget 600 --reps 7`.
+     * The first run, against the AVX-512 defaults of then (attention QB 4, G 4, whole rows), chose QB 2,
+     * G 8: 1.64-1.81x at N = 197 ... 4096; those became the defaults of devices narrower than AVX-512,
+     * with O += P V in passes of 32 floats (attention.vc = 2). This second run, against them, found no
+     * better set (19 candidates; the GEMM's 7 tiles and 5 blocks also kept their defaults): the table
+     * pins the measured values on this device */
+    {"pocl-3.1-haswell-amd-epyc-zen3",
+     "# wbcl kernel parameter table (include/wbcl/tuning.h)\n"
+     "# written by wbcl-tune (budget 600 s, 7 call(s) per shape)\n"
+     "# gemm: mr=6 nr=16 (default mr=6 nr=16)\n"
+     "#   (8*197)x384->1536: default 11.475 ms, tuned 11.605 ms, x0.989\n"
+     "#   (8*197)x1536->384: default 12.008 ms, tuned 11.919 ms, x1.007\n"
+     "#   1024^3: default 13.819 ms, tuned 13.992 ms, x0.988\n"
+     "# gemm L2 block: a_block_kib=1024 (default a_block_kib=1024)\n"
+     "#   (8*197)x384->1536: default 11.763 ms, tuned 11.772 ms, x0.999\n"
+     "#   (8*197)x1536->384: default 13.310 ms, tuned 13.515 ms, x0.985\n"
+     "#   1024^3: default 16.657 ms, tuned 15.858 ms, x1.050\n"
+     "# attention: qb=2 g=8 vw=16 vc=2 (default qb=2 g=8 vw=16 vc=2)\n"
+     "#   BK 48 N 197 p 64: default 5.733 ms, tuned 5.665 ms, x1.012\n"
+     "#   BK 8 N 1024 p 64: default 19.854 ms, tuned 18.988 ms, x1.046\n"
+     "#   BK 4 N 4096 p 64: default 154.782 ms, tuned 153.815 ms, x1.006\n"
+     "format = wbcl-tuning-1\n"
+     "device = pthread-haswell-AMD EPYC\n"
+     "vendor = AuthenticAMD\n"
+     "driver = 3.1+debian\n"
+     "variant = cpu\n"
+     "wbcl = 0.1.0\n"
+     "gemm.mr = 6\n"
+     "gemm.nr = 16\n"
+     "gemm.a_block_kib = 1024\n"
+     "attention.p64.qb = 2\n"
+     "attention.p64.g = 8\n"
+     "attention.p64.vw = 16\n"
+     "attention.p64.vc = 2\n"},
     /* NVIDIA H200 (132 SMs), NVIDIA's OpenCL 3.0 on driver 580.159.04, the GPU variant: four runs of
      * wbcl-tune on a lent machine (perf/RESULTS.md, seventh session), one family each, merged here:
      * --op gemm_tiled and --op attention (budget 60 s; the defaults won), --op gemm_backend (25 s; the
