@@ -312,31 +312,18 @@ __kernel void wbcl_attn_fused_cpu(__global const Q_T *restrict q, const ulong q_
                 vstore16(p1, 0, &Pa[r][KP]);
             }
 
-#if VC == NV
-            for (uint jj = 0; jj < KB; jj++) {
-                const __global float *vr = vb + jj * PP;
-#pragma unroll
-                for (int v = 0; v < NV; v++) {
-                    const floatV vv = vloadV(v, vr);
-#pragma unroll
-                    for (int r = 0; r < QB; r++) O[r][v] = fma((floatV)(Pa[r][jj]), vv, O[r][v]);
-                }
-            }
-
-#pragma unroll
-            for (int r = 0; r < QB; r++)
-#pragma unroll
-                for (int v = 0; v < NV; v++) Os[g][r][v] = O[r][v];
-#else
-            /* O += P V a chunk of VC vectors of the row at a time: QB * VC accumulators in registers
-             * (a device with fewer vector registers than QB * NV takes them in turn; P and the V
-             * rows' chunks come from L1) */
+            /* O += P V a pass of VC vectors of each row at a time: QB * VC accumulators in registers (a
+             * device with fewer vector registers than QB * NV takes the row in turns; the stashed
+             * accumulators, P and the V rows' slices come from L1). VC == NV: one pass, with O loaded
+             * before the softmax step above, as it rescales them in registers. */
             for (uint v0 = 0; v0 < NV; v0 += VC) {
+#if VC != NV
                 floatV O[QB][VC];
 #pragma unroll
                 for (int r = 0; r < QB; r++)
 #pragma unroll
                     for (int v = 0; v < VC; v++) O[r][v] = Os[g][r][v0 + v];
+#endif
                 for (uint jj = 0; jj < KB; jj++) {
                     const __global float *vr = vb + jj * PP + v0 * VW;
 #pragma unroll
@@ -351,7 +338,6 @@ __kernel void wbcl_attn_fused_cpu(__global const Q_T *restrict q, const ulong q_
 #pragma unroll
                     for (int v = 0; v < VC; v++) Os[g][r][v0 + v] = O[r][v];
             }
-#endif
         }
     }
 
