@@ -18,7 +18,7 @@
 #   attention -DWBCL_ATT_P/PP/VW/QB/G/BQ/BK/VC from choose_params() for p in 32 64 128 (VW 16, QB 4/4/2,
 #             VC the whole row; p = 32 and 64 also hold the register-tiled GPU kernel);
 #             float16 storage: p = 64 with -DWBCL_ATT_HALF=15 (q, k, v, o half) and =8 (o only);
-#             CPU only: p = 128 with G 8, VC 2 (the O += P V passes of CPUs narrower than AVX-512)
+#             CPU only: p = 64 with QB 2, G 8, VC 2 (the default of CPUs narrower than AVX-512)
 #   tssa      generic; -DWBCL_TSSA_P/K (+ALIGNED) for (p, K) in (64, 8) (17, 3) (128, 12); P alone (32: more
 #             than WBCL_TSSA_K_MAX heads), K alone (4, aligned: p above WBCL_TSSA_P_MAX); GPU variant also with
 #             -DWBCL_TSSA_GLX (lanes per token row, host/ops/attn_stats.c wbcl__tssa_glx) for (64, 8) (17, 3) (128, 12)
@@ -72,8 +72,8 @@ specs() { # family variant -> one line per extra option set ("-" = none)
   case $1 in
     attention) for p in 32 64 128; do att_opts $p "$2"; done
           echo "$(att_opts 64 "$2") -DWBCL_ATT_HALF=15"; echo "$(att_opts 64 "$2") -DWBCL_ATT_HALF=8"
-          # AVX2 / NEON-width CPUs: 2 queries per group, 8 groups, O += P V in passes of 2 vectors
-          if [ "$2" = cpu ]; then att_opts 128 cpu | sed 's/-DWBCL_ATT_G=4/-DWBCL_ATT_G=8/; s/-DWBCL_ATT_VC=8/-DWBCL_ATT_VC=2/'; fi
+          # AVX2 / NEON-width CPUs at p = 64: 2 queries per group, 8 groups, O += P V in passes of 2 vectors
+          if [ "$2" = cpu ]; then att_opts 64 cpu | sed 's/-DWBCL_ATT_QB=4/-DWBCL_ATT_QB=2/; s/-DWBCL_ATT_G=4/-DWBCL_ATT_G=8/; s/-DWBCL_ATT_VC=4/-DWBCL_ATT_VC=2/'; fi
           # a GPU without the register-tiled kernel's local memory: the program without it (host/ops/attention.c)
           if [ "$2" = gpu ]; then echo "$(att_opts 64 "$2") -DWBCL_ATT_NO_TILED=1"; echo "$(att_opts 64 "$2") -DWBCL_ATT_NO_TILED2=1"; fi ;;
     tssa) echo "-"; echo "-DWBCL_TSSA_P=64 -DWBCL_TSSA_K=8 -DWBCL_TSSA_ALIGNED=1"; echo "-DWBCL_TSSA_P=17 -DWBCL_TSSA_K=3"
