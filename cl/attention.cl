@@ -22,6 +22,8 @@
  *   WBCL_ATT_VW   vector width of the output accumulators (4, 8 or 16)
  *   WBCL_ATT_QB   CPU: queries per register group
  *   WBCL_ATT_G    CPU: register groups per work-item (K/V reuse from L1)
+ *   WBCL_ATT_VC   CPU: accumulator vectors of a row per O += P V pass (a divisor of PP / VW; default
+ *                 the whole row)
  *   WBCL_ATT_BQ   GPU: work-group size = queries per work-group
  *   WBCL_ATT_BK   GPU: keys per local-memory tile
  *   WBCL_ATT_HALF float16 storage, a bit mask (default 0): 1 q, 2 k, 4 v, 8 o. Those tensors are
