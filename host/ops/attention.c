@@ -83,7 +83,8 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
      *   B1 K8 N4096 p64   QB 4, G 4: 0.51 / 0.56 / 0.45   QB 2, G 8: 0.85 / 0.92 / 0.85
      *   B1 K8 N4096 p32   QB 4, G 4: 0.67 / 0.75 / 0.66   QB 2, G 8: 1.15 / 1.04 / 1.07
      *   B1 K8 N2048 p128  QB 2, G 4: 0.68 / 0.82 / 0.64   (kept; QB 1, G 8: 0.51 / 0.68 / 0.55) */
-    if (ctx->variant == WBCL_VARIANT_CPU && ctx->info.native_vector_width_float < 16 && v[0] > 2) {
+    const int narrow_cpu = ctx->variant == WBCL_VARIANT_CPU && ctx->info.native_vector_width_float < 16;
+    if (narrow_cpu && v[0] > 2) {
         v[0] = 2;
         v[1] = 8;
     }
@@ -94,7 +95,7 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
      *   p64   whole row 0.86 / 0.94 / 0.84   32 floats 0.94 / 1.03 / 0.92   16 floats 0.73 / 0.86 / 0.78
      *   p128  whole row 0.66 / 0.79 / 0.64   32 floats 0.84 / 0.97 / 0.88   16 floats 0.64 / 0.79 / 0.67 */
     v[6] = (int)nv;
-    if (ctx->variant == WBCL_VARIANT_CPU && ctx->info.native_vector_width_float < 16 && pp > 48) {
+    if (narrow_cpu && pp > 48) {
         /* rows up to 48 floats (12 AVX2 accumulators at QB 2) in one pass; longer ones in passes of
          * the largest divisor of NV vectors within 32 floats */
         v[6] = 1;
