@@ -201,8 +201,9 @@ selected() { # family variant -> status 0 if it is to be compiled
   [[ " ${PORTABILITY_EXCLUDE:-} " == *" $f "* || " ${PORTABILITY_EXCLUDE:-} " == *" $f:$v "* ]] && return 1
   return 0
 }
-report=$out/report.txt
+report=$out/report.txt times=$out/times.txt # times: one line per compile, its seconds first
 : > "$report"
+: > "$times"
 fails=0 total=0
 t0=$(date +%s)
 for cl in cl/*.cl; do
@@ -230,6 +231,7 @@ for cl in cl/*.cl; do
           [ "$target" = pocl ] && [ "$fp64" = 0 ] && continue
           total=$((total + 1))
           log=$out/log.txt
+          tc=$(date +%s%N)
           case $target in
             nvptx) $CLANG -x cl -Xclang -finclude-default-header -target nvptx64-nvidia-nvcl -O2 -S $opts \
                      "$src" -o "$out/$fam.ptx" >"$log" 2>&1 ;;
@@ -238,6 +240,8 @@ for cl in cl/*.cl; do
             pocl) POCL_CACHE_DIR=$out/pocl-cache "$clbuild" "${PORTABILITY_DEVICE:-0}" "$src" "$opts" >"$log" 2>&1 ;;
           esac
           rc=$?
+          printf '%7.1f s  %-8s %s [%s fp64=%s]%s\n' "$(( ($(date +%s%N) - tc) / 1000000 ))e-3" "$target" "$fam" \
+            "$variant" "$fp64" "${extra:+ $extra}" >> "$times"
           if [ $rc != 0 ]; then
             fails=$((fails + 1))
             echo "FAIL $target $fam [$variant fp64=$fp64] $extra"
@@ -273,4 +277,7 @@ done
 echo "portability-check: $((total - fails)) of $total compiles passed ($(( $(date +%s) - t0 )) s; $CLANG)"
 echo "portability-check: per-kernel resource use in $report ($(wc -l < "$report") lines); the largest:"
 grep -E '^gfx' "$report" | sort -k4 -n -r | awk '!seen[$2]++' | head -8
+echo "portability-check: compile time by family and target (every compile's in $times):"
+awk '{ k = $4 ":" substr($5, 2) " " $3; t[k] += $1; n[k]++ } END { for (k in t) printf "%8.0f s %4d  %s\n", t[k], n[k], k }' "$times" |
+  sort -k1 -n -r | head -12
 [ $fails = 0 ]
