@@ -45,6 +45,12 @@
 #ifndef WBCL_ATT_NO_TILED2
 #define WBCL_ATT_NO_TILED2 0 /* 1: leave the second register-tiled form (p = 32, 64) out */
 #endif
+#ifndef WBCL_ATT_NO_CPU
+#define WBCL_ATT_NO_CPU 0 /* 1: leave the CPU-shaped kernels (packing, wbcl_attn_fused_cpu) out */
+#endif
+#ifndef WBCL_ATT_NO_GPU
+#define WBCL_ATT_NO_GPU 0 /* 1: leave every GPU-shaped kernel out (the CPU variant's programs) */
+#endif
 #ifndef WBCL_ATT_HALF
 #define WBCL_ATT_HALF 0
 #endif
@@ -155,6 +161,13 @@ inline float16 wbcl_exp2_neg16(float16 x)
     return as_float16(as_int16(r) + (n << 23));
 }
 
+/* Each variant's program holds the kernels that variant runs (host/ops/attention.c options()): a CPU-variant
+ * program leaves the GPU-shaped kernels out (-DWBCL_ATT_NO_GPU=1), a GPU-variant one the CPU-shaped kernels
+ * (-DWBCL_ATT_NO_CPU=1), except the program of the GPU variant's fallback to the CPU-shaped kernel, built
+ * like a CPU-variant one. Compiling a kernel that its context never launches costs time on a GPU driver:
+ * clang-15's AMD back end spends about 50 s on wbcl_attn_fused_gpu (its fully unrolled key steps) at p = 64,
+ * 85 s at p = 128, and 4-6 s on the whole CPU-shaped program. */
+#if !WBCL_ATT_NO_CPU
 /* ---- CPU-shaped: packing -------------------------------------------------------------------
  * K panels: Kp[bh][panel][c][r] = k(b, h, panel*16 + r, c), zero for keys >= n_k; npan is even
  *           (whole 32-key blocks).
@@ -355,7 +368,9 @@ __kernel void wbcl_attn_fused_cpu(__global const Q_T *restrict q, const ulong q_
             for (uint c = 0; c < P; c++) ST_O(row[c], c, dst);
         }
 }
+#endif /* !WBCL_ATT_NO_CPU */
 
+#if !WBCL_ATT_NO_GPU
 /* ---- GPU-shaped ---------------------------------------------------------------------------------
  * global (ceil(n_q / BQ) * BQ, B*K), local (BQ, 1): one query per work-item, the work-group's
  * BQ queries share BK-key tiles of K and V loaded cooperatively (coalesced) into local memory.
@@ -1035,3 +1050,4 @@ __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void wbcl_attn_tiled2_
 #undef XS
 #undef KXN
 #endif
+#endif /* !WBCL_ATT_NO_GPU */
