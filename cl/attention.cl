@@ -51,6 +51,9 @@
 #ifndef WBCL_ATT_NO_GPU
 #define WBCL_ATT_NO_GPU 0 /* 1: leave every GPU-shaped kernel out (the CPU variant's programs) */
 #endif
+#ifndef WBCL_ATT_NO_FUSED
+#define WBCL_ATT_NO_FUSED 0 /* 1: leave the one-query GPU kernel out (the register-tiled kernels' programs) */
+#endif
 #ifndef WBCL_ATT_HALF
 #define WBCL_ATT_HALF 0
 #endif
@@ -161,12 +164,13 @@ inline float16 wbcl_exp2_neg16(float16 x)
     return as_float16(as_int16(r) + (n << 23));
 }
 
-/* Each variant's program holds the kernels that variant runs (host/ops/attention.c options()): a CPU-variant
- * program leaves the GPU-shaped kernels out (-DWBCL_ATT_NO_GPU=1), a GPU-variant one the CPU-shaped kernels
- * (-DWBCL_ATT_NO_CPU=1), except the program of the GPU variant's fallback to the CPU-shaped kernel, built
- * like a CPU-variant one. Compiling a kernel that its context never launches costs time on a GPU driver:
- * clang-15's AMD back end spends about 50 s on wbcl_attn_fused_gpu (its fully unrolled key steps) at p = 64,
- * 85 s at p = 128, and 4-6 s on the whole CPU-shaped program. */
+/* A program holds the kernels of one path (host/ops/attention.c options()): the CPU-shaped kernels
+ * (-DWBCL_ATT_NO_GPU=1: the CPU variant, and the GPU variant's fallback), the register-tiled GPU kernels
+ * (-DWBCL_ATT_NO_CPU=1 -DWBCL_ATT_NO_FUSED=1), or the one-query GPU kernel (-DWBCL_ATT_NO_CPU=1
+ * -DWBCL_ATT_NO_TILED=1). Compiling a kernel that its context never launches costs time on a GPU driver:
+ * clang-15's AMD back end spends about 50 s on wbcl_attn_fused_gpu (its fully unrolled key steps) at p = 64
+ * and 85 s at p = 128, under a second on the register-tiled kernels' program, and 4-6 s on the CPU-shaped
+ * one. */
 #if !WBCL_ATT_NO_CPU
 /* ---- CPU-shaped: packing -------------------------------------------------------------------
  * K panels: Kp[bh][panel][c][r] = k(b, h, panel*16 + r, c), zero for keys >= n_k; npan is even
@@ -371,6 +375,7 @@ __kernel void wbcl_attn_fused_cpu(__global const Q_T *restrict q, const ulong q_
 #endif /* !WBCL_ATT_NO_CPU */
 
 #if !WBCL_ATT_NO_GPU
+#if !WBCL_ATT_NO_FUSED
 /* ---- GPU-shaped ---------------------------------------------------------------------------------
  * global (ceil(n_q / BQ) * BQ, B*K), local (BQ, 1): one query per work-item, the work-group's
  * BQ queries share BK-key tiles of K and V loaded cooperatively (coalesced) into local memory.
@@ -444,6 +449,7 @@ __kernel __attribute__((reqd_work_group_size(BQ, 1, 1))) void wbcl_attn_fused_gp
         for (uint c = 0; c < P; c++) ST_O(acc[c] * inv, c, orow);
     }
 }
+#endif /* !WBCL_ATT_NO_FUSED */
 
 /* ---- GPU-shaped, register-tiled (P = 32 or 64) ------------------------------------------------
  * wbcl_attn_fused_gpu above gives each work-item one query, so every score and every output

@@ -16,8 +16,8 @@
 #   prelude   CPU variant (wbcl_params cpu) and GPU variant (gpu), with fp64 on, and off for the
 #             families whose code depends on it
 #   attention -DWBCL_ATT_P/PP/VW/QB/G/BQ/BK/VC from choose_params() for p in 32 64 128 (VW 16, QB 4/4/2,
-#             VC the whole row), with -DWBCL_ATT_NO_GPU=1 (CPU) or -DWBCL_ATT_NO_CPU=1 (GPU): a variant's
-#             program holds its own kernels; the GPU variant's fallback program is a CPU one's options;
+#             VC the whole row), per program (att_opts): CPU-shaped (the CPU variant; the GPU variant's
+#             fallback is the same program), register-tiled GPU, one-query GPU;
 #             float16 storage: p = 64 with -DWBCL_ATT_HALF=15 (q, k, v, o half) and =8 (o only);
 #             CPU only: p = 64 with QB 2, G 8, VC 2 (the default of CPUs narrower than AVX-512)
 #   tssa      generic; -DWBCL_TSSA_P/K (+ALIGNED) for (p, K) in (64, 8) (17, 3) (128, 12); P alone (32: more
@@ -54,17 +54,22 @@ prelude() { # variant fp64
   fi
 }
 
-# attention options as host/ops/attention.c choose_params() and options() compute them; lm = local memory
-att_opts() { # p variant [half]
-  local p=$1 vw pp nv qb bk=32 lm
+# attention options as host/ops/attention.c choose_params() and options() compute them; lm = local memory.
+# Each program holds the kernels of one path: cpu (the CPU-shaped kernels, -DWBCL_ATT_NO_GPU=1), tiled (the
+# register-tiled GPU kernels, -DWBCL_ATT_NO_CPU=1 -DWBCL_ATT_NO_FUSED=1) or fused (the one-query GPU kernel,
+# -DWBCL_ATT_NO_CPU=1 -DWBCL_ATT_NO_TILED=1)
+att_opts() { # p program [half]
+  local p=$1 vw pp nv qb bk=32 lm only
   if [ "$p" -le 4 ]; then vw=4; elif [ "$p" -le 8 ]; then vw=8; else vw=16; fi
   pp=$(( (p + vw - 1) / vw * vw )); nv=$(( pp / vw ))
   if [ $nv -le 4 ]; then qb=4; elif [ $nv -le 8 ]; then qb=2; else qb=1; fi
   if [ "$2" = cpu ]; then lm=$((2 * 1024 * 1024)); else lm=49152; fi  # PoCL 2 MiB; GPUs >= 48 KiB
   while [ $bk -gt 1 ] && [ $(( bk * p * 2 * 4 )) -gt $(( lm / 2 )) ]; do bk=$(( bk / 2 )); done
-  # each variant's program holds only its own kernels: the CPU variant's leaves the GPU-shaped ones out
-  # (-DWBCL_ATT_NO_GPU=1), the GPU variant's the CPU-shaped ones (-DWBCL_ATT_NO_CPU=1)
-  local only=" -DWBCL_ATT_NO_CPU=1"; [ "$2" = cpu ] && only=" -DWBCL_ATT_NO_GPU=1"
+  case $2 in
+    cpu) only=" -DWBCL_ATT_NO_GPU=1" ;;
+    tiled) only=" -DWBCL_ATT_NO_CPU=1 -DWBCL_ATT_NO_FUSED=1" ;;
+    *) only=" -DWBCL_ATT_NO_CPU=1 -DWBCL_ATT_NO_TILED=1" ;;
+  esac
   # VC: the whole row (the defaults of AVX-512 PoCL and of GPUs; the passes of narrower CPUs, QB 2, G 8,
   # VC 2, are one more CPU spec below)
   echo "-DWBCL_ATT_P=$p -DWBCL_ATT_PP=$pp -DWBCL_ATT_VW=$vw -DWBCL_ATT_QB=$qb -DWBCL_ATT_G=4 -DWBCL_ATT_BQ=64 -DWBCL_ATT_BK=$bk -DWBCL_ATT_VC=$nv${3:+ -DWBCL_ATT_HALF=$3}$only"
@@ -72,12 +77,16 @@ att_opts() { # p variant [half]
 
 specs() { # family variant -> one line per extra option set ("-" = none)
   case $1 in
-    attention) for p in 32 64 128; do att_opts $p "$2"; done
-          att_opts 64 "$2" 15; att_opts 64 "$2" 8
-          # AVX2 / NEON-width CPUs at p = 64: 2 queries per group, 8 groups, O += P V in passes of 2 vectors
-          if [ "$2" = cpu ]; then att_opts 64 cpu | sed 's/-DWBCL_ATT_QB=4/-DWBCL_ATT_QB=2/; s/-DWBCL_ATT_G=4/-DWBCL_ATT_G=8/; s/-DWBCL_ATT_VC=4/-DWBCL_ATT_VC=2/'; fi
-          # a GPU without the register-tiled kernel's local memory: the program without it (host/ops/attention.c)
-          if [ "$2" = gpu ]; then echo "$(att_opts 64 "$2") -DWBCL_ATT_NO_TILED=1"; echo "$(att_opts 64 "$2") -DWBCL_ATT_NO_TILED2=1"; fi ;;
+    attention) if [ "$2" = cpu ]; then
+            for p in 32 64 128; do att_opts $p cpu; done; att_opts 64 cpu 15; att_opts 64 cpu 8
+            # AVX2 / NEON-width CPUs at p = 64: 2 queries per group, 8 groups, O += P V in passes of 2 vectors
+            att_opts 64 cpu | sed 's/-DWBCL_ATT_QB=4/-DWBCL_ATT_QB=2/; s/-DWBCL_ATT_G=4/-DWBCL_ATT_G=8/; s/-DWBCL_ATT_VC=4/-DWBCL_ATT_VC=2/'
+          else
+            for p in 32 64 128; do att_opts $p fused; att_opts $p tiled; done
+            att_opts 64 fused 15; att_opts 64 tiled 15; att_opts 64 tiled 8
+            # a GPU with the first register-tiled form's local memory but not the second's
+            echo "$(att_opts 64 tiled) -DWBCL_ATT_NO_TILED2=1"
+          fi ;;
     tssa) echo "-"; echo "-DWBCL_TSSA_P=64 -DWBCL_TSSA_K=8 -DWBCL_TSSA_ALIGNED=1"; echo "-DWBCL_TSSA_P=17 -DWBCL_TSSA_K=3"
           echo "-DWBCL_TSSA_P=128 -DWBCL_TSSA_K=12"
           echo "-DWBCL_TSSA_P=32"; echo "-DWBCL_TSSA_K=4 -DWBCL_TSSA_ALIGNED=1" # K > 64 heads; p > 1024
@@ -231,11 +240,6 @@ for cl in cl/*.cl; do
         for target in nvptx gfx90a gfx1030 pocl; do
           # PoCL: the device's own fp64 setting only (it has fp64); GPU targets: both
           [ "$target" = pocl ] && [ "$fp64" = 0 ] && continue
-          # attention's -DWBCL_ATT_NO_TILED / NO_TILED2 specs only leave kernels out of a program that the
-          # spec without them compiles whole: PTX and PoCL check the preprocessor paths; the AMD back end
-          # would only redo the same kernels (wbcl_attn_fused_gpu: 40-90 s a compile) and is skipped
-          case " $extra " in *" -DWBCL_ATT_NO_TILED=1 "* | *" -DWBCL_ATT_NO_TILED2=1 "*)
-            [[ $target == gfx* ]] && continue ;; esac
           total=$((total + 1))
           log=$out/log.txt
           tc=$(date +%s%N)

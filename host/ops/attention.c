@@ -179,16 +179,18 @@ static uint64_t tiled2_lmem(size_t p)
     return 0;
 }
 
-/* The program's options. A program holds the kernels of one shape (cpu_shaped: the packing kernels and
- * wbcl_attn_fused_cpu, -DWBCL_ATT_NO_GPU=1; else the GPU-shaped ones, -DWBCL_ATT_NO_CPU=1): CPU-variant
- * contexts build the first, GPU-variant ones the second, and the first only for their fallback (gpu_kernel).
- * A kernel its context never launches would only cost compile time (cl/attention.cl). GPU-shaped programs
- * on a device without the register-tiled kernel's local memory or work-group size get -DWBCL_ATT_NO_TILED=1:
- * that kernel's local arrays are then left out of the program, whose build would otherwise fail on such a
- * device and take the kernels it does run with it. One with the first form's but not the second form's
- * local memory (p = 32: 28.8 against 34 KiB; p = 64: 44.8 against 48 KiB) gets -DWBCL_ATT_NO_TILED2=1 (the
- * second form alone left out). */
-static void options(const wbcl_context *ctx, const att_params *a, int half, int cpu_shaped, char *buf, size_t len)
+/* The programs (cl/attention.cl): each holds the kernels of one path, so that a kernel its context never
+ * launches is not compiled (the one-query GPU kernel alone takes an AMD back end 50-90 s):
+ *   ATT_CPU    the packing kernels and wbcl_attn_fused_cpu (-DWBCL_ATT_NO_GPU=1): the CPU variant, and the
+ *              GPU variant's fallback (gpu_kernel);
+ *   ATT_TILED  the register-tiled GPU kernels (-DWBCL_ATT_NO_CPU=1 -DWBCL_ATT_NO_FUSED=1), built only where
+ *              the device has their local memory and work-group size (tiled_kernel); one with the first
+ *              form's but not the second form's local memory (p = 32: 28.8 against 34 KiB; p = 64: 44.8
+ *              against 48 KiB) gets -DWBCL_ATT_NO_TILED2=1 (the second form's local arrays, which the
+ *              device could not build, left out);
+ *   ATT_FUSED  wbcl_attn_fused_gpu, the one-query GPU kernel (-DWBCL_ATT_NO_CPU=1 -DWBCL_ATT_NO_TILED=1). */
+enum { ATT_CPU, ATT_TILED, ATT_FUSED };
+static void options(const wbcl_context *ctx, const att_params *a, int half, int program, char *buf, size_t len)
 {
     int n = snprintf(buf, len,
                      "-DWBCL_ATT_P=%zu -DWBCL_ATT_PP=%zu -DWBCL_ATT_VW=%d -DWBCL_ATT_QB=%d -DWBCL_ATT_G=%d "
@@ -196,13 +198,13 @@ static void options(const wbcl_context *ctx, const att_params *a, int half, int 
                      a->p, a->pp, a->vw, a->qb, a->g, a->bq, a->bk, a->vc);
     if (half && n > 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_HALF=%d", half);
     if (n <= 0 || (size_t)n >= len) return;
-    n += snprintf(buf + n, len - (size_t)n, cpu_shaped ? " -DWBCL_ATT_NO_GPU=1" : " -DWBCL_ATT_NO_CPU=1");
-    const uint64_t lmem = tiled_lmem(a->p), lmem2 = tiled2_lmem(a->p);
-    if (cpu_shaped || !lmem || n <= 0 || (size_t)n >= len) return;
-    if (ctx->info.local_mem_size < lmem || ctx->info.max_work_group_size < TILED_WG)
-        snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_NO_TILED=1");
-    else if (lmem2 && ctx->info.local_mem_size < lmem2)
-        snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_NO_TILED2=1");
+    const uint64_t lmem2 = tiled2_lmem(a->p);
+    snprintf(buf + n, len - (size_t)n, "%s",
+             program == ATT_CPU     ? " -DWBCL_ATT_NO_GPU=1"
+             : program == ATT_FUSED ? " -DWBCL_ATT_NO_CPU=1 -DWBCL_ATT_NO_TILED=1"
+             : lmem2 && ctx->info.local_mem_size < lmem2
+                 ? " -DWBCL_ATT_NO_CPU=1 -DWBCL_ATT_NO_FUSED=1 -DWBCL_ATT_NO_TILED2=1"
+                 : " -DWBCL_ATT_NO_CPU=1 -DWBCL_ATT_NO_FUSED=1");
 }
 
 /* ---- validation ------------------------------------------------------------------- */
@@ -371,7 +373,7 @@ static wbcl_status gpu_kernel(wbcl_context *ctx, att_params *a, int half, char *
         }
         if (!bq) break;
         a->bq = (int)bq;
-        options(ctx, a, half, 0, opts, optlen);
+        options(ctx, a, half, ATT_FUSED, opts, optlen);
     }
     return WBCL_SUCCESS; /* no fitting work-group size: *kf NULL, the caller takes the CPU-shaped path */
 }
@@ -461,19 +463,18 @@ static wbcl_status attention(wbcl_context *ctx, const char *op, const wbcl_atten
     const int half = (q->dtype == WBCL_F16 ? 1 : 0) | (k->dtype == WBCL_F16 ? 2 : 0) |
                      (v->dtype == WBCL_F16 ? 4 : 0) | (o->dtype == WBCL_F16 ? 8 : 0);
     char opts[256];
-    options(ctx, &a, half, ctx->variant != WBCL_VARIANT_GPU, opts, sizeof opts);
     if (ctx->variant == WBCL_VARIANT_GPU) {
         wbcl_kern *kf;
+        options(ctx, &a, half, ATT_TILED, opts, sizeof opts);
         if ((st = tiled_kernel(ctx, &a, opts, &kf))) return st;
         if (kf) return run_gpu(ctx, d, (d->n_q + TILED_Q - 1) / TILED_Q * TILED_WG, TILED_WG, kf, q, k, v, o);
         att_params g = a;
-        char gopts[256];
-        memcpy(gopts, opts, sizeof gopts);
-        st = gpu_kernel(ctx, &g, half, gopts, sizeof gopts, &kf);
+        options(ctx, &g, half, ATT_FUSED, opts, sizeof opts);
+        st = gpu_kernel(ctx, &g, half, opts, sizeof opts, &kf);
         if (st) return st;
         if (kf) return run_gpu(ctx, d, d->n_q, (size_t)g.bq, kf, q, k, v, o);
-        options(ctx, &a, half, 1, opts, sizeof opts); /* the fallback: a program of the CPU-shaped kernels */
     }
+    options(ctx, &a, half, ATT_CPU, opts, sizeof opts); /* also the GPU variant's fallback */
     return run_cpu(ctx, op, d, &a, opts, q, k, v, o);
 }
 
