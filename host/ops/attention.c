@@ -198,13 +198,13 @@ static void options(const wbcl_context *ctx, const att_params *a, int half, int 
                      a->p, a->pp, a->vw, a->qb, a->g, a->bq, a->bk, a->vc);
     if (half && n > 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_HALF=%d", half);
     if (n <= 0 || (size_t)n >= len) return;
+    n += snprintf(buf + n, len - (size_t)n, "%s",
+                  program == ATT_CPU     ? " -DWBCL_ATT_NO_GPU=1"
+                  : program == ATT_FUSED ? " -DWBCL_ATT_NO_CPU=1 -DWBCL_ATT_NO_TILED=1"
+                                         : " -DWBCL_ATT_NO_CPU=1 -DWBCL_ATT_NO_FUSED=1");
     const uint64_t lmem2 = tiled2_lmem(a->p);
-    snprintf(buf + n, len - (size_t)n, "%s",
-             program == ATT_CPU     ? " -DWBCL_ATT_NO_GPU=1"
-             : program == ATT_FUSED ? " -DWBCL_ATT_NO_CPU=1 -DWBCL_ATT_NO_TILED=1"
-             : lmem2 && ctx->info.local_mem_size < lmem2
-                 ? " -DWBCL_ATT_NO_CPU=1 -DWBCL_ATT_NO_FUSED=1 -DWBCL_ATT_NO_TILED2=1"
-                 : " -DWBCL_ATT_NO_CPU=1 -DWBCL_ATT_NO_FUSED=1");
+    if (program == ATT_TILED && lmem2 && ctx->info.local_mem_size < lmem2 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_NO_TILED2=1");
 }
 
 /* ---- validation ------------------------------------------------------------------- */
