@@ -24,6 +24,10 @@
  *   WBCL_ATT_G    CPU: register groups per work-item (K/V reuse from L1)
  *   WBCL_ATT_VC   CPU: accumulator vectors of a row per O += P V pass (a divisor of PP / VW; default
  *                 the whole row)
+ *   WBCL_ATT_SP   CPU: 16-key panels per pass of the score loop over p: 2 (default) both panels of a
+ *                 32-key block, 2 * QB score vectors of 16 live; 1 one panel after the other, QB live,
+ *                 so that twice the queries fit the same registers (each score's sum over p is the
+ *                 same either way: the results are bit for bit the same)
  *   WBCL_ATT_BQ   GPU: work-group size = queries per work-group
  *   WBCL_ATT_BK   GPU: keys per local-memory tile
  *   WBCL_ATT_HALF float16 storage, a bit mask (default 0): 1 q, 2 k, 4 v, 8 o. Those tensors are
@@ -98,6 +102,12 @@
 #define VC WBCL_ATT_VC
 #if NV % VC != 0
 #error "WBCL_ATT_VC must divide WBCL_ATT_PP / WBCL_ATT_VW"
+#endif
+#ifndef WBCL_ATT_SP
+#define WBCL_ATT_SP 2
+#endif
+#if WBCL_ATT_SP != 1 && WBCL_ATT_SP != 2
+#error "WBCL_ATT_SP must be 1 or 2"
 #endif
 #define NEG_BIG (-FLT_MAX)
 #define EXP2_FLOOR (-160.0f)
@@ -214,9 +224,10 @@ __kernel void wbcl_attn_pack_v(__global const V_T *restrict v, const ulong off, 
 /* ---- CPU-shaped: the fused kernel -------------------------------------------------------------
  * global (ceil(n_q / (QB*G)), B*K). A work-item owns G groups of QB consecutive queries of one
  * (b, h). For each 32-key block it visits its groups in turn: scores for QB queries x 32 keys
- * in 2*QB float16 registers (K panel rows broadcast against scalar q), the online-softmax
- * update, then O += P V with O in QB*NV vector registers (saved to / restored from a private
- * array between groups: L1 traffic, small next to the 2*QB*32*p FMAs per visit). The 32-key
+ * in 2*QB float16 registers (K panel rows broadcast against scalar q; SP = 1: QB registers, one
+ * panel after the other), the online-softmax update, then O += P V with O in QB*VC vector
+ * registers a pass (saved to / restored from a private array between passes and groups: L1
+ * traffic, small next to the 2*QB*32*p FMAs per visit). The 32-key
  * block of K and V (32*p*8 bytes) stays in L1 across the G visits. No local memory, no
  * barriers: PoCL runs each work-item as one straight loop nest. */
 __kernel void wbcl_attn_fused_cpu(__global const Q_T *restrict q, const ulong q_off, const ulong q_sb,
@@ -278,6 +289,7 @@ __kernel void wbcl_attn_fused_cpu(__global const Q_T *restrict q, const ulong q_
             float16 S0[QB], S1[QB];
 #pragma unroll
             for (int r = 0; r < QB; r++) S0[r] = S1[r] = (float16)(0.0f);
+#if WBCL_ATT_SP == 2
             for (uint c = 0; c < P; c++) {
                 const float16 ka = vload16(0, k0 + c * KP), kb16 = vload16(0, k1 + c * KP);
 #pragma unroll
@@ -287,6 +299,20 @@ __kernel void wbcl_attn_fused_cpu(__global const Q_T *restrict q, const ulong q_
                     S1[r] = fma(qv, kb16, S1[r]);
                 }
             }
+#else
+            /* one panel at a time: QB x 16 scores live (AVX2, QB 6: 12 accumulators of 8 floats, the 6 x 16
+             * register tile of the classic AVX2 SGEMM kernels, where both panels allowed QB 2: 8) */
+            for (uint c = 0; c < P; c++) {
+                const float16 ka = vload16(0, k0 + c * KP);
+#pragma unroll
+                for (int r = 0; r < QB; r++) S0[r] = fma((float16)(qs[g][r][c]), ka, S0[r]);
+            }
+            for (uint c = 0; c < P; c++) {
+                const float16 kb16 = vload16(0, k1 + c * KP);
+#pragma unroll
+                for (int r = 0; r < QB; r++) S1[r] = fma((float16)(qs[g][r][c]), kb16, S1[r]);
+            }
+#endif
 
 #if VC == NV
             floatV O[QB][NV];

@@ -137,10 +137,11 @@ START_TEST(heads_mssa_vs_ref)
 }
 END_TEST
 
-/* The CPU kernel's O += P V in passes of attention.vc accumulator vectors (the default on devices
- * whose native float vector is narrower than 16; set here so that every host runs it): p = 64 (4
- * vectors of 16) in passes of 1 and 2, with 2 and 3 queries per group (3: a group count that does not
- * divide the rows), and p = 67 (5 vectors: vc = 2 is lowered to 1, the largest divisor), causal and
+/* The CPU kernel's O += P V in passes of attention.vc accumulator vectors and its score loop one
+ * 16-key panel at a time (attention.sp = 1), the defaults on devices whose native float vector is
+ * narrower than 16; set here so that every host runs them: p = 64 (4 vectors of 16) in passes of 1
+ * and 2, with 2, 3, 5 and 6 queries per group (3, 5, 6: group counts that do not divide the rows),
+ * both score-loop forms, and p = 67 (5 vectors: vc = 2 is lowered to 1, the largest divisor), causal and
  * not, fewer queries than keys, and logits up to ~100 (qk range 4) so that the running maximum grows
  * after the first block and the stashed accumulators are rescaled between passes. */
 START_TEST(cpu_pv_passes_vs_ref)
@@ -151,14 +152,17 @@ START_TEST(cpu_pv_passes_vs_ref)
     ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_CPU), WBCL_SUCCESS);
     /* no table: a shipped table's scoped attention.p64.* keys would outrank the unscoped ones set here */
     ck_assert_int_eq(wbcl_context_reset_params(ctx), WBCL_SUCCESS);
-    const long sets[][3] = {{2, 8, 2}, {2, 8, 1}, {3, 5, 2}};
+    const long sets[][4] = {{2, 8, 2, 2}, {2, 8, 1, 2}, {3, 5, 2, 2}, {6, 3, 1, 1}, {5, 2, 2, 1}};
     for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
         ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.qb", sets[si][0]), WBCL_SUCCESS);
         ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.g", sets[si][1]), WBCL_SUCCESS);
         ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.vc", sets[si][2]), WBCL_SUCCESS);
-        long vc = 0;
+        ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.sp", sets[si][3]), WBCL_SUCCESS);
+        long vc = 0, sp = 0;
         ck_assert_int_eq(wbcl_context_param_get(ctx, "attention.p64.vc", &vc, NULL), WBCL_SUCCESS);
         ck_assert_int_eq(vc, sets[si][2]);
+        ck_assert_int_eq(wbcl_context_param_get(ctx, "attention.p64.sp", &sp, NULL), WBCL_SUCCESS);
+        ck_assert_int_eq(sp, sets[si][3]);
         const heads_case cases[] = {{1, 2, 71, 71, 64}, {2, 1, 37, 100, 64}};
         for (size_t i = 0; i < 2; i++)
             for (int causal = 0; causal < 2; causal++) {

@@ -174,9 +174,9 @@ void wbcl__tuning_release(wbcl_context *ctx);
 int wbcl__tuned_value(const wbcl_context *ctx, const char *key, size_t p, long *value, int *source);
 /* Adds a line to the context's tuning notes (wbcl_context_tuning_notes, shown by wbcl-info). */
 void wbcl__tuning_note(wbcl_context *ctx, const char *fmt, ...) WBCL_PRINTF(2, 3);
-/* Fused attention's parameters for head dimension p (host/ops/attention.c): v[0..6] = qb, g, vw,
- * bq, bk, tiled, vc; with tuned = 0 the built-in rule only, else with the tuned values applied. */
-#define WBCL_ATT_NPARAMS 7 /* qb, g, vw, bq, bk, tiled, vc */
+/* Fused attention's parameters for head dimension p (host/ops/attention.c): v[0..7] = qb, g, vw,
+ * bq, bk, tiled, vc, sp; with tuned = 0 the built-in rule only, else with the tuned values applied. */
+#define WBCL_ATT_NPARAMS 8 /* qb, g, vw, bq, bk, tiled, vc, sp */
 void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[WBCL_ATT_NPARAMS]);
 /* Shipped tables (host/core/tuning_tables.c): the i-th table's name and text, NULL past the end. */
 const char *wbcl__shipped_table(size_t i, const char **name);

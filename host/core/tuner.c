@@ -295,14 +295,25 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
         add_cand(f, d[0], d[1], 2);
         static const long t[][2] = {{64, 32}, {32, 32}, {128, 32}, {64, 16}, {128, 16}, {256, 16}, {64, 64}, {32, 64}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], 0);
-    } else {
+    } else if (dev->native_vector_width_float >= 16) {
         /* queries per group, groups, vector width, vectors per O += P V pass (p = 64: the whole row is
-         * 4 vectors of 16 or 8 of 8; 2 of 16 is the default where the native vector is narrower than
-         * 16, AVX2's 16 registers) */
-        static const long t[][4] = {{4, 4, 16, 4}, {4, 8, 16, 4}, {4, 16, 16, 4}, {4, 2, 16, 4}, {2, 8, 16, 4},
-                                    {4, 1, 16, 4}, {2, 4, 16, 4}, {3, 4, 16, 4}, {5, 4, 16, 4}, {6, 2, 16, 4},
-                                    {4, 4, 8, 8},  {1, 8, 16, 4}, {2, 8, 16, 2}, {2, 4, 16, 2}, {2, 16, 16, 2},
-                                    {4, 4, 16, 2}, {4, 4, 16, 1}, {1, 16, 16, 2}, {2, 8, 8, 4}};
+         * 4 vectors of 16 or 8 of 8), score panels per pass (1: one 16-key panel at a time, room for
+         * twice the queries); AVX-512's 32 registers of 16 floats */
+        static const long t[][5] = {{4, 4, 16, 4, 2},  {4, 8, 16, 4, 2}, {4, 16, 16, 4, 2}, {4, 2, 16, 4, 2},
+                                    {2, 8, 16, 4, 2},  {4, 1, 16, 4, 2}, {2, 4, 16, 4, 2},  {3, 4, 16, 4, 2},
+                                    {5, 4, 16, 4, 2},  {6, 2, 16, 4, 2}, {4, 4, 8, 8, 2},   {1, 8, 16, 4, 2},
+                                    {4, 4, 16, 2, 2},  {8, 4, 16, 2, 1}, {8, 8, 16, 2, 1},  {8, 2, 16, 2, 1},
+                                    {12, 2, 16, 2, 1}, {12, 4, 16, 1, 1}, {6, 4, 16, 4, 1}, {6, 8, 16, 2, 1}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand_v(f, t[i]);
+    } else {
+        /* the same where the native vector is narrower than 16 (AVX2: 16 registers of 8 floats; the
+         * default 6 queries, one panel a pass, 16 floats of O a pass: 12 accumulators either way; listed
+         * first, as a table may have set another default) */
+        static const long t[][5] = {{6, 3, 16, 1, 1},  {6, 2, 16, 1, 1}, {6, 4, 16, 1, 1},  {6, 6, 16, 1, 1},
+                                    {6, 8, 16, 1, 1},  {5, 3, 16, 1, 1}, {5, 4, 16, 1, 1},  {4, 4, 16, 1, 1},
+                                    {3, 4, 16, 1, 1},  {6, 3, 8, 2, 1},  {4, 4, 8, 2, 1},   {2, 8, 16, 2, 2},
+                                    {2, 4, 16, 2, 2},  {2, 16, 16, 2, 2}, {2, 8, 16, 4, 2}, {1, 16, 16, 2, 2},
+                                    {2, 8, 8, 4, 2}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand_v(f, t[i]);
     }
     if (f->backend == WBCL_GEMM_CLBLAST || f->backend == WBCL_GEMM_TILED || !strcmp(f->name, "gemm backend")) {
@@ -681,8 +692,8 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
             f->nkeys = 3;
         } else {
             f->keys[0] = "attention.p64.qb", f->keys[1] = "attention.p64.g", f->keys[2] = "attention.p64.vw";
-            f->keys[3] = "attention.p64.vc";
-            f->nkeys = 4;
+            f->keys[3] = "attention.p64.vc", f->keys[4] = "attention.p64.sp";
+            f->nkeys = 5;
         }
         f->tol = 1e-4;
         f->check = att_check;

@@ -52,12 +52,14 @@ static const pdesc registry[] = {
      "tiled GEMM: 1 = two local-memory slices, float4 global loads where aligned (WBCL_GT_DB)"},
     {"circulant.wg", "circulant", K_RANGE, 0, 1, {0}, 0, 0, 0,
      "GPU shift-invariant ReduNet: 1 a work-group per matrix (Cholesky) and per bin (Gram), 0 one per work-item"},
-    {"attention.qb", "attention", K_RANGE, 1, 8, {0}, 0, 0, 1, "CPU fused attention: queries per register group"},
+    {"attention.qb", "attention", K_RANGE, 1, 16, {0}, 0, 0, 1, "CPU fused attention: queries per register group"},
     {"attention.g", "attention", K_RANGE, 1, 16, {0}, 0, 0, 1, "CPU fused attention: register groups per work-item"},
     {"attention.vw", "attention", K_SET, 0, 0, {4, 8, 16, 0}, 0, 0, 1, "fused attention: accumulator vector width"},
     {"attention.vc", "attention", K_RANGE, 1, 16, {0}, 0, 0, 1,
      "CPU fused attention: accumulator vectors of a row per O += P V pass (a divisor of the row's; else the "
      "largest divisor below)"},
+    {"attention.sp", "attention", K_RANGE, 1, 2, {0}, 0, 0, 1,
+     "CPU fused attention: 16-key score panels per pass over p (1: qb score vectors live, 2: twice that)"},
     {"attention.bq", "attention", K_POW2, 1, 1 << 16, {0}, 1, 0, 1, "GPU fused attention: queries per work-group"},
     {"attention.bk", "attention", K_RANGE, 1, 256, {0}, 0, 0, 1, "GPU fused attention: keys per local-memory tile"},
     {"attention.tiled", "attention", K_RANGE, 0, 2, {0}, 0, 0, 1,
@@ -504,7 +506,7 @@ static void resolve(const wbcl_context *ctx, const pdesc *d, size_t p, long *val
     if (d->attention) {
         static const char *const order[WBCL_ATT_NPARAMS] = {"attention.qb", "attention.g",     "attention.vw",
                                                             "attention.bq", "attention.bk",    "attention.tiled",
-                                                            "attention.vc"};
+                                                            "attention.vc", "attention.sp"};
         int v0[WBCL_ATT_NPARAMS], v1[WBCL_ATT_NPARAMS], i = 0;
         while (i < WBCL_ATT_NPARAMS - 1 && strcmp(order[i], d->key) != 0) i++;
         wbcl__attention_params(ctx, p, 0, v0);

@@ -52,6 +52,7 @@ typedef struct att_params {
     size_t p, pp;   /* head dim, padded to vw */
     int vw, qb, g;  /* CPU */
     int vc;         /* CPU: accumulator vectors of a row per O += P V pass (divides pp / vw) */
+    int sp;         /* CPU: 16-key score panels per pass over p (1 or 2) */
     int bq, bk;     /* GPU */
     int tiled;      /* GPU, p = 32, 64, 96 or 128: the register-tiled kernel (2: its second form, p = 32, 64) */
 } att_params;
@@ -102,6 +103,19 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
         for (int c = 2; c <= (int)nv && c * v[2] <= 32; c++)
             if (nv % (size_t)c == 0) v[6] = c;
     }
+    /* Better still on such CPU devices (a GPU run with the CPU variant keeps the above), up to p = 128:
+     * the score loop one 16-key panel at a time (SP 1, below), which leaves room for 6 queries per group:
+     * 6 x 16 scores and 6 x 16 floats of O a pass (VC 1) are 12 AVX2 accumulators each, the register tile
+     * of the classic AVX2 SGEMM kernels, against 8 with QB 2 (Zen 3 has two FMA pipes of latency 4: 8
+     * chains keep them busy only if nothing else waits). Same process, interleaved, time of QB 2, G 8
+     * (p = 128: G 4), VC 32 floats, SP 2 over that of QB 6, G 3, VC 1, SP 1 (the results are the same bit
+     * for bit), softmax, Zen 3 (perf/RESULTS.md, twelfth session): p64 N4096 1.14, p32 N4096 1.16, p128
+     * N2048 1.14; G 2, 4, 6 and QB 4, 5 slower or level. */
+    if (narrow_cpu && ctx->info.type == WBCL_DEVICE_CPU && nv <= 8) {
+        v[0] = 6;
+        v[1] = 3;
+        v[6] = 1;
+    }
     /* GPU: 64 queries per work-group (or the device's maximum), K and V tiles of BK keys
      * within half the local memory */
     size_t bq = 64;
@@ -122,8 +136,9 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
      * second form for p = 32 and 64 (wbcl_attn_tiled2_gpu), is not yet measured: not a default. */
     v[5] = ctx->variant == WBCL_VARIANT_GPU && (p == 64 || p == 128);
     if (tuned) {
-        static const char *const keys[WBCL_ATT_NPARAMS] = {"attention.qb", "attention.g", NULL, "attention.bq",
-                                                           "attention.bk", "attention.tiled", "attention.vc"};
+        static const char *const keys[WBCL_ATT_NPARAMS] = {"attention.qb", "attention.g",     NULL,
+                                                           "attention.bq", "attention.bk",    "attention.tiled",
+                                                           "attention.vc", NULL};
         for (int i = 0; i < WBCL_ATT_NPARAMS; i++) {
             long t;
             if (keys[i] && wbcl__tuned_value(ctx, keys[i], p, &t, NULL)) v[i] = (int)t;
@@ -133,6 +148,14 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
         if (v[6] > (int)nv) v[6] = (int)nv;
         while (nv % (size_t)v[6]) v[6]--;
     }
+    /* SP, unless tuned itself: from the QB in use (a table written before the key existed keeps the
+     * form it was measured with): both panels at once while their 2 * QB score vectors of 16 floats
+     * take at most 3/4 of the vector registers (the 512 bytes of AVX2's 16 or NEON's 32 registers where
+     * the native float vector is narrower than 16, else AVX-512's 2 KB): QB <= 3 there, <= 12 here */
+    const long regs = narrow_cpu ? 512 : 2048;
+    v[7] = 2L * v[0] * 16 * (long)sizeof(float) > regs * 3 / 4 ? 1 : 2;
+    long sp;
+    if (tuned && wbcl__tuned_value(ctx, "attention.sp", p, &sp, NULL)) v[7] = (int)sp;
     /* BK: the K and V tiles (2 * BK * p floats) within half the local memory (a tuned BK too:
      * an unscoped key is validated without knowing p) */
     uint64_t lm = ctx->info.local_mem_size ? ctx->info.local_mem_size : 16384;
@@ -152,6 +175,7 @@ static void choose_params(const wbcl_context *ctx, size_t p, att_params *a)
     a->bq = v[3];
     a->bk = v[4];
     a->tiled = v[5];
+    a->sp = v[7];
 }
 
 #define TILED_WG 128 /* the register-tiled kernel: work-items per work-group */
@@ -196,6 +220,9 @@ static void options(const wbcl_context *ctx, const att_params *a, int half, int 
                      "-DWBCL_ATT_P=%zu -DWBCL_ATT_PP=%zu -DWBCL_ATT_VW=%d -DWBCL_ATT_QB=%d -DWBCL_ATT_G=%d "
                      "-DWBCL_ATT_BQ=%d -DWBCL_ATT_BK=%d -DWBCL_ATT_VC=%d",
                      a->p, a->pp, a->vw, a->qb, a->g, a->bq, a->bk, a->vc);
+    /* the score loop's panels (CPU-shaped kernel only; the kernel's default is 2) */
+    if (program == ATT_CPU && a->sp == 1 && n > 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_SP=1");
     if (half && n > 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_HALF=%d", half);
     if (n <= 0 || (size_t)n >= len) return;
     n += snprintf(buf + n, len - (size_t)n, "%s",

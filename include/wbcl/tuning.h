@@ -69,16 +69,25 @@
  *                      the normalization with a work-item per sample lane and chunk of bins; 0 one
  *                      matrix (one matrix row; 16 lanes) per work-item. Same results bit for bit; not
  *                      tuned by wbcl-tune (the CPU variant never reads it)
- *   attention.qb       CPU fused attention: queries per register group (-DWBCL_ATT_QB), 1..8; default
- *                      4 for rows of up to 4 vectors (p <= 64), 2 up to 8, else 1; at most 2 where
- *                      the native float vector is narrower than 16
+ *   attention.qb       CPU fused attention: queries per register group (-DWBCL_ATT_QB), 1..16; default
+ *                      4 for rows of up to 4 vectors (p <= 64), 2 up to 8, else 1; where the native
+ *                      float vector is narrower than 16 (AVX2, NEON) 6 up to p = 128 (with attention.sp
+ *                      1 and attention.vc 1), else at most 2
  *   attention.g        CPU fused attention: register groups per work-item (-DWBCL_ATT_G), 1..16; default
- *                      4 (8 where qb was lowered to 2)
+ *                      4; where the native float vector is narrower than 16, 3 up to p = 128 (8 where
+ *                      qb was lowered to 2)
  *   attention.vw       fused attention accumulator vector width (-DWBCL_ATT_VW): 4, 8 or 16
  *   attention.vc       CPU fused attention: accumulator vectors of a query's row per O += P V pass
  *                      (-DWBCL_ATT_VC), 1..16; one that does not divide the row's vectors is lowered to
  *                      the largest divisor; default the whole row, on devices whose native float vector
- *                      is narrower than 16 (AVX2, NEON) 32 floats a pass for rows over 48 floats
+ *                      is narrower than 16 (AVX2, NEON) one vector a pass up to p = 128, 32 floats a
+ *                      pass for longer rows
+ *   attention.sp       CPU fused attention: 16-key score panels per pass of the score loop over p
+ *                      (-DWBCL_ATT_SP): 2 both panels of a 32-key block (2 qb score vectors of 16 floats
+ *                      live), 1 one after the other (qb live; the same results bit for bit); default,
+ *                      unless set itself, from the qb in use: 1 where 2 qb vectors of 16 floats would
+ *                      exceed 3/4 of the vector registers (384 bytes where the native float vector is
+ *                      narrower than 16, i.e. qb > 3; 1536 elsewhere, qb > 12), else 2
  *   attention.bq       GPU fused attention: queries per work-group (-DWBCL_ATT_BQ), a power of two
  *                      <= device max
  *   attention.bk       GPU fused attention: keys per local-memory tile (-DWBCL_ATT_BK), 1..256,
