@@ -178,6 +178,11 @@ void wbcl__tuning_note(wbcl_context *ctx, const char *fmt, ...) WBCL_PRINTF(2, 3
  * bq, bk, tiled, vc, sp; with tuned = 0 the built-in rule only, else with the tuned values applied. */
 #define WBCL_ATT_NPARAMS 8 /* qb, g, vw, bq, bk, tiled, vc, sp */
 void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[WBCL_ATT_NPARAMS]);
+/* wbcl_attention_softmax_strided with the caller's op name in its messages (host/ops/attention.c): other
+ * operators whose attention is the softmax one (the CPU variant's AoT step) run its kernels. */
+struct wbcl_attention_desc;
+wbcl_status wbcl__attention(wbcl_context *ctx, const char *op, const struct wbcl_attention_desc *d,
+                            const wbcl_tensor *q, const wbcl_tensor *k, const wbcl_tensor *v, wbcl_tensor *o);
 /* Shipped tables (host/core/tuning_tables.c): the i-th table's name and text, NULL past the end. */
 const char *wbcl__shipped_table(size_t i, const char **name);
 /* The -D prelude common to every program of this context (static storage in ctx). */

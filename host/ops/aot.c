@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "wbcl/aot.h"
+#include "wbcl/attention.h"
 #include "wbcl/gemm.h"
 
 #define TRY(x)                     \
@@ -71,11 +72,40 @@ static wbcl_status attend_gpu(wbcl_context *ctx, const wbcl__hview *w, const wbc
     return wbcl__launch(ctx, k, 2, g, l);
 }
 
-static wbcl_status attend(wbcl_context *ctx, const wbcl__hview *w, const wbcl__hview *o, const wbcl__hdims *dm,
-                          wbcl_aot_phi phi, float tau)
+/* The softmax step is softmax attention with q = k = v = w and scale 1 (no 1/sqrt(p)): on the CPU
+ * variant it runs the fused attention kernel (host/ops/attention.c: K/V packed into panels, scores and
+ * outputs in register tiles, one pass over the keys with a running maximum) instead of
+ * wbcl_aot_attend, which takes every dot product twice and is not register-blocked (~10x slower at
+ * N 1024, p 64; perf/RESULTS.md, twelfth session). wt, ot: the tensors w and o view. */
+static wbcl_status attend_as_attention(wbcl_context *ctx, const char *op, const wbcl_tensor *wt, const wbcl__hview *w,
+                                       wbcl_tensor *ot, const wbcl__hview *o, const wbcl__hdims *dm)
+{
+    wbcl_attention_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = dm->B;
+    a.heads = dm->K;
+    a.n_q = a.n_k = dm->N;
+    a.p = dm->p;
+    a.scale = 1.0f;
+    a.causal = 0;
+    a.off_q = a.off_k = a.off_v = w->off;
+    a.sb_q = a.sb_k = a.sb_v = w->sb;
+    a.sh_q = a.sh_k = a.sh_v = w->sh;
+    a.sn_q = a.sn_k = a.sn_v = w->sn;
+    a.off_o = o->off;
+    a.sb_o = o->sb;
+    a.sh_o = o->sh;
+    a.sn_o = o->sn;
+    return wbcl__attention(ctx, op, &a, wt, wt, wt, ot);
+}
+
+static wbcl_status attend(wbcl_context *ctx, const char *op, const wbcl_tensor *wt, const wbcl__hview *w,
+                          wbcl_tensor *ot, const wbcl__hview *o, const wbcl__hdims *dm, wbcl_aot_phi phi, float tau)
 {
     wbcl_kern *k;
     wbcl_status st;
+    if (ctx->variant == WBCL_VARIANT_CPU && phi == WBCL_AOT_SOFTMAX)
+        return attend_as_attention(ctx, op, wt, w, ot, o, dm);
     if (ctx->variant == WBCL_VARIANT_GPU) {
         int done = 0;
         if ((st = attend_gpu(ctx, w, o, dm, phi == WBCL_AOT_THRESHOLD, tau, &done)) || done) return st;
@@ -108,7 +138,7 @@ wbcl_status wbcl_aot_heads(wbcl_context *ctx, const wbcl_tensor *w, wbcl_aot_phi
     size_t sizes[2] = {dm.B * dm.K * dm.N, dm.p};
     if ((st = wbcl__check_u32(ctx, op, 2, sizes))) return st;
     wbcl__hview vw = wbcl__hview_heads(w), vo = wbcl__hview_heads(o);
-    return attend(ctx, &vw, &vo, &dm, phi, tau);
+    return attend(ctx, op, w, &vw, o, &vo, &dm, phi, tau);
 }
 
 /* Z tokens (B, N, d), U (d, heads * p): fills B, N, d, p */
@@ -148,7 +178,7 @@ wbcl_status wbcl_aot_step(wbcl_context *ctx, const wbcl_tensor *Z, const wbcl_te
     {
         wbcl__hdims dm = {B, heads, N, p};
         wbcl__hview vw = wbcl__hview_tokens(W, heads, p, 0, 1), vo = wbcl__hview_tokens(O, heads, p, 0, 1);
-        TRY(attend(ctx, &vw, &vo, &dm, phi, tau));
+        TRY(attend(ctx, op, W, &vw, O, &vo, &dm, phi, tau));
     }
     if (Zout->mem != Z->mem) TRY(wbcl_tensor_copy(ctx, Z, Zout));
     TRY(wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_TRANS, eta, O, U, 1.0f, Zout));

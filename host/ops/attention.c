@@ -505,6 +505,12 @@ static wbcl_status attention(wbcl_context *ctx, const char *op, const wbcl_atten
     return run_cpu(ctx, op, d, &a, opts, q, k, v, o);
 }
 
+wbcl_status wbcl__attention(wbcl_context *ctx, const char *op, const wbcl_attention_desc *d, const wbcl_tensor *q,
+                            const wbcl_tensor *k, const wbcl_tensor *v, wbcl_tensor *o)
+{
+    return attention(ctx, op, d, q, k, v, o);
+}
+
 /* ---- public entry points ------------------------------------------------------------ */
 wbcl_status wbcl_attention_softmax_strided(wbcl_context *ctx, const wbcl_attention_desc *desc,
                                            const wbcl_tensor *q, const wbcl_tensor *k, const wbcl_tensor *v,

@@ -12,7 +12,9 @@ for its device). Run with a Python that has torch, numpy and the wbcl package:
         [--param KEY=VALUE ...]
 
 --param sets a kernel parameter on wbcl's context (e.g. attention.tiled=1: the register-tiled GPU
-kernel for p = 32 and 64; include/wbcl/tuning.h lists the keys).
+kernel for p = 32 and 64; include/wbcl/tuning.h lists the keys). --cases picks among softmax, causal,
+mssa (the default: those three) and aot: AoT's softmax step (wbcl_aot_heads; SPEC 1.3) against SDPA on
+q = k = v = w with scale 1.
 """
 import argparse
 import os
@@ -42,6 +44,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--torch-device", default="cpu")
     ap.add_argument("--param", action="append", default=[], help="KEY=VALUE, a wbcl kernel parameter")
+    ap.add_argument("--cases", default="softmax,causal,mssa", help="comma-separated: softmax, causal, mssa, aot")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     dev = torch.device(a.torch_device)
@@ -75,7 +78,13 @@ def run_shape(a, dev, B, K, N, p):
             "causal": (lambda: ctx.attention(dq, dk, dv, causal=True, keep=True),
                        lambda: sdpa(tq, tk, tv, is_causal=True), 0.5),
             "mssa": (lambda: ctx.mssa(dq, keep=True), lambda: sdpa(tq, tq, tq), 1.0),
+            "aot": (lambda: ctx.aot(dq, keep=True), lambda: sdpa(tq, tq, tq, scale=1.0), 1.0),
         }
+        wanted = a.cases.split(",")
+        unknown = [c for c in wanted if c not in cases]
+        if unknown:
+            raise SystemExit("--cases: unknown %s (softmax, causal, mssa, aot)" % ", ".join(unknown))
+        cases = {c: cases[c] for c in wanted}
         print("wbcl device: %s%s; shape B%d K%d N%d p%d; torch %s on %s" % (
             ctx.device["name"], "".join(" " + kv for kv in a.param), B, K, N, p, torch.__version__,
             torch.cuda.get_device_name(dev) if cuda else
