@@ -62,6 +62,121 @@ __kernel void wbcl_energy_attend(__global const float *y, const ulong yoff, cons
     for (uint c = 0; c < pv; c++) ou[c] = a1 * vu[c] + a * ou[c];
 }
 
+/* ---- CPU-shaped, register-tiled (ctx->variant == CPU; host/ops/energy.c attend_cpu) -------------------
+ * The same step as wbcl_energy_attend, blocked for a CPU's vector registers as the fused attention kernel
+ * is (cl/attention.cl): the tokens w packed into panels of EC_KP = 16 (Yp[bh][panel][c][j] = y(b, h, 16
+ * panel + j, c), 0 past N), and each work-item owns EC_QB = 4 tokens u of one (b, h). Per panel: the 4 x 16
+ * half squared distances as sums of squared differences in 4 float16 registers (one panel row loaded, 4
+ * broadcasts: 8 AVX2 accumulators), gamma (tokens past N get 0), the running sum of gamma, then
+ * o_u += sum_j gamma_uj v_j for the 4 rows, 16 columns of v at a time held in registers across the 16
+ * tokens (each v_j row read once for the 4 rows), so that o is read and written once per panel instead of
+ * once per token. Then o_u = (1 - alpha) v_u + alpha o_u / den_u. o must not alias y or v. */
+#define EC_KP 16
+#define EC_QB 4
+
+/* global (npan * 16, B * K): one work-item per (token slot, batch-head) */
+__kernel void wbcl_energy_pack(__global const float *y, const ulong off, const ulong sb, const ulong sh,
+                               const ulong sn, const uint K, const uint BK, const uint N, const uint p,
+                               const uint npan, __global float *yp)
+{
+    const uint j = get_global_id(0), bh = get_global_id(1);
+    if (j >= npan * EC_KP || bh >= BK) return;
+    const uint b = bh / K, h = bh % K;
+    __global float *d = yp + ((ulong)bh * npan + j / EC_KP) * ((ulong)p * EC_KP) + (j % EC_KP);
+    __global const float *src = y + off + b * sb + h * sh + (ulong)j * sn;
+    for (uint c = 0; c < p; c++) d[c * EC_KP] = j < N ? src[c] : 0.0f;
+}
+
+/* global (ceil(N / EC_QB), B * K) */
+__kernel void wbcl_energy_attend_cpu(__global const float *restrict y, const ulong yoff, const ulong ysb,
+                                     const ulong ysh, const ulong ysn, __global const float *restrict yp,
+                                     __global const float *restrict v, const ulong voff, const ulong vsb,
+                                     const ulong vsh, const ulong vsn, __global float *restrict o, const ulong ooff,
+                                     const ulong osb, const ulong osh, const ulong osn, const uint K, const uint BK,
+                                     const uint N, const uint p, const uint pv, const uint npan, const int rho,
+                                     const float cc, const float alpha)
+{
+    const uint u0 = get_global_id(0) * EC_QB, bh = get_global_id(1);
+    if (u0 >= N || bh >= BK) return;
+    const uint b = bh / K, h = bh % K;
+    const uint nu = min((uint)EC_QB, N - u0);
+    __global const float *yb = y + yoff + b * ysb + h * ysh;
+    __global const float *vb = v + voff + b * vsb + h * vsh;
+    __global float *ob = o + ooff + b * osb + h * osh;
+    __global const float *ypb = yp + (ulong)bh * npan * ((ulong)p * EC_KP);
+    /* rows past N repeat the last token (their results are never written) */
+    __global const float *yu[EC_QB];
+    __global float *ou[EC_QB];
+    for (uint r = 0; r < EC_QB; r++) {
+        const uint u = u0 + min(r, nu - 1);
+        yu[r] = yb + (ulong)u * ysn;
+        ou[r] = ob + (ulong)u * osn;
+    }
+    for (uint r = 0; r < nu; r++)
+        for (uint c = 0; c < pv; c++) ou[r][c] = 0.0f;
+    const int16 iota = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    float16 den[EC_QB];
+    for (uint r = 0; r < EC_QB; r++) den[r] = (float16)(0.0f);
+    const uint npan_used = (N + EC_KP - 1) / EC_KP;
+    for (uint pn = 0; pn < npan_used; pn++) {
+        __global const float *kp = ypb + (ulong)pn * ((ulong)p * EC_KP);
+        float16 z[EC_QB];
+#pragma unroll
+        for (int r = 0; r < EC_QB; r++) z[r] = (float16)(0.0f);
+        for (uint c = 0; c < p; c++) {
+            const float16 kv = vload16(0, kp + c * EC_KP);
+#pragma unroll
+            for (int r = 0; r < EC_QB; r++) {
+                const float16 e = (float16)(yu[r][c]) - kv;
+                z[r] = fma(e, e, z[r]);
+            }
+        }
+        const int16 ok = ((int16)((int)(pn * EC_KP)) + iota) < (int16)((int)N);
+        float g[EC_QB][EC_KP];
+#pragma unroll
+        for (int r = 0; r < EC_QB; r++) {
+            const float16 hz = 0.5f * z[r];
+            float16 gr = rho == 0 ? exp(-hz) : 1.0f / (hz + (float16)(cc));
+            gr = select((float16)(0.0f), gr, ok);
+            den[r] += gr;
+            vstore16(gr, 0, &g[r][0]);
+        }
+        const uint jn = min((uint)EC_KP, N - pn * EC_KP);
+        __global const float *vp = vb + (ulong)(pn * EC_KP) * vsn;
+        uint c = 0;
+        for (; c + 16 <= pv; c += 16) {
+            float16 acc[EC_QB];
+#pragma unroll
+            for (int r = 0; r < EC_QB; r++) acc[r] = vload16(0, ou[r] + c);
+            for (uint j = 0; j < jn; j++) {
+                const float16 vv = vload16(0, vp + (ulong)j * vsn + c);
+#pragma unroll
+                for (int r = 0; r < EC_QB; r++) acc[r] = fma((float16)(g[r][j]), vv, acc[r]);
+            }
+#pragma unroll
+            for (int r = 0; r < EC_QB; r++) vstore16(acc[r], 0, ou[r] + c);
+        }
+        for (; c < pv; c++) {
+            float acc[EC_QB];
+            for (int r = 0; r < EC_QB; r++) acc[r] = ou[r][c];
+            for (uint j = 0; j < jn; j++) {
+                const float vv = vp[(ulong)j * vsn + c];
+                for (int r = 0; r < EC_QB; r++) acc[r] = fma(g[r][j], vv, acc[r]);
+            }
+            for (int r = 0; r < EC_QB; r++) ou[r][c] = acc[r];
+        }
+    }
+    const float a1 = 1.0f - alpha;
+    for (uint r = 0; r < nu; r++) {
+        const float16 d = den[r];
+        const float dsum = ((((d.s0 + d.s1) + (d.s2 + d.s3)) + ((d.s4 + d.s5) + (d.s6 + d.s7))) +
+                            (((d.s8 + d.s9) + (d.sa + d.sb)) + ((d.sc + d.sd) + (d.se + d.sf))));
+        const float a = alpha / dsum;
+        __global const float *vu = vb + (ulong)(u0 + r) * vsn;
+        for (uint c = 0; c < pv; c++) ou[r][c] = a1 * vu[c] + a * ou[r][c];
+    }
+}
+
 /* rows[b*N + u] = sum_w rho(1/2 |y_u - y_w|^2) + 1/2 |y_u|^2, accumulated in double where the
  * device has fp64 (differences of float inputs are exact in double), else in Kahan float. */
 __kernel void wbcl_energy_e1_rows(__global const float *y, const ulong off, const ulong sb, const ulong sn,

@@ -86,11 +86,72 @@ static wbcl_status gpu_kernel(wbcl_context *ctx, size_t cols, const char *name, 
     return WBCL_SUCCESS;
 }
 
+/* ---- CPU-shaped, register-tiled (ctx->variant == CPU) ----------------------------------------------
+ * cl/energy.cl wbcl_energy_pack (the tokens y into panels of 16, a temporary of B K ceil(N/16) 16 p floats)
+ * and wbcl_energy_attend_cpu (4 tokens u per work-item against a panel at a time; o accumulated per panel).
+ * Replaces wbcl_energy_attend there, which takes one token pair at a time and reads and writes o_u for
+ * every token w (~10x slower at N 1024, p 64; perf/RESULTS.md, twelfth session). */
+#define EC_KP 16 /* cl/energy.cl EC_KP */
+#define EC_QB 4  /* cl/energy.cl EC_QB */
+
+static wbcl_status attend_cpu(wbcl_context *ctx, const wbcl__hview *y, const wbcl__hview *v, const wbcl__hview *o,
+                              const wbcl__hdims *dm, size_t pv, wbcl_energy_rho rho, float c, float alpha)
+{
+    const size_t BK = dm->B * dm->K, npan = (dm->N + EC_KP - 1) / EC_KP;
+    size_t n;
+    if (!wbcl__mul_ok(BK, npan * EC_KP, &n) || !wbcl__mul_ok(n, dm->p, &n) || n > SIZE_MAX / sizeof(float))
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "energy attention: packed tokens of %zu x %zu x p %zu overflow size_t",
+                          BK, dm->N, dm->p);
+    wbcl_kern *kp, *ka;
+    wbcl_status st = wbcl__kernel(ctx, FAMILY, NULL, "wbcl_energy_pack", &kp);
+    if (!st) st = wbcl__kernel(ctx, FAMILY, NULL, "wbcl_energy_attend_cpu", &ka);
+    if (st) return st;
+    cl_mem yp = NULL;
+    if ((st = wbcl__tmp(ctx, n, "energy attention: packed tokens", &yp))) return st;
+    const cl_uint K = (cl_uint)dm->K, BK_ = (cl_uint)BK, N = (cl_uint)dm->N, p = (cl_uint)dm->p, upv = (cl_uint)pv,
+                  np = (cl_uint)npan;
+    const cl_int r = (cl_int)rho;
+#define ARG(k, i, var) \
+    if ((st = wbcl__set_arg(ctx, (k), (i), sizeof(var), &(var)))) goto done
+    if ((st = wbcl__set_view(ctx, kp, 0, y))) goto done;
+    ARG(kp, 5, K);
+    ARG(kp, 6, BK_);
+    ARG(kp, 7, N);
+    ARG(kp, 8, p);
+    ARG(kp, 9, np);
+    ARG(kp, 10, yp);
+    {
+        const size_t g[2] = {npan * EC_KP, BK}, l[2] = {EC_KP, 1};
+        if ((st = wbcl__launch(ctx, kp, 2, g, l))) goto done;
+    }
+    if ((st = wbcl__set_view(ctx, ka, 0, y))) goto done;
+    ARG(ka, 5, yp);
+    if ((st = wbcl__set_view(ctx, ka, 6, v)) || (st = wbcl__set_view(ctx, ka, 11, o))) goto done;
+    ARG(ka, 16, K);
+    ARG(ka, 17, BK_);
+    ARG(ka, 18, N);
+    ARG(ka, 19, p);
+    ARG(ka, 20, upv);
+    ARG(ka, 21, np);
+    ARG(ka, 22, r);
+    ARG(ka, 23, c);
+    ARG(ka, 24, alpha);
+    {
+        const size_t g[2] = {(dm->N + EC_QB - 1) / EC_QB, BK}, l[2] = {1, 1};
+        st = wbcl__launch(ctx, ka, 2, g, l);
+    }
+#undef ARG
+done:
+    wbcl__tmp_release(&yp); /* OpenCL keeps it until the enqueued kernels have run */
+    return st;
+}
+
 static wbcl_status attend(wbcl_context *ctx, const wbcl__hview *y, const wbcl__hview *v, const wbcl__hview *o,
                           const wbcl__hdims *dm, size_t pv, wbcl_energy_rho rho, float c, float alpha)
 {
     wbcl_kern *k;
     size_t bq = 0;
+    if (ctx->variant == WBCL_VARIANT_CPU) return attend_cpu(ctx, y, v, o, dm, pv, rho, c, alpha);
     wbcl_status st = gpu_kernel(ctx, dm->p > pv ? dm->p : pv, "wbcl_energy_attend_g", &k, &bq);
     if (st) return st;
     if (k) {
