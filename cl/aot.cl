@@ -51,6 +51,84 @@ __kernel void wbcl_aot_attend(__global const float *w, const ulong off, const ul
     }
 }
 
+/* ---- CPU-shaped thresholded step (ctx->variant == CPU; host/ops/aot.c threshold_cpu) ----------------
+ * Theorem 5.1's phi: weight a_ij = exp(g_ij - m_i) / l_i (g = w w^T, m_i the row maximum, l_i the row's
+ * sum of exp(g_ij - m_i)) set to tau where > tau, else 0. As tau > 1/2 and a row's weights sum to 1, only
+ * a row's strict maximum can pass, with weight exactly 1 / l_i: o_i = tau w_j* where 1 / l_i > tau (j* the
+ * argmax), else 0 (a tie for the maximum gives 1 / l_i <= 1/2: 0, as wbcl_aot_attend finds too). So one
+ * pass over the keys (no weighted sum) keeps m, l and j*. Register-tiled as the fused attention kernel:
+ * the keys w_j packed into panels of 16 (Wp[bh][panel][c][j], cl/energy.cl wbcl_energy_pack), AT_QB = 6
+ * queries per work-item: 6 x 16 scores in 6 float16 registers (12 AVX2 accumulators) per panel. */
+#define AT_KP 16
+#define AT_QB 6
+
+/* global (ceil(N / AT_QB), B * K) */
+__kernel void wbcl_aot_threshold_cpu(__global const float *restrict w, const ulong off, const ulong sb,
+                                     const ulong sh, const ulong sn, __global const float *restrict wp,
+                                     __global float *restrict o, const ulong ooff, const ulong osb, const ulong osh,
+                                     const ulong osn, const uint K, const uint BK, const uint N, const uint p,
+                                     const uint npan, const float tau)
+{
+    const uint i0 = get_global_id(0) * AT_QB, bh = get_global_id(1);
+    if (i0 >= N || bh >= BK) return;
+    const uint b = bh / K, h = bh % K;
+    const uint ni = min((uint)AT_QB, N - i0);
+    __global const float *wb = w + off + b * sb + h * sh;
+    __global const float *wpb = wp + (ulong)bh * npan * ((ulong)p * AT_KP);
+    __global const float *wi[AT_QB];
+    for (uint r = 0; r < AT_QB; r++) wi[r] = wb + (ulong)(i0 + min(r, ni - 1)) * sn; /* past N: repeats */
+    const int16 iota = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    float m[AT_QB], l[AT_QB];
+    uint js[AT_QB];
+    for (uint r = 0; r < AT_QB; r++) {
+        m[r] = -FLT_MAX;
+        l[r] = 0.0f;
+        js[r] = 0;
+    }
+    const uint nused = (N + AT_KP - 1) / AT_KP;
+    for (uint pn = 0; pn < nused; pn++) {
+        __global const float *kp = wpb + (ulong)pn * ((ulong)p * AT_KP);
+        float16 s[AT_QB];
+#pragma unroll
+        for (int r = 0; r < AT_QB; r++) s[r] = (float16)(0.0f);
+        for (uint c = 0; c < p; c++) {
+            const float16 kv = vload16(0, kp + c * AT_KP);
+#pragma unroll
+            for (int r = 0; r < AT_QB; r++) s[r] = fma((float16)(wi[r][c]), kv, s[r]);
+        }
+        const int16 ok = ((int16)((int)(pn * AT_KP)) + iota) < (int16)((int)N);
+        for (uint r = 0; r < AT_QB; r++) {
+            const float16 sr = select((float16)(-FLT_MAX), s[r], ok);
+            const float8 a8 = fmax(sr.lo, sr.hi);
+            const float4 a4 = fmax(a8.lo, a8.hi);
+            const float2 a2 = fmax(a4.lo, a4.hi);
+            const float bm = fmax(a2.x, a2.y);
+            if (bm > m[r]) { /* a new strict maximum: its first lane, the sum rescaled */
+                float sv[AT_KP];
+                vstore16(sr, 0, sv);
+                uint j = 0;
+                while (sv[j] != bm) j++;
+                js[r] = pn * AT_KP + j;
+                l[r] *= exp(m[r] - bm);
+                m[r] = bm;
+            }
+            const float16 e = select((float16)(0.0f), exp(sr - (float16)(m[r])), ok);
+            const float8 e8 = e.lo + e.hi;
+            const float4 e4 = e8.lo + e8.hi;
+            l[r] += (e4.x + e4.y) + (e4.z + e4.w);
+        }
+    }
+    for (uint r = 0; r < ni; r++) {
+        __global float *oi = o + ooff + b * osb + h * osh + (ulong)(i0 + r) * osn;
+        const float iz = 1.0f / l[r];
+        __global const float *wj = wb + (ulong)js[r] * sn;
+        if (iz > tau)
+            for (uint c = 0; c < p; c++) oi[c] = tau * wj[c];
+        else
+            for (uint c = 0; c < p; c++) oi[c] = 0.0f;
+    }
+}
+
 /* Per token r with label k: s = U_k (U_k^T z_r) formed explicitly from W = Z U,
  * out[2r] = ||s||^2, out[2r + 1] = ||z_r - s||^2. U is (d, KP). */
 __kernel void wbcl_aot_snr_rows(__global const float *Z, __global const float *U, __global const float *W,
