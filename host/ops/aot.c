@@ -3,6 +3,7 @@
 #include "buffers.h"
 #include "checks.h"
 #include "launch.h"
+#include "panels.h"
 #include "views.h"
 
 #include <math.h>
@@ -101,39 +102,22 @@ static wbcl_status attend_as_attention(wbcl_context *ctx, const char *op, const 
 
 /* The thresholded step (Theorem 5.1) on the CPU variant: cl/aot.cl wbcl_aot_threshold_cpu, one pass over
  * the keys keeping each row's maximum, normalizer and argmax (only the strict maximum can pass tau > 1/2),
- * the keys packed into 16-key panels by the energy family's wbcl_energy_pack (the same layout: a (B, K,
- * N, p) view into Wp[bh][panel][c][j], 0 past N) in a temporary of B K ceil(N/16) 16 p floats. */
-#define AT_KP 16 /* cl/aot.cl AT_KP */
-#define AT_QB 6  /* cl/aot.cl AT_QB */
+ * the keys packed into panels of 16 (wbcl__pack_panels, host/ops/panels.h). */
+#define AT_QB 6 /* cl/aot.cl AT_QB */
 
 static wbcl_status threshold_cpu(wbcl_context *ctx, const wbcl__hview *w, const wbcl__hview *o,
                                  const wbcl__hdims *dm, float tau)
 {
-    const size_t BK = dm->B * dm->K, npan = (dm->N + AT_KP - 1) / AT_KP;
-    size_t n;
-    if (!wbcl__mul_ok(BK, npan * AT_KP, &n) || !wbcl__mul_ok(n, dm->p, &n) || n > SIZE_MAX / sizeof(float))
-        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "AoT: packed keys of %zu x %zu x p %zu overflow size_t", BK, dm->N,
-                          dm->p);
-    wbcl_kern *kp, *kt;
-    wbcl_status st = wbcl__kernel(ctx, "energy", NULL, "wbcl_energy_pack", &kp);
-    if (!st) st = wbcl__kernel(ctx, "aot", NULL, "wbcl_aot_threshold_cpu", &kt);
+    wbcl_kern *kt;
+    wbcl_status st = wbcl__kernel(ctx, "aot", NULL, "wbcl_aot_threshold_cpu", &kt);
     if (st) return st;
     cl_mem wp = NULL;
-    if ((st = wbcl__tmp(ctx, n, "AoT: packed keys", &wp))) return st;
-    const cl_uint K = (cl_uint)dm->K, BK_ = (cl_uint)BK, N = (cl_uint)dm->N, p = (cl_uint)dm->p, np = (cl_uint)npan;
+    if ((st = wbcl__pack_panels(ctx, "AoT: packed keys", w, dm, &wp))) return st;
+    const size_t BK = dm->B * dm->K;
+    const cl_uint K = (cl_uint)dm->K, BK_ = (cl_uint)BK, N = (cl_uint)dm->N, p = (cl_uint)dm->p,
+                  np = (cl_uint)((dm->N + WBCL_PANEL_ROWS - 1) / WBCL_PANEL_ROWS);
 #define ARG(k, i, var) \
     if ((st = wbcl__set_arg(ctx, (k), (i), sizeof(var), &(var)))) goto done
-    if ((st = wbcl__set_view(ctx, kp, 0, w))) goto done;
-    ARG(kp, 5, K);
-    ARG(kp, 6, BK_);
-    ARG(kp, 7, N);
-    ARG(kp, 8, p);
-    ARG(kp, 9, np);
-    ARG(kp, 10, wp);
-    {
-        const size_t g[2] = {npan * AT_KP, BK}, l[2] = {AT_KP, 1};
-        if ((st = wbcl__launch(ctx, kp, 2, g, l))) goto done;
-    }
     if ((st = wbcl__set_view(ctx, kt, 0, w))) goto done;
     ARG(kt, 5, wp);
     if ((st = wbcl__set_view(ctx, kt, 6, o))) goto done;
@@ -143,11 +127,11 @@ static wbcl_status threshold_cpu(wbcl_context *ctx, const wbcl__hview *w, const 
     ARG(kt, 14, p);
     ARG(kt, 15, np);
     ARG(kt, 16, tau);
+#undef ARG
     {
         const size_t g[2] = {(dm->N + AT_QB - 1) / AT_QB, BK}, l[2] = {1, 1};
         st = wbcl__launch(ctx, kt, 2, g, l);
     }
-#undef ARG
 done:
     wbcl__tmp_release(&wp); /* OpenCL keeps it until the enqueued kernels have run */
     return st;

@@ -6,6 +6,7 @@
 #include "checks.h"
 #include "launch.h"
 #include "model/model_internal.h"
+#include "panels.h"
 #include "views.h"
 
 #include <math.h>
@@ -87,43 +88,55 @@ static wbcl_status gpu_kernel(wbcl_context *ctx, size_t cols, const char *name, 
 }
 
 /* ---- CPU-shaped, register-tiled (ctx->variant == CPU) ----------------------------------------------
- * cl/energy.cl wbcl_energy_pack (the tokens y into panels of 16, a temporary of B K ceil(N/16) 16 p floats)
+ * cl/energy.cl wbcl_energy_pack (the tokens y into panels of 16: wbcl__pack_panels, host/ops/panels.h)
  * and wbcl_energy_attend_cpu (4 tokens u per work-item against a panel at a time; o accumulated per panel).
  * Replaces wbcl_energy_attend there, which takes one token pair at a time and reads and writes o_u for
  * every token w (~10x slower at N 1024, p 64; perf/RESULTS.md, twelfth session). */
-#define EC_KP 16 /* cl/energy.cl EC_KP */
-#define EC_QB 4  /* cl/energy.cl EC_QB */
+#define EC_QB 4 /* cl/energy.cl EC_QB */
+#define ARG(k, i, var) \
+    if ((st = wbcl__set_arg(ctx, (k), (i), sizeof(var), &(var)))) goto done
+
+wbcl_status wbcl__pack_panels(wbcl_context *ctx, const char *what, const wbcl__hview *y, const wbcl__hdims *dm,
+                              cl_mem *out)
+{
+    *out = NULL;
+    const size_t BK = dm->B * dm->K, npan = (dm->N + WBCL_PANEL_ROWS - 1) / WBCL_PANEL_ROWS;
+    size_t n;
+    if (!wbcl__mul_ok(BK, npan * WBCL_PANEL_ROWS, &n) || !wbcl__mul_ok(n, dm->p, &n) || n > SIZE_MAX / sizeof(float))
+        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: %zu x %zu rows of p %zu in panels overflow size_t", what, BK,
+                          dm->N, dm->p);
+    wbcl_kern *k;
+    wbcl_status st = wbcl__kernel(ctx, FAMILY, NULL, "wbcl_energy_pack", &k);
+    if (st || (st = wbcl__tmp(ctx, n, what, out))) return st;
+    const cl_uint K = (cl_uint)dm->K, BK_ = (cl_uint)BK, N = (cl_uint)dm->N, p = (cl_uint)dm->p, np = (cl_uint)npan;
+    if ((st = wbcl__set_view(ctx, k, 0, y))) goto done;
+    ARG(k, 5, K);
+    ARG(k, 6, BK_);
+    ARG(k, 7, N);
+    ARG(k, 8, p);
+    ARG(k, 9, np);
+    ARG(k, 10, *out);
+    {
+        const size_t g[2] = {npan * WBCL_PANEL_ROWS, BK}, l[2] = {WBCL_PANEL_ROWS, 1};
+        st = wbcl__launch(ctx, k, 2, g, l);
+    }
+done:
+    if (st) wbcl__tmp_release(out);
+    return st;
+}
 
 static wbcl_status attend_cpu(wbcl_context *ctx, const wbcl__hview *y, const wbcl__hview *v, const wbcl__hview *o,
                               const wbcl__hdims *dm, size_t pv, wbcl_energy_rho rho, float c, float alpha)
 {
-    const size_t BK = dm->B * dm->K, npan = (dm->N + EC_KP - 1) / EC_KP;
-    size_t n;
-    if (!wbcl__mul_ok(BK, npan * EC_KP, &n) || !wbcl__mul_ok(n, dm->p, &n) || n > SIZE_MAX / sizeof(float))
-        return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "energy attention: packed tokens of %zu x %zu x p %zu overflow size_t",
-                          BK, dm->N, dm->p);
-    wbcl_kern *kp, *ka;
-    wbcl_status st = wbcl__kernel(ctx, FAMILY, NULL, "wbcl_energy_pack", &kp);
-    if (!st) st = wbcl__kernel(ctx, FAMILY, NULL, "wbcl_energy_attend_cpu", &ka);
+    wbcl_kern *ka;
+    wbcl_status st = wbcl__kernel(ctx, FAMILY, NULL, "wbcl_energy_attend_cpu", &ka);
     if (st) return st;
     cl_mem yp = NULL;
-    if ((st = wbcl__tmp(ctx, n, "energy attention: packed tokens", &yp))) return st;
+    if ((st = wbcl__pack_panels(ctx, "energy attention: packed tokens", y, dm, &yp))) return st;
+    const size_t BK = dm->B * dm->K;
     const cl_uint K = (cl_uint)dm->K, BK_ = (cl_uint)BK, N = (cl_uint)dm->N, p = (cl_uint)dm->p, upv = (cl_uint)pv,
-                  np = (cl_uint)npan;
+                  np = (cl_uint)((dm->N + WBCL_PANEL_ROWS - 1) / WBCL_PANEL_ROWS);
     const cl_int r = (cl_int)rho;
-#define ARG(k, i, var) \
-    if ((st = wbcl__set_arg(ctx, (k), (i), sizeof(var), &(var)))) goto done
-    if ((st = wbcl__set_view(ctx, kp, 0, y))) goto done;
-    ARG(kp, 5, K);
-    ARG(kp, 6, BK_);
-    ARG(kp, 7, N);
-    ARG(kp, 8, p);
-    ARG(kp, 9, np);
-    ARG(kp, 10, yp);
-    {
-        const size_t g[2] = {npan * EC_KP, BK}, l[2] = {EC_KP, 1};
-        if ((st = wbcl__launch(ctx, kp, 2, g, l))) goto done;
-    }
     if ((st = wbcl__set_view(ctx, ka, 0, y))) goto done;
     ARG(ka, 5, yp);
     if ((st = wbcl__set_view(ctx, ka, 6, v)) || (st = wbcl__set_view(ctx, ka, 11, o))) goto done;
@@ -140,11 +153,11 @@ static wbcl_status attend_cpu(wbcl_context *ctx, const wbcl__hview *y, const wbc
         const size_t g[2] = {(dm->N + EC_QB - 1) / EC_QB, BK}, l[2] = {1, 1};
         st = wbcl__launch(ctx, ka, 2, g, l);
     }
-#undef ARG
 done:
     wbcl__tmp_release(&yp); /* OpenCL keeps it until the enqueued kernels have run */
     return st;
 }
+#undef ARG
 
 static wbcl_status attend(wbcl_context *ctx, const wbcl__hview *y, const wbcl__hview *v, const wbcl__hview *o,
                           const wbcl__hdims *dm, size_t pv, wbcl_energy_rho rho, float c, float alpha)

@@ -18,8 +18,6 @@ q = k = v = w with scale 1.
 """
 import argparse
 import os
-import statistics
-import time
 
 # Both libraries run in this process, calls alternating. PyTorch's OpenMP (libgomp) threads keep spinning
 # after a call (OMP_WAIT_POLICY unset: spin a while, then sleep) and take the cores from the wbcl call that
@@ -35,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 import wbcl
+from paired import alternate
 
 
 def main():
@@ -94,17 +93,7 @@ def run_shape(a, dev, B, K, N, p):
             ctx.finish()
             ref = ft()
             err = float(np.abs(ow.numpy() - ref.cpu().numpy()).max())
-            tw, tt = [], []
-            for _ in range(a.reps):
-                t = time.perf_counter()
-                o = fw()
-                ctx.finish()
-                tw.append(time.perf_counter() - t)
-                o.close()
-                t = time.perf_counter()
-                ft()
-                tt.append(time.perf_counter() - t)
-            mw, mt = statistics.median(tw), statistics.median(tt)
+            mw, mt = alternate(ctx, fw, ft, a.reps)
             print("%-8s wbcl %9.3f ms (%8.1f GFLOP/s)  torch %9.3f ms (%8.1f GFLOP/s)  ratio %.2f  max|diff| %.1e"
                   % (name, 1e3 * mw, frac * flops / mw / 1e9, 1e3 * mt, frac * flops / mt / 1e9, mt / mw, err))
 

@@ -10,9 +10,7 @@ uniform in [-1, 1), float32, v = y = w, alpha 0.5, c 1 for rho = log. Median of 
 """
 import argparse
 import os
-import statistics
 import sys
-import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as attention_sdpa_paired.py: idle torch threads sleep
 
@@ -23,6 +21,7 @@ import wbcl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from aot_energy_torch_cuda import energy  # noqa: E402  (the same PyTorch form as the CUDA peer)
+from paired import alternate  # noqa: E402
 
 
 def main():
@@ -55,17 +54,7 @@ def main():
                 ctx.finish()
                 err = float(np.abs(o.numpy() - ft().cpu().numpy()).max())
                 o.close()
-                tw_, tt = [], []
-                for _ in range(a.reps):
-                    t = time.perf_counter()
-                    o = fw()
-                    ctx.finish()
-                    tw_.append(time.perf_counter() - t)
-                    o.close()
-                    t = time.perf_counter()
-                    ft()
-                    tt.append(time.perf_counter() - t)
-                mw, mt = statistics.median(tw_), statistics.median(tt)
+                mw, mt = alternate(ctx, fw, ft, a.reps)
                 print("%-10s B%d K%d N%d p%d  wbcl %9.2f ms  torch %9.2f ms  ratio %.2f  max|diff| %.1e  (%s)"
                       % (name, B, K, N, p, 1e3 * mw, 1e3 * mt, mt / mw, err, ctx.device["name"]))
 
