@@ -162,9 +162,10 @@ __kernel void wbcl_aot_snr_rows(__global const float *Z, __global const float *U
  *                  over the tile, the weights written back into Pt, the rescale factor into al[t];
  *   O += P V       work-item (ty, tx) keeps the TM x TC register tile of O (rows ty*TM.., columns
  *                  tx*TC..), rescaled by al, accumulated from Pt (broadcast) and Vs (consecutive).
- * Softmax: one pass, O / l at the end. Threshold (Theorem 5.1): the weight needs the row's final max
- * and normalizer, so a first pass computes m and l only (no V product), the second thresholds
- * exp(s - m) / l to tau or 0 and accumulates. p (runtime) <= WBCL_AOT_PC (compile-time column
+ * Softmax: one pass, O / l at the end. Threshold (Theorem 5.1): tau > 1/2 and a row's weights sum to 1,
+ * so only the row's strict maximum can pass, with weight exactly 1 / l (see wbcl_aot_threshold_cpu): one
+ * pass computes m, l and the argmax j* (no V product), then o_i = tau w_j* where 1 / l > tau, else 0
+ * (two passes before: m and l, then the thresholded weights times V). p (runtime) <= WBCL_AOT_PC (compile-time column
  * capacity, 16/32/64/128: the host picks the smallest that holds p); columns beyond p are zero in
  * the tiles. No private array is indexed at run time: every per-work-item array has compile-time
  * size and compile-time indices (fully unrolled), so all of it lives in registers. */
@@ -194,6 +195,7 @@ __kernel __attribute__((reqd_work_group_size(AG_WG, 1, 1))) void wbcl_aot_attend
     __local float Vs[AG_BK * AG_PC] __attribute__((aligned(16))); /* Vs[j*PC + c] = w[j0 + j, c]            */
     __local float Pt[AG_BK * AG_SQ] __attribute__((aligned(16))); /* Pt[j*SQ + r]: scores, then weights     */
     __local float al[AG_BQ];         /* per row: the tile's rescale factor, at the end 1/l */
+    __local uint js[AG_BQ];          /* threshold: per row, the argmax so far                   */
     const uint t = get_local_id(0), ty = t / 16, tx = t % 16;
     const uint bh = get_group_id(1), b = bh / K, h = bh % K;
     const uint i0 = get_group_id(0) * AG_BQ;
@@ -203,93 +205,93 @@ __kernel __attribute__((reqd_work_group_size(AG_WG, 1, 1))) void wbcl_aot_attend
         Qt[c * AG_SQ + r] = i0 + r < N && c < p ? wb[(ulong)(i0 + r) * sn + c] : 0.0f;
     }
     float m = -INFINITY, l = 0.0f, il = 0.0f; /* row t's statistics (t < BQ) */
+    uint jm = 0;                              /* threshold: row t's argmax */
     float acc[AG_TM][AG_TC];
 #pragma unroll
     for (int i = 0; i < AG_TM; i++)
 #pragma unroll
         for (int c = 0; c < AG_TC; c++) acc[i][c] = 0.0f;
-    const int passes = thresh ? 2 : 1;
-    for (int pass = 0; pass < passes; pass++) {
-        const int last = pass == passes - 1;
-        for (uint j0 = 0; j0 < N; j0 += AG_BK) {
-            barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile's readers are done */
-            for (uint e = t; e < AG_BK * AG_PC; e += AG_WG) {
-                const uint j = e / AG_PC, c = e % AG_PC;
-                const float x = j0 + j < N && c < p ? wb[(ulong)(j0 + j) * sn + c] : 0.0f;
-                Kt[c * AG_SK + j] = x;
-                Vs[e] = x;
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
-            float s[AG_TM][AG_TN];
+    for (uint j0 = 0; j0 < N; j0 += AG_BK) {
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile's readers are done */
+        for (uint e = t; e < AG_BK * AG_PC; e += AG_WG) {
+            const uint j = e / AG_PC, c = e % AG_PC;
+            const float x = j0 + j < N && c < p ? wb[(ulong)(j0 + j) * sn + c] : 0.0f;
+            Kt[c * AG_SK + j] = x;
+            Vs[e] = x;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        float s[AG_TM][AG_TN];
+#pragma unroll
+        for (int i = 0; i < AG_TM; i++)
+#pragma unroll
+            for (int k = 0; k < AG_TN; k++) s[i][k] = 0.0f;
+        for (uint c = 0; c < p; c++) {
+            float qv[AG_TM], kv[AG_TN];
+#pragma unroll
+            for (int i = 0; i < AG_TM; i++) qv[i] = Qt[c * AG_SQ + ty * AG_TM + i];
+#pragma unroll
+            for (int k = 0; k < AG_TN; k++) kv[k] = Kt[c * AG_SK + tx * AG_TN + k];
 #pragma unroll
             for (int i = 0; i < AG_TM; i++)
 #pragma unroll
-                for (int k = 0; k < AG_TN; k++) s[i][k] = 0.0f;
-            for (uint c = 0; c < p; c++) {
-                float qv[AG_TM], kv[AG_TN];
+                for (int k = 0; k < AG_TN; k++) s[i][k] = fma(qv[i], kv[k], s[i][k]);
+        }
 #pragma unroll
-                for (int i = 0; i < AG_TM; i++) qv[i] = Qt[c * AG_SQ + ty * AG_TM + i];
+        for (int k = 0; k < AG_TN; k++)
 #pragma unroll
-                for (int k = 0; k < AG_TN; k++) kv[k] = Kt[c * AG_SK + tx * AG_TN + k];
-#pragma unroll
-                for (int i = 0; i < AG_TM; i++)
-#pragma unroll
-                    for (int k = 0; k < AG_TN; k++) s[i][k] = fma(qv[i], kv[k], s[i][k]);
-            }
-#pragma unroll
-            for (int k = 0; k < AG_TN; k++)
-#pragma unroll
-                for (int i = 0; i < AG_TM; i++)
-                    Pt[(tx * AG_TN + k) * AG_SQ + ty * AG_TM + i] = j0 + tx * AG_TN + k < N ? s[i][k] : -INFINITY;
-            barrier(CLK_LOCAL_MEM_FENCE);
-            if (t < AG_BQ) {
-                const uint nk = min((uint)AG_BK, N - j0);
-                if (!last || !thresh) { /* online softmax statistics; the weights too on the softmax pass */
-                    float mx = -INFINITY;
-                    for (uint j = 0; j < nk; j++) mx = fmax(mx, Pt[j * AG_SQ + t]);
-                    const float mn = fmax(m, mx), a = exp(m - mn);
-                    float z = 0.0f;
-                    for (uint j = 0; j < AG_BK; j++) {
-                        const float e = exp(Pt[j * AG_SQ + t] - mn); /* masked keys: exp(-inf) = 0 */
-                        z += e;
-                        if (last) Pt[j * AG_SQ + t] = e;
-                    }
-                    l = fma(l, a, z);
-                    m = mn;
-                    al[t] = a;
-                } else { /* threshold pass: final m and 1/l known */
-                    for (uint j = 0; j < AG_BK; j++) {
-                        const float a = exp(Pt[j * AG_SQ + t] - m) * il;
-                        Pt[j * AG_SQ + t] = a > tau ? tau : 0.0f;
-                    }
-                    al[t] = 1.0f;
+            for (int i = 0; i < AG_TM; i++)
+                Pt[(tx * AG_TN + k) * AG_SQ + ty * AG_TM + i] = j0 + tx * AG_TN + k < N ? s[i][k] : -INFINITY;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (t < AG_BQ) { /* online softmax statistics; the weights too, unless thresholding */
+            const uint nk = min((uint)AG_BK, N - j0);
+            float mx = -INFINITY;
+            uint jx = 0;
+            for (uint j = 0; j < nk; j++) {
+                const float x = Pt[j * AG_SQ + t];
+                if (x > mx) { /* the first lane of the tile's maximum */
+                    mx = x;
+                    jx = j;
                 }
             }
-            if (!last) continue; /* uniform over the work-group */
-            barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
-            for (int i = 0; i < AG_TM; i++) {
-                const float a = al[ty * AG_TM + i];
-#pragma unroll
-                for (int c = 0; c < AG_TC; c++) acc[i][c] *= a;
+            if (mx > m) jm = j0 + jx; /* a new strict maximum of the row */
+            const float mn = fmax(m, mx), a = exp(m - mn);
+            float z = 0.0f;
+            for (uint j = 0; j < AG_BK; j++) {
+                const float e = exp(Pt[j * AG_SQ + t] - mn); /* masked keys: exp(-inf) = 0 */
+                z += e;
+                if (!thresh) Pt[j * AG_SQ + t] = e;
             }
-#pragma unroll 8
-            for (int j = 0; j < AG_BK; j++) {
-                float pv[AG_TM], vv[AG_TC];
-#pragma unroll
-                for (int i = 0; i < AG_TM; i++) pv[i] = Pt[j * AG_SQ + ty * AG_TM + i];
-#pragma unroll
-                for (int c = 0; c < AG_TC; c++) vv[c] = Vs[j * AG_PC + tx * AG_TC + c];
-#pragma unroll
-                for (int i = 0; i < AG_TM; i++)
-#pragma unroll
-                    for (int c = 0; c < AG_TC; c++) acc[i][c] = fma(pv[i], vv[c], acc[i][c]);
-            }
+            l = fma(l, a, z);
+            m = mn;
+            al[t] = a;
         }
-        il = 1.0f / l;
+        if (thresh) continue; /* uniform over the work-group: no V product */
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+        for (int i = 0; i < AG_TM; i++) {
+            const float a = al[ty * AG_TM + i];
+#pragma unroll
+            for (int c = 0; c < AG_TC; c++) acc[i][c] *= a;
+        }
+#pragma unroll 8
+        for (int j = 0; j < AG_BK; j++) {
+            float pv[AG_TM], vv[AG_TC];
+#pragma unroll
+            for (int i = 0; i < AG_TM; i++) pv[i] = Pt[j * AG_SQ + ty * AG_TM + i];
+#pragma unroll
+            for (int c = 0; c < AG_TC; c++) vv[c] = Vs[j * AG_PC + tx * AG_TC + c];
+#pragma unroll
+            for (int i = 0; i < AG_TM; i++)
+#pragma unroll
+                for (int c = 0; c < AG_TC; c++) acc[i][c] = fma(pv[i], vv[c], acc[i][c]);
+        }
     }
+    il = 1.0f / l;
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (t < AG_BQ) al[t] = thresh ? 1.0f : il;
+    if (t < AG_BQ) {
+        al[t] = thresh ? (il > tau ? tau : 0.0f) : il; /* threshold: the weight of w_j* */
+        js[t] = jm;
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
     __global float *ob = o + ooff + b * osb + h * osh;
 #pragma unroll
@@ -297,10 +299,11 @@ __kernel __attribute__((reqd_work_group_size(AG_WG, 1, 1))) void wbcl_aot_attend
         const uint r = ty * AG_TM + i;
         if (i0 + r >= N) break;
         const float a = al[r];
+        __global const float *wj = wb + (ulong)js[r] * sn;
 #pragma unroll
         for (int c = 0; c < AG_TC; c++) {
             const uint col = tx * AG_TC + c;
-            if (col < p) ob[(ulong)(i0 + r) * osn + col] = acc[i][c] * a;
+            if (col < p) ob[(ulong)(i0 + r) * osn + col] = thresh ? a * wj[col] : acc[i][c] * a;
         }
     }
 }

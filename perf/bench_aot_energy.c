@@ -6,18 +6,19 @@
  *                    [--reps R] [--peak GFLOPS]
  *
  * Ops: aot = softmax AoT (phi = softmax of w_i . w_j, scale 1: SDPA on q = k = v = w with scale 1),
- * aot_th = Theorem 5.1's thresholded softmax (tau 0.75: two passes over the keys in the GPU kernel),
+ * aot_th = Theorem 5.1's thresholded softmax (tau 0.75),
  * energy = rho -exp(-z), energy_log = rho log(z + 1), both alpha 0.5, v = y = w (the peer's formula).
  * Per op and variant: the wall time of one call (call + clFinish, median of R after 2 warm-ups) and the
  * device time (the summed OpenCL profiling times of the call's kernels, median of R). GFLOP/s count
  * the useful work 4 B K N^2 p (two N x N x p products; the peer counts SDPA the same way), 6 B K N^2 p
- * for aot_th (the scores twice); "% peak" = that rate over --peak (the device's FP32 FMA peak in
- * GFLOP/s, e.g. 66900 for an H200 SXM; omitted: no column).
+ * for aot_th (as the peer counts it: the scores twice, then the weights times w; wbcl's kernels now take
+ * one pass of scores and no product, 2 B K N^2 p: compare times); "% peak" = that rate over --peak (the
+ * device's FP32 FMA peak in GFLOP/s, e.g. 66900 for an H200 SXM; omitted: no column).
  * Check: 8 query rows of the first and the last (b, h) against a double-precision evaluation from the
  * equations (O(N p) per row); max relative error over those rows (normwise per row), must be <= 1e-4
  * (aot_th: rows whose weights come within 1e-5 of tau are skipped, the threshold being discontinuous).
- * Default shapes: "4,12,4096,64;1,8,1024,64" (the H200 runs of perf/RESULTS.md; on PoCL the CPU variant
- * at N = 4096 takes minutes: use e.g. --shapes 1,4,1024,64 there). */
+ * Default shapes: "4,12,4096,64;1,8,1024,64" (the H200 runs of perf/RESULTS.md; on 2 PoCL cores the CPU
+ * variant takes about 2 s a call at the first). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
