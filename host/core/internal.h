@@ -13,6 +13,7 @@
 #define CL_TARGET_OPENCL_VERSION 120
 #endif
 #include <CL/cl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -181,6 +182,8 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
 /* wbcl_attention_softmax_strided with the caller's op name in its messages (host/ops/attention.c): other
  * operators whose attention is the softmax one (the CPU variant's AoT step) run its kernels. */
 struct wbcl_attention_desc;
+#define WBCL_ATT_P_MAX 4096 /* the attention kernels refuse larger head dimensions (private arrays) */
+#define WBCL_ATT_N_MAX ((size_t)INT_MAX - 64) /* and more tokens (32-bit signed indices in the kernels) */
 wbcl_status wbcl__attention(wbcl_context *ctx, const char *op, const struct wbcl_attention_desc *d,
                             const wbcl_tensor *q, const wbcl_tensor *k, const wbcl_tensor *v, wbcl_tensor *o);
 /* Shipped tables (host/core/tuning_tables.c): the i-th table's name and text, NULL past the end. */

@@ -142,8 +142,10 @@ static wbcl_status attend(wbcl_context *ctx, const char *op, const wbcl_tensor *
 {
     wbcl_kern *k;
     wbcl_status st;
-    if (ctx->variant == WBCL_VARIANT_CPU)
-        return phi == WBCL_AOT_SOFTMAX ? attend_as_attention(ctx, op, wt, w, ot, o, dm) : threshold_cpu(ctx, w, o, dm, tau);
+    if (ctx->variant == WBCL_VARIANT_CPU && phi == WBCL_AOT_THRESHOLD) return threshold_cpu(ctx, w, o, dm, tau);
+    /* (beyond the attention kernels' head dimension or token count: wbcl_aot_attend below) */
+    if (ctx->variant == WBCL_VARIANT_CPU && dm->p <= WBCL_ATT_P_MAX && dm->N <= WBCL_ATT_N_MAX)
+        return attend_as_attention(ctx, op, wt, w, ot, o, dm);
     if (ctx->variant == WBCL_VARIANT_GPU) {
         int done = 0;
         if ((st = attend_gpu(ctx, w, o, dm, phi == WBCL_AOT_THRESHOLD, tau, &done)) || done) return st;

@@ -43,9 +43,12 @@
 #define SCRATCH_VP 5 /* padded V rows   */
 #define KP 16        /* keys per K panel: cl/attention.cl KP */
 #define KB 32        /* keys per block:   cl/attention.cl KB */
-#define P_MAX 4096   /* head dimensions beyond this are refused (private arrays) */
+#define P_MAX WBCL_ATT_P_MAX /* head dimensions beyond this are refused (private arrays) */
 /* Sizes the kernels index with 32-bit (signed, for the mask vectors) integers. */
-#define N_MAX ((size_t)INT_MAX - 2 * KB)
+#define N_MAX WBCL_ATT_N_MAX /* INT_MAX - 2 KB */
+#if KB != 32
+#error "WBCL_ATT_N_MAX (host/core/internal.h) assumes 32-key blocks"
+#endif
 
 /* ---- kernel parameters ---------------------------------------------------------- */
 typedef struct att_params {
