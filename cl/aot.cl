@@ -85,8 +85,7 @@ __kernel void wbcl_aot_threshold_cpu(__global const float *restrict w, const ulo
         l[r] = 0.0f;
         js[r] = 0;
     }
-    const uint nused = (N + AT_KP - 1) / AT_KP;
-    for (uint pn = 0; pn < nused; pn++) {
+    for (uint pn = 0; pn < npan; pn++) { /* npan = ceil(N / 16) */
         __global const float *kp = wpb + (ulong)pn * ((ulong)p * AT_KP);
         float16 s[AT_QB];
 #pragma unroll

@@ -117,8 +117,7 @@ __kernel void wbcl_energy_attend_cpu(__global const float *restrict y, const ulo
     const int16 iota = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     float16 den[EC_QB];
     for (uint r = 0; r < EC_QB; r++) den[r] = (float16)(0.0f);
-    const uint npan_used = (N + EC_KP - 1) / EC_KP;
-    for (uint pn = 0; pn < npan_used; pn++) {
+    for (uint pn = 0; pn < npan; pn++) { /* npan = ceil(N / 16) */
         __global const float *kp = ypb + (ulong)pn * ((ulong)p * EC_KP);
         float16 z[EC_QB];
 #pragma unroll

@@ -243,6 +243,11 @@ wbcl_status wbcl__set_arg(wbcl_context *ctx, wbcl_kern *k, cl_uint idx, size_t s
         wbcl_status st_arg_ = wbcl__set_arg((ctx), (k), (idx), sizeof(var), &(var));     \
         if (st_arg_) return st_arg_;                                                     \
     } while (0)
+/* The same where the caller has a clean-up label: st gets the status and control goes to `label`. */
+#define WBCL_ARG_OR(st, label, ctx, k, idx, var)                                         \
+    do {                                                                                 \
+        if (((st) = wbcl__set_arg((ctx), (k), (idx), sizeof(var), &(var)))) goto label; \
+    } while (0)
 /* Enqueues an NDRange (local may be NULL); global sizes need not be multiples
  * of local: they are rounded up here (kernels must bounds-check). */
 wbcl_status wbcl__launch(wbcl_context *ctx, wbcl_kern *k, cl_uint dims, const size_t *global, const size_t *local);

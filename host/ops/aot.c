@@ -115,9 +115,8 @@ static wbcl_status threshold_cpu(wbcl_context *ctx, const wbcl__hview *w, const 
     if ((st = wbcl__pack_panels(ctx, "AoT: packed keys", w, dm, &wp))) return st;
     const size_t BK = dm->B * dm->K;
     const cl_uint K = (cl_uint)dm->K, BK_ = (cl_uint)BK, N = (cl_uint)dm->N, p = (cl_uint)dm->p,
-                  np = (cl_uint)((dm->N + WBCL_PANEL_ROWS - 1) / WBCL_PANEL_ROWS);
-#define ARG(k, i, var) \
-    if ((st = wbcl__set_arg(ctx, (k), (i), sizeof(var), &(var)))) goto done
+                  np = (cl_uint)wbcl__panel_count(dm->N);
+#define ARG(k, i, var) WBCL_ARG_OR(st, done, ctx, k, i, var)
     if ((st = wbcl__set_view(ctx, kt, 0, w))) goto done;
     ARG(kt, 5, wp);
     if ((st = wbcl__set_view(ctx, kt, 6, o))) goto done;

@@ -93,14 +93,13 @@ static wbcl_status gpu_kernel(wbcl_context *ctx, size_t cols, const char *name, 
  * Replaces wbcl_energy_attend there, which takes one token pair at a time and reads and writes o_u for
  * every token w (~10x slower at N 1024, p 64; perf/RESULTS.md, twelfth session). */
 #define EC_QB 4 /* cl/energy.cl EC_QB */
-#define ARG(k, i, var) \
-    if ((st = wbcl__set_arg(ctx, (k), (i), sizeof(var), &(var)))) goto done
+#define ARG(k, i, var) WBCL_ARG_OR(st, done, ctx, k, i, var)
 
 wbcl_status wbcl__pack_panels(wbcl_context *ctx, const char *what, const wbcl__hview *y, const wbcl__hdims *dm,
                               cl_mem *out)
 {
     *out = NULL;
-    const size_t BK = dm->B * dm->K, npan = (dm->N + WBCL_PANEL_ROWS - 1) / WBCL_PANEL_ROWS;
+    const size_t BK = dm->B * dm->K, npan = wbcl__panel_count(dm->N);
     size_t n;
     if (!wbcl__mul_ok(BK, npan * WBCL_PANEL_ROWS, &n) || !wbcl__mul_ok(n, dm->p, &n) || n > SIZE_MAX / sizeof(float))
         return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: %zu x %zu rows of p %zu in panels overflow size_t", what, BK,
@@ -135,7 +134,7 @@ static wbcl_status attend_cpu(wbcl_context *ctx, const wbcl__hview *y, const wbc
     if ((st = wbcl__pack_panels(ctx, "energy attention: packed tokens", y, dm, &yp))) return st;
     const size_t BK = dm->B * dm->K;
     const cl_uint K = (cl_uint)dm->K, BK_ = (cl_uint)BK, N = (cl_uint)dm->N, p = (cl_uint)dm->p, upv = (cl_uint)pv,
-                  np = (cl_uint)((dm->N + WBCL_PANEL_ROWS - 1) / WBCL_PANEL_ROWS);
+                  np = (cl_uint)wbcl__panel_count(dm->N);
     const cl_int r = (cl_int)rho;
     if ((st = wbcl__set_view(ctx, ka, 0, y))) goto done;
     ARG(ka, 5, yp);

@@ -9,6 +9,12 @@
 
 #define WBCL_PANEL_ROWS 16 /* cl/energy.cl EC_KP, cl/aot.cl AT_KP */
 
+/* Panels of N rows: ceil(N / 16) (the kernels' npan argument) */
+static inline size_t wbcl__panel_count(size_t N)
+{
+    return (N + WBCL_PANEL_ROWS - 1) / WBCL_PANEL_ROWS;
+}
+
 /* Enqueues the packing of the (B, K, N, p) view y into a new temporary *out of B K ceil(N/16) 16 p floats:
  * out[bh][panel][c][j] = y(b, h, 16 panel + j, c), 0 for rows past N. The caller releases *out (OpenCL
  * keeps it until the kernels enqueued on it have run); on failure *out is NULL and the message names
