@@ -41,11 +41,15 @@
 # OUTDIR/clblast-tuned.txt, not the cache) (STEP_CLBLAST_TUNE, 240 s); perf/peers/gemm_matmul_paired.py
 # against cuBLAS (CLBlast with its own values, wbcl's packed kernel, wbcl's tiled kernel (WBCL_GEMM_TILED,
 # cl/gemm_tiled.cl, the GPU default) with its tile by the shape and with gemm.tiled.db = 1, gemm.tiled.tk = 16,
-# gemm.tiled.tile = 128 and 64 (GEMM_PARAM_SIZES); sizes 1024^3, 2048^3, 4096^3 and CRATE-T's MLP shapes at batch 8 and 64 (GEMM_SIZES), then
+# gemm.tiled.tile = 128 and 64, gemm.tiled.maxrreg = 128 (-cl-nv-maxrregcount) alone and with tk = 16 (GEMM_PARAM_SIZES); sizes 1024^3, 2048^3, 4096^3 and CRATE-T's MLP shapes at batch 8 and 64 (GEMM_SIZES), then
 # CLBlast with the tuned table) (150 s); perf/peers/attention_sdpa_paired.py against CUDA SDPA on ATT_SHAPES (default
 # "4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128"), with the default kernels, then attention.tiled = 0
 # (the one-query kernel), 1 (the register-tiled kernel, p = 32 ... 128) and 2 (its second form, p = 32, 64)
-# (STEP_ATTENTION_PEER, 180 s); perf/peers/models_torch.py, CRATE-T and
+# (STEP_ATTENTION_PEER, 240 s), then tiled = 1 and 2 with attention.maxrreg = 128 (-cl-nv-maxrregcount; on
+# ATT_CAP_SHAPES, default p = 64 and 128 at B4 K12 N4096); build_logs: perf/build_logs.py, the register-tiled
+# attention programs (p = 64, 128) and the tiled GEMM (128 x 8, 128 x 16, 64 x 8) built from source with and
+# without a 128-register cap, with WBCL_BUILD_LOG: on NVIDIA, the driver's own ptxas registers, spills and
+# stack per kernel (STEP_BUILD_LOGS, 150 s); perf/peers/models_torch.py, CRATE-T and
 # ToST-T at batch 1, 8, 64 against PyTorch CUDA eager, the default parameters (needs safetensors) (150 s);
 # models_profile: the same at batch 64 with --profile (wbcl's device time per kernel, torch.profiler's table) (120 s);
 # models_clblast: the same at batch 8 and 64 with CLBlast as the GEMM (the tuned table plus gemm.backend = 2;
@@ -94,11 +98,12 @@ tail -n 12 "$out/clblast_tune.log" 2>/dev/null
 gemm_sizes=${GEMM_SIZES:-1024,2048,4096,1576x384x1536,1576x1536x384,12608x384x1536,12608x1536x384}
 step gemm_peer "${STEP_GEMM_PEER:-150}" gemm_peer.log sh -c "p=perf/peers/gemm_matmul_paired.py
   WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes '$gemm_sizes' --reps 20 --backends ${GEMM_BACKENDS:-auto,clblast,packed}
-  for t in 'gemm.tiled.db=1' 'gemm.tiled.tk=16' 'gemm.tiled.tile=128' 'gemm.tiled.tile=64'; do echo \"== tiled kernel, \$t\"
+  for t in 'gemm.tiled.db=1' 'gemm.tiled.tk=16' 'gemm.tiled.tile=128' 'gemm.tiled.tile=64' 'gemm.tiled.maxrreg=128' \
+           'gemm.tiled.tk=16 --param gemm.tiled.maxrreg=128'; do echo \"== tiled kernel, \$t\"
     WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes ${GEMM_PARAM_SIZES:-1024,2048,4096,12608x384x1536} --reps 20 --backends tiled --param \$t; done
   [ -s '$out/clblast-tuned.txt' ] && { echo '== CLBlast with the tuned table'; WBCL_TUNING='$out/clblast-tuned.txt' '$py' \$p --torch-device cuda --sizes '$gemm_sizes' --reps 20 --backends clblast; }; true"
 cat "$out/gemm_peer.log" 2>/dev/null
-step attention_peer "${STEP_ATTENTION_PEER:-180}" attention_peer.log sh -c "s='${ATT_SHAPES:-4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128}'
+step attention_peer "${STEP_ATTENTION_PEER:-240}" attention_peer.log sh -c "s='${ATT_SHAPES:-4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128}'
   echo '== the defaults (GPU variant: the register-tiled kernel at p = 64 and 128, the one-query kernel at p = 32)'
   '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10
   echo '== the one-query kernel (attention.tiled = 0)'
@@ -106,8 +111,13 @@ step attention_peer "${STEP_ATTENTION_PEER:-180}" attention_peer.log sh -c "s='$
   echo '== the register-tiled kernel (attention.tiled = 1; p = 32, 64, 96, 128)'
   '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10 --param attention.tiled=1
   echo '== its second form (attention.tiled = 2; p = 32, 64: 64-key tiles, wbcl_attn_tiled2_gpu; p = 128: the first form)'
-  '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10 --param attention.tiled=2"
+  '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape \"\$s\" --reps 10 --param attention.tiled=2
+  for t in 1 2; do echo \"== attention.tiled = \$t within 128 registers (attention.maxrreg = 128: four work-groups of 128 per SM)\"
+    '$py' perf/peers/attention_sdpa_paired.py --torch-device cuda --shape '${ATT_CAP_SHAPES:-4,12,4096,64;4,12,4096,128}' --reps 10 \
+      --param attention.tiled=\$t --param attention.maxrreg=128; done"
 cat "$out/attention_peer.log" 2>/dev/null
+step build_logs "${STEP_BUILD_LOGS:-150}" build_logs.log "$py" perf/build_logs.py
+grep -E '^==|^wbcl: built|ptxas|[Uu]sed [0-9]+ registers|spill|stack frame' "$out/build_logs.log" 2>/dev/null | head -80
 step models_peer "${STEP_MODELS_PEER:-150}" models_peer.log env WBCL_TUNING=off "$py" perf/peers/models_torch.py \
   --lib "$build/libwbcl.so" --torch-device cuda --batch 1,8,64 --reps 5 --threads 1
 cat "$out/models_peer.log" 2>/dev/null | tail -8

@@ -144,6 +144,9 @@ int main(int argc, char **argv)
                d->has_fp64 ? "yes" : "no", d->has_profiling ? "yes" : "no", d->native_vector_width_float);
         printf("    float16 tensors: storage via core vload_half/vstore_half (cl_khr_fp16 %s, not needed), "
                "float32 compute\n", d->has_fp16 ? "present" : "absent");
+        if (d->has_nv_compiler_options)
+            printf("    NVIDIA compiler options (cl_nv_compiler_options): register caps gemm.tiled.maxrreg and "
+                   "attention.maxrreg; WBCL_BUILD_LOG=1 prints ptxas's registers per kernel\n");
         wbcl_variant v = WBCL_VARIANT_AUTO;
         char from[64] = "";
         if (!bad_variant) wbcl_variant_default(d, &v, NULL, 0);

@@ -164,6 +164,8 @@ wbcl_status wbcl_context_create(const char *selector, wbcl_context **out, char *
     if (bd && *bd) ctx->binary_dir = dup_str(bd);
     const char *kd = getenv("WBCL_KERNEL_DIR");
     if (kd && *kd) ctx->kernel_dir = dup_str(kd);
+    const char *bl = getenv("WBCL_BUILD_LOG");
+    ctx->build_log = bl && *bl && strcmp(bl, "0") != 0;
     if (!ctx->last_error || (bd && *bd && !ctx->binary_dir) || (kd && *kd && !ctx->kernel_dir)) {
         wbcl_context_destroy(ctx);
         wbcl__msg(err, errlen, "out of host memory creating a context");

@@ -81,6 +81,7 @@ static void probe(cl_platform_id p, cl_device_id d, wbcl_device_info *info)
             ext[extlen] = 0;
             info->has_fp16 = strstr(ext, "cl_khr_fp16") != NULL;
             info->has_fp64 = strstr(ext, "cl_khr_fp64") != NULL;
+            info->has_nv_compiler_options = strstr(ext, "cl_nv_compiler_options") != NULL;
         }
         free(ext);
     }

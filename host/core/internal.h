@@ -44,6 +44,7 @@ typedef struct wbcl_params {
     int gemm_tiled_db; /* tiled GEMM: 1 = two local-memory slices and float4 global loads where aligned */
     int gemm_backend; /* the GEMM backend a context uses unless set explicitly (gemm.backend) */
     int circulant_wg; /* GPU variant, shift-invariant ReduNet: 1 = a work-group per matrix / bin (circulant.wg) */
+    int gemm_tiled_maxrreg; /* tiled GEMM on NVIDIA's OpenCL: -cl-nv-maxrregcount (0: the compiler's choice) */
 } wbcl_params;
 
 /* ---- tuned parameters (host/core/tuning.c; include/wbcl/tuning.h documents keys and files) ---- */
@@ -117,6 +118,8 @@ struct wbcl_context {
     char *tuning_origin;            /* its path or name (heap; NULL: none) */
     int clblast_noted;              /* a note about this context's clblast.* keys was left (blas.c) */
     char *tuning_notes;             /* rejected tables and keys, one per line (heap; NULL: none) */
+    int build_log;                  /* WBCL_BUILD_LOG set: each program built from source prints its build log
+                                       to stderr (NVIDIA: with -cl-nv-verbose, ptxas's registers and spills) */
 };
 
 struct wbcl_tensor {
@@ -177,7 +180,7 @@ int wbcl__tuned_value(const wbcl_context *ctx, const char *key, size_t p, long *
 void wbcl__tuning_note(wbcl_context *ctx, const char *fmt, ...) WBCL_PRINTF(2, 3);
 /* Fused attention's parameters for head dimension p (host/ops/attention.c): v[0..7] = qb, g, vw,
  * bq, bk, tiled, vc, sp; with tuned = 0 the built-in rule only, else with the tuned values applied. */
-#define WBCL_ATT_NPARAMS 8 /* qb, g, vw, bq, bk, tiled, vc, sp */
+#define WBCL_ATT_NPARAMS 9 /* qb, g, vw, bq, bk, tiled, vc, sp, maxrreg */
 void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[WBCL_ATT_NPARAMS]);
 /* wbcl_attention_softmax_strided with the caller's op name in its messages (host/ops/attention.c): other
  * operators whose attention is the softmax one (the CPU variant's AoT step) run its kernels. */
@@ -194,6 +197,9 @@ const char *wbcl__shipped_table(size_t i, const char **name);
 wbcl_status wbcl__kernel(wbcl_context *ctx, const char *family, const char *extra, const char *name, wbcl_kern **out);
 wbcl_status wbcl__program(wbcl_context *ctx, const char *family, const char *extra, wbcl_program **out);
 void wbcl__programs_release(wbcl_context *ctx);
+/* Appends " -cl-nv-maxrregcount=maxrreg" to the build options opts (capacity len) where maxrreg > 0 and the
+ * device's compiler takes NVIDIA's options (cl_nv_compiler_options); otherwise leaves them as they are. */
+void wbcl__append_regcap(const wbcl_context *ctx, int maxrreg, char *opts, size_t len);
 /* Embedded kernel sources (generated at build time from the cl directory). */
 const char *wbcl__embedded_source(const char *family, size_t *len);
 /* Name of embedded kernel family i (alphabetical; "common" is the shared prelude), NULL past the end. */

@@ -20,9 +20,9 @@ void wbcl__params_init(wbcl_context *ctx)
      * on Zen 4, and 12 x 32 measured 1.03-1.07x faster than 8 x 32 at
      * n = 1024-2048 on this project's Xeon: perf/RESULTS.md), no local
      * memory, work-groups of >= 64 items. */
-    static const wbcl_params cpu = {64, 12, 32, 16, 64, 64, 1024, 0, 8, 0, 0, 1};
-    static const wbcl_params gpu = {256, 8, 32, 16, 1, 256, 1024, 0, 8, 0, 0, 1};
-    static const wbcl_params acc = {64, 8, 32, 8, 1, 64, 1024, 0, 8, 0, 0, 1};
+    static const wbcl_params cpu = {64, 12, 32, 16, 64, 64, 1024, 0, 8, 0, 0, 1, 0};
+    static const wbcl_params gpu = {256, 8, 32, 16, 1, 256, 1024, 0, 8, 0, 0, 1, 0};
+    static const wbcl_params acc = {64, 8, 32, 8, 1, 64, 1024, 0, 8, 0, 0, 1, 0};
     wbcl_params p = ctx->variant == WBCL_VARIANT_CPU ? cpu
                   : ctx->info.type == WBCL_DEVICE_GPU ? gpu
                   : ctx->info.type == WBCL_DEVICE_CPU ? gpu : acc;
@@ -53,6 +53,7 @@ void wbcl__params_init(wbcl_context *ctx)
         {"gemm.nr", offsetof(wbcl_params, gemm_nr)},          {"gemm.a_block_kib", offsetof(wbcl_params, gemm_a_block_kib)},
         {"gemm.tiled.tile", offsetof(wbcl_params, gemm_tiled)}, {"gemm.tiled.tk", offsetof(wbcl_params, gemm_tiled_k)},
         {"gemm.tiled.db", offsetof(wbcl_params, gemm_tiled_db)},
+        {"gemm.tiled.maxrreg", offsetof(wbcl_params, gemm_tiled_maxrreg)},
         {"gemm.backend", offsetof(wbcl_params, gemm_backend)},
         {"circulant.wg", offsetof(wbcl_params, circulant_wg)},
     };
@@ -108,6 +109,18 @@ static void prelude(const wbcl_context *ctx, char *buf, size_t len)
              c12 ? "-cl-std=CL1.2 " : "", ctx->variant == WBCL_VARIANT_CPU, ctx->variant == WBCL_VARIANT_GPU,
              p->wg_size, p->gemm_mr, p->gemm_nr, p->gemm_tile, p->reduce_rows, p->reduce_wg, ctx->info.has_fp64,
              ctx->info.has_fp16, ctx->info.native_vector_width_float);
+    /* WBCL_BUILD_LOG on NVIDIA's OpenCL: ptxas reports each kernel's registers, spills and stack in the log
+     * (a separate cache entry: the option is part of the key) */
+    const size_t used = strlen(buf);
+    if (ctx->build_log && ctx->info.has_nv_compiler_options && used < len)
+        snprintf(buf + used, len - used, " -cl-nv-verbose");
+}
+
+void wbcl__append_regcap(const wbcl_context *ctx, int maxrreg, char *opts, size_t len)
+{
+    const size_t used = strlen(opts);
+    if (maxrreg > 0 && ctx->info.has_nv_compiler_options && used < len)
+        snprintf(opts + used, len - used, "%s-cl-nv-maxrregcount=%d", used ? " " : "", maxrreg);
 }
 
 /* ---- hashing (FNV-1a, two 64-bit lanes) ----------------------------------- */
@@ -228,7 +241,8 @@ static cl_int build(wbcl_context *ctx, cl_program prog, const char *options, uin
     return e;
 }
 
-static wbcl_status build_log_fail(wbcl_context *ctx, cl_program prog, const char *family, const char *options, cl_int e)
+/* The program's build log (malloc'd, NUL-terminated), or NULL. */
+static char *build_log_text(wbcl_context *ctx, cl_program prog)
 {
     size_t n = 0;
     char *log = NULL;
@@ -238,6 +252,12 @@ static wbcl_status build_log_fail(wbcl_context *ctx, cl_program prog, const char
             log[n] = 0;
         else { free(log); log = NULL; }
     }
+    return log;
+}
+
+static wbcl_status build_log_fail(wbcl_context *ctx, cl_program prog, const char *family, const char *options, cl_int e)
+{
+    char *log = build_log_text(ctx, prog);
     wbcl_status st = wbcl__fail(ctx, WBCL_ERROR_BUILD,
                                 "building kernel family '%s' for '%s' failed: %s (%d)\noptions: %s\nbuild log:\n%s",
                                 family, ctx->info.name, wbcl__cl_error_name(e), (int)e, options, log ? log : "(none)");
@@ -357,6 +377,12 @@ wbcl_status wbcl__program(wbcl_context *ctx, const char *family, const char *ext
             return st;
         }
         p->program = prog;
+        if (ctx->build_log) {
+            char *log = build_log_text(ctx, prog);
+            fprintf(stderr, "wbcl: built '%s' for '%s' in %.0f ms\noptions: %s\nbuild log:\n%s\n", family,
+                    ctx->info.name, (double)p->build_ns / 1e6, options, log && *log ? log : "(empty)");
+            free(log);
+        }
     }
     free(src);
     if (ctx->n_programs == ctx->cap_programs) {

@@ -214,9 +214,10 @@ static void add_cand_v(family *f, const long *v)
     if (f->ncand < MAX_CANDS) memcpy(f->cand[f->ncand++], v, sizeof(long) * (size_t)f->nkeys);
 }
 
+/* The first three keys' values; a fourth key (a register cap) 0: none */
 static void add_cand(family *f, long a, long b, long c)
 {
-    const long v[3] = {a, b, c};
+    const long v[MAX_KEYS] = {a, b, c};
     add_cand_v(f, v);
 }
 
@@ -275,6 +276,11 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
                                     {64, 8, 0}, {64, 16, 0},  {64, 16, 1}, {64, 32, 0},  {128, 32, 0}};
         for (size_t i = 0; i < sizeof t / sizeof t[0] && (!quick || f->ncand < 2); i++)
             add_cand(f, t[i][0], t[i][1], t[i][2]);
+        /* NVIDIA's compiler (gemm.tiled.maxrreg, the fourth key where the device takes it): the 128-tiles
+         * within 128 registers, two work-groups of 256 per 64 K-register SM (ptxas here: 125 at tk 8, 150
+         * at tk 16, so one work-group unless capped) */
+        static const long r[][4] = {{128, 16, 0, 128}, {128, 8, 0, 128}, {128, 16, 1, 128}};
+        for (size_t i = 0; f->nkeys > 3 && i < sizeof r / sizeof r[0] && !quick; i++) add_cand_v(f, r[i]);
     } else if (!strcmp(f->name, "gemm L2 block")) {
         /* KiB of packed A panels per block (no new program: the same kernel, another launch grid order) */
         static const long t[] = {256, 512, 2048, 4096};
@@ -293,6 +299,13 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
          * kernel's tiles */
         add_cand(f, d[0], d[1], 1);
         add_cand(f, d[0], d[1], 2);
+        /* NVIDIA's compiler (attention.maxrreg, the fourth key where the device takes it): both forms
+         * within 128 registers, four work-groups of 128 per SM instead of three (ptxas here: 145 and 158) */
+        if (f->nkeys > 3) {
+            const long r1[4] = {d[0], d[1], 1, 128}, r2[4] = {d[0], d[1], 2, 128};
+            add_cand_v(f, r1);
+            add_cand_v(f, r2);
+        }
         static const long t[][2] = {{64, 32}, {32, 32}, {128, 32}, {64, 16}, {128, 16}, {256, 16}, {64, 64}, {32, 64}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], 0);
     } else if (dev->native_vector_width_float >= 16) {
@@ -673,7 +686,8 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_TILED) == WBCL_SUCCESS) {
         family *f = gemm_family(fams, &nf, "gemm tiled", WBCL_GEMM_TILED);
         f->keys[0] = "gemm.tiled.tile", f->keys[1] = "gemm.tiled.tk", f->keys[2] = "gemm.tiled.db";
-        f->nkeys = 3;
+        f->keys[3] = "gemm.tiled.maxrreg";
+        f->nkeys = dev->has_nv_compiler_options ? 4 : 3;
     } else if (o->family && !strcmp(o->family, "gemm_tiled"))
         LOG("wbcl-tune: gemm_tiled: %s\n", wbcl_context_last_error(ctx));
     wbcl_context_set_gemm_backend(ctx, own_backend);
@@ -689,7 +703,8 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         f->name = "attention";
         if (wbcl_context_variant(ctx) == WBCL_VARIANT_GPU) {
             f->keys[0] = "attention.p64.bq", f->keys[1] = "attention.p64.bk", f->keys[2] = "attention.p64.tiled";
-            f->nkeys = 3;
+            f->keys[3] = "attention.p64.maxrreg";
+            f->nkeys = dev->has_nv_compiler_options ? 4 : 3;
         } else {
             f->keys[0] = "attention.p64.qb", f->keys[1] = "attention.p64.g", f->keys[2] = "attention.p64.vw";
             f->keys[3] = "attention.p64.vc", f->keys[4] = "attention.p64.sp";

@@ -50,6 +50,9 @@ static const pdesc registry[] = {
      "tiled GEMM: k per local-memory slice (WBCL_GT_TK)"},
     {"gemm.tiled.db", "gemm_tiled", K_RANGE, 0, 1, {0}, 0, 0, 0,
      "tiled GEMM: 1 = two local-memory slices, float4 global loads where aligned (WBCL_GT_DB)"},
+    {"gemm.tiled.maxrreg", "gemm_tiled", K_RANGE, 0, 255, {0}, 0, 0, 0,
+     "tiled GEMM: registers per work-item at most (-cl-nv-maxrregcount; NVIDIA's OpenCL only); 0: the compiler's "
+     "choice"},
     {"circulant.wg", "circulant", K_RANGE, 0, 1, {0}, 0, 0, 0,
      "GPU shift-invariant ReduNet: 1 a work-group per matrix (Cholesky) and per bin (Gram), 0 one per work-item"},
     {"attention.qb", "attention", K_RANGE, 1, 16, {0}, 0, 0, 1, "CPU fused attention: queries per register group"},
@@ -65,6 +68,9 @@ static const pdesc registry[] = {
     {"attention.tiled", "attention", K_RANGE, 0, 2, {0}, 0, 0, 1,
      "GPU fused attention, p = 32, 64, 96, 128: 1 the register-tiled kernel, 2 its second form (p = 32, 64), "
      "0 one query per work-item"},
+    {"attention.maxrreg", "attention", K_RANGE, 0, 255, {0}, 0, 0, 1,
+     "GPU fused attention: registers per work-item at most (-cl-nv-maxrregcount; NVIDIA's OpenCL only); 0: the "
+     "compiler's choice"},
     /* CLBlast's Xgemm kernel (its names; host/core/blas.c applies them, checks the set as a whole) */
 #define XG(name, kind, lo, hi, doc) {"clblast.xgemm." name, "clblast", kind, lo, hi, {1, 2, 4, 8, 16, 0}, 0, 0, 0, doc}
     XG("GEMMK", K_RANGE, 0, 1, "CLBlast Xgemm: kernel form (0: 2-D register tiles, 1: 1-D, KREG)"),
@@ -146,6 +152,19 @@ static wbcl_status check_value(const wbcl_device_info *dev, const pdesc *d, size
     if (d->wg_limit && (size_t)v > dev->max_work_group_size) {
         wbcl__msg(why, n, "%ld exceeds the device's maximum work-group size %zu", v, dev->max_work_group_size);
         return WBCL_ERROR_DEVICE_LIMIT;
+    }
+    if (v && (!strcmp(d->key, "gemm.tiled.maxrreg") || !strcmp(d->key, "attention.maxrreg"))) {
+        /* a register cap is a build option of NVIDIA's compiler (cl_nv_compiler_options); another
+         * compiler would refuse the build. ptxas rounds it up to a multiple of 4 and to its minimum */
+        if (!dev->has_nv_compiler_options) {
+            wbcl__msg(why, n, "a register cap needs NVIDIA's compiler options (cl_nv_compiler_options), which this "
+                              "device's compiler does not take");
+            return WBCL_ERROR_UNSUPPORTED;
+        }
+        if (v < 16) {
+            wbcl__msg(why, n, "%ld registers is below the 16 ptxas takes at least (0: no cap)", v);
+            return WBCL_ERROR_INVALID_ARGUMENT;
+        }
     }
     if (!strcmp(d->key, "gemm.backend") && v == WBCL_GEMM_TILED) {
         /* the tiled kernel's smallest form (64 x 64 x 8) must fit; larger tiles are checked at use */
@@ -506,7 +525,7 @@ static void resolve(const wbcl_context *ctx, const pdesc *d, size_t p, long *val
     if (d->attention) {
         static const char *const order[WBCL_ATT_NPARAMS] = {"attention.qb", "attention.g",     "attention.vw",
                                                             "attention.bq", "attention.bk",    "attention.tiled",
-                                                            "attention.vc", "attention.sp"};
+                                                            "attention.vc", "attention.sp",    "attention.maxrreg"};
         int v0[WBCL_ATT_NPARAMS], v1[WBCL_ATT_NPARAMS], i = 0;
         while (i < WBCL_ATT_NPARAMS - 1 && strcmp(order[i], d->key) != 0) i++;
         wbcl__attention_params(ctx, p, 0, v0);
@@ -514,7 +533,9 @@ static void resolve(const wbcl_context *ctx, const pdesc *d, size_t p, long *val
         *dflt = v0[i];
         *value = v1[i];
         long t; /* the source only: *value is what the op uses (an unscoped bk halved to fit p) */
-        wbcl__tuned_value(ctx, d->key, p, &t, source);
+        /* sp, unless tuned itself, follows the QB in use: where that moved it, it came from QB's source */
+        if (!wbcl__tuned_value(ctx, d->key, p, &t, source) && i == 7 && *value != *dflt)
+            wbcl__tuned_value(ctx, "attention.qb", p, &t, source);
         return;
     }
     if (!strcmp(d->family, "clblast")) { /* CLBlast's own value is the default */
@@ -537,6 +558,7 @@ static void resolve(const wbcl_context *ctx, const pdesc *d, size_t p, long *val
     else if (!strcmp(d->key, "gemm.backend")) pa = &a->gemm_backend, pb = &b->gemm_backend;
     else if (!strcmp(d->key, "gemm.tiled.tk")) pa = &a->gemm_tiled_k, pb = &b->gemm_tiled_k;
     else if (!strcmp(d->key, "gemm.tiled.db")) pa = &a->gemm_tiled_db, pb = &b->gemm_tiled_db;
+    else if (!strcmp(d->key, "gemm.tiled.maxrreg")) pa = &a->gemm_tiled_maxrreg, pb = &b->gemm_tiled_maxrreg;
     else if (!strcmp(d->key, "circulant.wg")) pa = &a->circulant_wg, pb = &b->circulant_wg;
     else pa = &a->gemm_a_block_kib, pb = &b->gemm_a_block_kib;
     *dflt = *pa;

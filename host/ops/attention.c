@@ -58,6 +58,7 @@ typedef struct att_params {
     int sp;         /* CPU: 16-key score panels per pass over p (1 or 2) */
     int bq, bk;     /* GPU */
     int tiled;      /* GPU, p = 32, 64, 96 or 128: the register-tiled kernel (2: its second form, p = 32, 64) */
+    int maxrreg;    /* GPU-shaped programs on NVIDIA's OpenCL: -cl-nv-maxrregcount (0: none) */
 } att_params;
 
 void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[WBCL_ATT_NPARAMS])
@@ -138,10 +139,12 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
      * takes it. attention.tiled = 0 / 1 / 2 (context, table or WBCL_TUNING) overrides this default; 2, the
      * second form for p = 32 and 64 (wbcl_attn_tiled2_gpu), is not yet measured: not a default. */
     v[5] = ctx->variant == WBCL_VARIANT_GPU && (p == 64 || p == 128);
+    /* no register cap unless tuned (attention.maxrreg: NVIDIA's compiler only, the GPU-shaped programs) */
+    v[8] = 0;
     if (tuned) {
         static const char *const keys[WBCL_ATT_NPARAMS] = {"attention.qb", "attention.g",     NULL,
                                                            "attention.bq", "attention.bk",    "attention.tiled",
-                                                           "attention.vc", NULL};
+                                                           "attention.vc", NULL,              "attention.maxrreg"};
         for (int i = 0; i < WBCL_ATT_NPARAMS; i++) {
             long t;
             if (keys[i] && wbcl__tuned_value(ctx, keys[i], p, &t, NULL)) v[i] = (int)t;
@@ -179,6 +182,7 @@ static void choose_params(const wbcl_context *ctx, size_t p, att_params *a)
     a->bk = v[4];
     a->tiled = v[5];
     a->sp = v[7];
+    a->maxrreg = v[8];
 }
 
 #define TILED_WG 128 /* the register-tiled kernel: work-items per work-group */
@@ -235,6 +239,8 @@ static void options(const wbcl_context *ctx, const att_params *a, int half, int 
     const uint64_t lmem2 = tiled2_lmem(a->p);
     if (program == ATT_TILED && lmem2 && ctx->info.local_mem_size < lmem2 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, " -DWBCL_ATT_NO_TILED2=1");
+    /* a register cap for the GPU-shaped kernels (the CPU-shaped ones are built without it) */
+    if (program != ATT_CPU) wbcl__append_regcap(ctx, a->maxrreg, buf, len);
 }
 
 /* ---- validation ------------------------------------------------------------------- */
@@ -492,7 +498,7 @@ static wbcl_status attention(wbcl_context *ctx, const char *op, const wbcl_atten
     choose_params(ctx, d->p, &a);
     const int half = (q->dtype == WBCL_F16 ? 1 : 0) | (k->dtype == WBCL_F16 ? 2 : 0) |
                      (v->dtype == WBCL_F16 ? 4 : 0) | (o->dtype == WBCL_F16 ? 8 : 0);
-    char opts[256];
+    char opts[320];
     if (ctx->variant == WBCL_VARIANT_GPU) {
         wbcl_kern *kf;
         options(ctx, &a, half, ATT_TILED, opts, sizeof opts);

@@ -391,10 +391,11 @@ static wbcl_status run_tiled(wbcl_context *ctx, const char *op, const wbcl_gemm_
     const int vb = db && B->dtype == WBCL_F32 && tile * tk / 256 % 4 == 0 && d->ldb % 4 == 0 && d->off_b % 4 == 0 &&
                    (d->batch == 1 || d->stride_b % 4 == 0) && (tb ? d->k : d->n) % 4 == 0;
     const int ep = epi && epi->bias ? 1 + (epi->gelu != 0) : 0;
-    char opts[224];
+    char opts[256];
     snprintf(opts, sizeof opts, "-DWBCL_GT_TM=%zu -DWBCL_GT_TN=%zu -DWBCL_GT_TK=%zu -DWBCL_GT_TA=%d -DWBCL_GT_TB=%d "
              "-DWBCL_GT_C_HALF=%d -DWBCL_GT_DB=%d -DWBCL_GT_VA=%d -DWBCL_GT_VB=%d%s", tile, tile, tk, ta, tb,
              C->dtype == WBCL_F16, db, va, vb, ep == 2 ? " -DWBCL_GT_EPI=2" : ep ? " -DWBCL_GT_EPI=1" : "");
+    wbcl__append_regcap(ctx, ctx->params.gemm_tiled_maxrreg, opts, sizeof opts);
     /* cl/gemm_tiled.cl GT_A_HALF, GT_B_HALF */
     cl_uint flags = (A->dtype == WBCL_F16 ? 1u : 0u) | (B->dtype == WBCL_F16 ? 2u : 0u);
     wbcl_kern *kt;

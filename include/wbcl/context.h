@@ -38,7 +38,10 @@ typedef struct wbcl_context wbcl_context;
  *                     the directory lacks)
  *   WBCL_TUNING       the kernel parameter table ("off": none); unset: the device's file in the
  *                     cache directory, else a table shipped for the device, else the defaults.
- *                     A bad table or key is ignored with a note, never a failure: wbcl/tuning.h */
+ *                     A bad table or key is ignored with a note, never a failure: wbcl/tuning.h
+ *   WBCL_BUILD_LOG    set and not "0": each program compiled from source prints its options and
+ *                     build log to stderr (NVIDIA's OpenCL: built with -cl-nv-verbose, ptxas's
+ *                     registers, spills and stack per kernel); cached programs print nothing */
 wbcl_status wbcl_context_create(const char *selector, wbcl_context **out, char *err, size_t errlen);
 
 /* Saves program binaries that were used but not yet cached (where the driver keeps no kernel

@@ -47,6 +47,8 @@ typedef struct wbcl_device_info {
     int has_profiling;           /* queue profiling supported                        */
     unsigned native_vector_width_float; /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: floats per SIMD
                                            register (16 on AVX-512 CPUs, 8 on AVX2, 4 on SSE/NEON) */
+    int has_nv_compiler_options; /* cl_nv_compiler_options (NVIDIA's OpenCL): the build takes
+                                    -cl-nv-maxrregcount=N (keys gemm.tiled.maxrreg, attention.maxrreg) */
 } wbcl_device_info;
 
 /* Lists every device of every platform. On success *infos is a malloc'd array

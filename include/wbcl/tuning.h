@@ -63,6 +63,11 @@
  *                      twice the local memory) and float4 global loads of each operand whose stored
  *                      rows are whole float4s at 16-byte-aligned addresses (-DWBCL_GT_DB, _VA, _VB);
  *                      0 (default) = one slice, scalar loads
+ *   gemm.tiled.maxrreg tiled GEMM on NVIDIA's OpenCL: registers per work-item at most, passed to the build
+ *                      as -cl-nv-maxrregcount (0, the default: the compiler's choice; 16..255). Only on
+ *                      devices whose compiler takes NVIDIA's options (wbcl_device_info
+ *                      has_nv_compiler_options): elsewhere a nonzero value is refused
+ *                      (WBCL_ERROR_UNSUPPORTED; a table's key is noted and ignored)
  *   circulant.wg       GPU-variant shift-invariant ReduNet: 1 (default) the per-frequency Cholesky with a
  *                      work-group of 64 per matrix (C^2 complex floats of local memory) and the Gram
  *                      matrices with a work-group per frequency bin, where the device allows it, and
@@ -103,6 +108,9 @@
  *                      faster at p = 64 on an NVIDIA H200; 2 not yet measured), else 0; the tiled
  *                      ones need 128 work-items and 29-48 KiB of local memory, else the
  *                      one-query kernel runs
+ *   attention.maxrreg  GPU-shaped fused attention kernels on NVIDIA's OpenCL: registers per work-item at
+ *                      most (-cl-nv-maxrregcount; the CPU-shaped programs are built without it); 0, the
+ *                      default: the compiler's choice; 16..255; refused elsewhere, as gemm.tiled.maxrreg
  *   clblast.xgemm.NAME CLBlast's Xgemm kernel (the GEMM backend WBCL_GEMM_CLBLAST, selected by
  *                      gemm.backend = 2 or explicitly), NAME one of CLBlast's 16: GEMMK KREG KWG
  *                      KWI MDIMA MDIMC MWG NDIMB NDIMC NWG SA SB STRM STRN VWM VWN. Keys missing from a table keep CLBlast's own
@@ -211,10 +219,12 @@ typedef struct wbcl_tune_opts {
  * GEMM (CPUs) or when named ("gemm"), its gemm.mr x gemm.nr register tiles, then gemm.a_block_kib
  * with the winning tile (every later family is measured on top of the earlier winners); on GPUs or
  * when named ("clblast", "gemm_tiled", "gemm_backend"): CLBlast's
- * Xgemm set and threshold, the tiled GEMM's gemm.tiled.tile x gemm.tiled.tk x gemm.tiled.db,
+ * Xgemm set and threshold, the tiled GEMM's gemm.tiled.tile x gemm.tiled.tk x gemm.tiled.db (and
+ * gemm.tiled.maxrreg 128 for the 128-tiles where the compiler takes NVIDIA's options),
  * then gemm.backend (each backend with those winners, on the same shapes); and
  * fused attention for head dimension 64 (attention.p64.qb, .g, .vw on the CPU variant;
- * .bq, .bk on the GPU variant). Each candidate is first run on a small shape and compared with
+ * .bq, .bk, .tiled on the GPU variant, and .maxrreg 128 with each register-tiled form where the compiler
+ * takes NVIDIA's options). Each candidate is first run on a small shape and compared with
  * the double-precision reference (include/wbcl/ref.h; a wrong one is rejected and reported),
  * then timed against the default, interleaved call by call (medians of `reps` pairs), on the
  * CRATE/ToST shapes: GEMMs (8*197) x 384 -> 1536, (8*197) x 1536 -> 384 and 1024^3; attention

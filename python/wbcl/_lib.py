@@ -89,7 +89,7 @@ class DeviceInfo(ctypes.Structure):
                 ("compute_units", ctypes.c_uint), ("max_work_group_size", S), ("max_work_item_sizes", S * 3),
                 ("local_mem_size", ctypes.c_uint64), ("local_mem_is_global", I), ("global_mem_size", ctypes.c_uint64),
                 ("max_alloc_size", ctypes.c_uint64), ("has_fp16", I), ("has_fp64", I), ("has_profiling", I),
-                ("native_vector_width_float", ctypes.c_uint)]
+                ("native_vector_width_float", ctypes.c_uint), ("has_nv_compiler_options", I)]
 
 
 class Array(ctypes.Structure):  # wbcl_array (io.h)
