@@ -82,54 +82,69 @@ static size_t read_params(const char *path, kv *out, size_t max)
     return n;
 }
 
-/* GEMM (N, T) and fused attention (softmax and causal, p = 64) on ctx against the double
- * reference. Tolerances: GEMM k = 67 terms of O(1) products, float32 rounding ~ k * 6e-8 of
+/* The two checks below, GEMM (N, T) and fused attention (p = 64), against the double reference.
+ * Tolerances: GEMM k = 67 terms of O(1) products, float32 rounding ~ k * 6e-8 of
  * the O(8) entries: atol = rtol = 1e-4 leaves margin and still catches any wrong index (O(1));
  * attention outputs are convex combinations of values in [-1, 1], online softmax in float32
  * with a 2^x polynomial of relative error ~2e-7: atol 1e-5, rtol 1e-4. */
-static void check_kernels(wbcl_context *ctx)
+/* C = A Bᵀ on 53 x 70 x 67 through ctx's GEMM backend: the status, and on success the reference product. */
+static wbcl_status small_gemm(wbcl_context *ctx, const char *what)
 {
     tu_rng r;
-    tu_rng_seed(&r, 77);
-    {
-        const size_t m = 53, n = 70, k = 67, sa[2] = {m, k}, sb[2] = {n, k}, sc[2] = {m, n};
-        float *a = tu_random_f32(&r, m * k, -1, 1), *b = tu_random_f32(&r, n * k, -1, 1), *c = malloc(m * n * 4);
-        double *ad = tu_to_f64(a, m * k), *bd = tu_to_f64(b, n * k), *cd = malloc(m * n * 8);
-        wbcl_tensor *A, *B, *C;
-        ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sa, WBCL_F32, a, &A), WBCL_SUCCESS);
-        ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sb, WBCL_F32, b, &B), WBCL_SUCCESS);
-        ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sc, WBCL_F32, NULL, &C), WBCL_SUCCESS);
-        ck_assert_int_eq(wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_TRANS, 1.0f, A, B, 0.0f, C), WBCL_SUCCESS);
+    tu_rng_seed(&r, 79);
+    const size_t m = 53, n = 70, k = 67, sa[2] = {m, k}, sb[2] = {n, k}, sc[2] = {m, n};
+    float *a = tu_random_f32(&r, m * k, -1, 1), *b = tu_random_f32(&r, n * k, -1, 1), *c = malloc(m * n * 4);
+    double *ad = tu_to_f64(a, m * k), *bd = tu_to_f64(b, n * k), *cd = malloc(m * n * 8);
+    wbcl_tensor *A, *B, *C;
+    ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sa, WBCL_F32, a, &A), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sb, WBCL_F32, b, &B), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sc, WBCL_F32, NULL, &C), WBCL_SUCCESS);
+    const wbcl_status st = wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_TRANS, 1.0f, A, B, 0.0f, C);
+    if (st == WBCL_SUCCESS) {
         ck_assert_int_eq(wbcl_tensor_read(ctx, C, c, m * n), WBCL_SUCCESS);
         wbcl_ref_gemm(0, 1, m, n, k, 1.0, ad, k, bd, k, 0.0, cd, n);
-        tu_assert_close(c, cd, m * n, 1e-4, 1e-4, "GEMM with the table's parameters");
-        wbcl_tensor_destroy(A);
-        wbcl_tensor_destroy(B);
-        wbcl_tensor_destroy(C);
-        free(a), free(b), free(c), free(ad), free(bd), free(cd);
+        tu_assert_close(c, cd, m * n, 1e-4, 1e-4, what);
     }
-    {
-        const size_t B = 1, K = 2, N = 45, p = 64, n = B * K * N * p, sh[4] = {B, K, N, p};
-        float *h[3], *o = malloc(n * 4);
-        double *d[3], *od = malloc(n * 8);
-        wbcl_tensor *t[4];
-        for (int i = 0; i < 3; i++) {
-            h[i] = tu_random_f32(&r, n, -1, 1);
-            d[i] = tu_to_f64(h[i], n);
-            ck_assert_int_eq(wbcl_tensor_create(ctx, 4, sh, WBCL_F32, h[i], &t[i]), WBCL_SUCCESS);
-        }
-        ck_assert_int_eq(wbcl_tensor_create(ctx, 4, sh, WBCL_F32, NULL, &t[3]), WBCL_SUCCESS);
-        for (int causal = 0; causal < 2; causal++) {
-            ck_assert_int_eq(wbcl_attention_softmax_heads(ctx, t[0], t[1], t[2], 0.125f, causal, t[3]), WBCL_SUCCESS);
-            ck_assert_int_eq(wbcl_tensor_read(ctx, t[3], o, n), WBCL_SUCCESS);
-            wbcl_ref_attention_heads(B, K, N, N, p, d[0], d[1], d[2], 0.125, causal, od);
-            tu_assert_close(o, od, n, 1e-5, 1e-4, causal ? "causal attention with the table's parameters"
-                                                          : "attention with the table's parameters");
-        }
-        for (int i = 0; i < 4; i++) wbcl_tensor_destroy(t[i]);
-        for (int i = 0; i < 3; i++) free(h[i]), free(d[i]);
-        free(o), free(od);
+    wbcl_tensor_destroy(A);
+    wbcl_tensor_destroy(B);
+    wbcl_tensor_destroy(C);
+    free(a), free(b), free(c), free(ad), free(bd), free(cd);
+    return st;
+}
+
+/* Softmax attention B1 K2 N45 p64 on ctx, causal or not: the status, and on success the reference result. */
+static wbcl_status small_attention(wbcl_context *ctx, int causal, const char *what)
+{
+    tu_rng r;
+    tu_rng_seed(&r, 80);
+    const size_t B = 1, K = 2, N = 45, p = 64, n = B * K * N * p, sh[4] = {B, K, N, p};
+    float *h[3], *o = malloc(n * 4);
+    double *d[3], *od = malloc(n * 8);
+    wbcl_tensor *t[4];
+    for (int i = 0; i < 3; i++) {
+        h[i] = tu_random_f32(&r, n, -1, 1);
+        d[i] = tu_to_f64(h[i], n);
+        ck_assert_int_eq(wbcl_tensor_create(ctx, 4, sh, WBCL_F32, h[i], &t[i]), WBCL_SUCCESS);
     }
+    ck_assert_int_eq(wbcl_tensor_create(ctx, 4, sh, WBCL_F32, NULL, &t[3]), WBCL_SUCCESS);
+    const wbcl_status st = wbcl_attention_softmax_heads(ctx, t[0], t[1], t[2], 0.125f, causal, t[3]);
+    if (st == WBCL_SUCCESS) {
+        ck_assert_int_eq(wbcl_tensor_read(ctx, t[3], o, n), WBCL_SUCCESS);
+        wbcl_ref_attention_heads(B, K, N, N, p, d[0], d[1], d[2], 0.125, causal, od);
+        tu_assert_close(o, od, n, 1e-5, 1e-4, what);
+    }
+    for (int i = 0; i < 4; i++) wbcl_tensor_destroy(t[i]);
+    for (int i = 0; i < 3; i++) free(h[i]), free(d[i]);
+    free(o), free(od);
+    return st;
+}
+
+/* Both on ctx, attention softmax and causal: each must run and give the reference. */
+static void check_kernels(wbcl_context *ctx)
+{
+    ck_assert_int_eq(small_gemm(ctx, "GEMM with the table's parameters"), WBCL_SUCCESS);
+    ck_assert_int_eq(small_attention(ctx, 0, "attention with the table's parameters"), WBCL_SUCCESS);
+    ck_assert_int_eq(small_attention(ctx, 1, "causal attention with the table's parameters"), WBCL_SUCCESS);
 }
 
 /* A tuning run with no budget (the defaults measured, nothing else tried) on the tiny shapes
@@ -591,58 +606,6 @@ START_TEST(shipped_tables_load_cleanly)
 }
 END_TEST
 
-/* C = A Bᵀ on 53 x 70 x 67 through ctx's GEMM backend: the status, and on success the reference product. */
-static wbcl_status small_gemm(wbcl_context *ctx, const char *what)
-{
-    tu_rng r;
-    tu_rng_seed(&r, 79);
-    const size_t m = 53, n = 70, k = 67, sa[2] = {m, k}, sb[2] = {n, k}, sc[2] = {m, n};
-    float *a = tu_random_f32(&r, m * k, -1, 1), *b = tu_random_f32(&r, n * k, -1, 1), *c = malloc(m * n * 4);
-    double *ad = tu_to_f64(a, m * k), *bd = tu_to_f64(b, n * k), *cd = malloc(m * n * 8);
-    wbcl_tensor *A, *B, *C;
-    ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sa, WBCL_F32, a, &A), WBCL_SUCCESS);
-    ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sb, WBCL_F32, b, &B), WBCL_SUCCESS);
-    ck_assert_int_eq(wbcl_tensor_create(ctx, 2, sc, WBCL_F32, NULL, &C), WBCL_SUCCESS);
-    const wbcl_status st = wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_TRANS, 1.0f, A, B, 0.0f, C);
-    if (st == WBCL_SUCCESS) {
-        ck_assert_int_eq(wbcl_tensor_read(ctx, C, c, m * n), WBCL_SUCCESS);
-        wbcl_ref_gemm(0, 1, m, n, k, 1.0, ad, k, bd, k, 0.0, cd, n);
-        tu_assert_close(c, cd, m * n, 1e-4, 1e-4, what);
-    }
-    wbcl_tensor_destroy(A);
-    wbcl_tensor_destroy(B);
-    wbcl_tensor_destroy(C);
-    free(a), free(b), free(c), free(ad), free(bd), free(cd);
-    return st;
-}
-
-/* Softmax attention B1 K2 N45 p64 on ctx: the status, and on success the reference result. */
-static wbcl_status small_attention(wbcl_context *ctx, const char *what)
-{
-    tu_rng r;
-    tu_rng_seed(&r, 80);
-    const size_t B = 1, K = 2, N = 45, p = 64, n = B * K * N * p, sh[4] = {B, K, N, p};
-    float *h[3], *o = malloc(n * 4);
-    double *d[3], *od = malloc(n * 8);
-    wbcl_tensor *t[4];
-    for (int i = 0; i < 3; i++) {
-        h[i] = tu_random_f32(&r, n, -1, 1);
-        d[i] = tu_to_f64(h[i], n);
-        ck_assert_int_eq(wbcl_tensor_create(ctx, 4, sh, WBCL_F32, h[i], &t[i]), WBCL_SUCCESS);
-    }
-    ck_assert_int_eq(wbcl_tensor_create(ctx, 4, sh, WBCL_F32, NULL, &t[3]), WBCL_SUCCESS);
-    const wbcl_status st = wbcl_attention_softmax_heads(ctx, t[0], t[1], t[2], 0.125f, 0, t[3]);
-    if (st == WBCL_SUCCESS) {
-        ck_assert_int_eq(wbcl_tensor_read(ctx, t[3], o, n), WBCL_SUCCESS);
-        wbcl_ref_attention_heads(B, K, N, N, p, d[0], d[1], d[2], 0.125, 0, od);
-        tu_assert_close(o, od, n, 1e-5, 1e-4, what);
-    }
-    for (int i = 0; i < 4; i++) wbcl_tensor_destroy(t[i]);
-    for (int i = 0; i < 3; i++) free(h[i]), free(d[i]);
-    free(o), free(od);
-    return st;
-}
-
 /* The register caps gemm.tiled.maxrreg and attention.maxrreg (-cl-nv-maxrregcount: NVIDIA's compiler
  * only, cl_nv_compiler_options). On a device without the extension (PoCL) a cap is refused with a message
  * naming it, and 0 (no cap) is accepted; then the extension is pretended (ctx->info) so that a cap is
@@ -684,16 +647,16 @@ START_TEST(register_caps_reach_only_their_programs)
     else tu_assert_status(ctx, small_gemm(ctx, "tiled GEMM"), WBCL_ERROR_BUILD, "-cl-nv-maxrregcount=128");
 
     ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_CPU), WBCL_SUCCESS);
-    ck_assert_int_eq(small_attention(ctx, "CPU-shaped attention beside a register cap"), WBCL_SUCCESS);
+    ck_assert_int_eq(small_attention(ctx, 0, "CPU-shaped attention beside a register cap"), WBCL_SUCCESS);
     ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
-    if (nv) ck_assert_int_eq(small_attention(ctx, "GPU-shaped attention within 96 registers"), WBCL_SUCCESS);
-    else tu_assert_status(ctx, small_attention(ctx, "GPU-shaped attention"), WBCL_ERROR_BUILD, "-cl-nv-maxrregcount=96");
+    if (nv) ck_assert_int_eq(small_attention(ctx, 0, "GPU-shaped attention within 96 registers"), WBCL_SUCCESS);
+    else tu_assert_status(ctx, small_attention(ctx, 0, "GPU-shaped attention"), WBCL_ERROR_BUILD, "-cl-nv-maxrregcount=96");
 
     /* no cap: the same programs as ever */
     ck_assert_int_eq(wbcl_context_set_param(ctx, "gemm.tiled.maxrreg", 0), WBCL_SUCCESS);
     ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.p64.maxrreg", 0), WBCL_SUCCESS);
     ck_assert_int_eq(small_gemm(ctx, "tiled GEMM, no register cap"), WBCL_SUCCESS);
-    ck_assert_int_eq(small_attention(ctx, "GPU-shaped attention, no register cap"), WBCL_SUCCESS);
+    ck_assert_int_eq(small_attention(ctx, 0, "GPU-shaped attention, no register cap"), WBCL_SUCCESS);
     wbcl_context_destroy(ctx);
 
     /* attention.sp follows the QB in use unless set: QB set to a value that moves it */
