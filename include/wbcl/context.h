@@ -41,7 +41,8 @@ typedef struct wbcl_context wbcl_context;
  *                     A bad table or key is ignored with a note, never a failure: wbcl/tuning.h
  *   WBCL_BUILD_LOG    set and not "0": each program compiled from source prints its options and
  *                     build log to stderr (NVIDIA's OpenCL: built with -cl-nv-verbose, ptxas's
- *                     registers, spills and stack per kernel); cached programs print nothing */
+ *                     registers, spills and stack per kernel, unless the driver's own cache
+ *                     skips ptxas: CUDA_CACHE_DISABLE=1); cached programs print nothing */
 wbcl_status wbcl_context_create(const char *selector, wbcl_context **out, char *err, size_t errlen);
 
 /* Saves program binaries that were used but not yet cached (where the driver keeps no kernel
