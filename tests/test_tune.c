@@ -611,9 +611,9 @@ END_TEST
  * naming it, and 0 (no cap) is accepted; then the extension is pretended (ctx->info) so that a cap is
  * accepted, and PoCL, which takes no such option, refuses the build of the programs it reaches: the
  * build error names the option, which shows it was passed (on NVIDIA they build and give the reference).
- * The CPU-shaped attention program and the packed GEMM are built without the cap and give the reference;
- * back at 0 the tiled GEMM and the GPU-shaped attention do too. Last: attention.sp, not set itself,
- * reports the source of the QB it follows where that QB moved it. */
+ * The CPU-shaped attention program (pretended case only) and the packed GEMM are built without the cap
+ * and give the reference; back at 0 the tiled GEMM and the GPU-shaped attention do too. Last:
+ * attention.sp, not set itself, reports the source of the QB it follows where that QB moved it. */
 START_TEST(register_caps_reach_only_their_programs)
 {
     wbcl_context *ctx = plain_context();
@@ -646,8 +646,11 @@ START_TEST(register_caps_reach_only_their_programs)
     if (nv) ck_assert_int_eq(small_gemm(ctx, "tiled GEMM within 128 registers"), WBCL_SUCCESS);
     else tu_assert_status(ctx, small_gemm(ctx, "tiled GEMM"), WBCL_ERROR_BUILD, "-cl-nv-maxrregcount=128");
 
-    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_CPU), WBCL_SUCCESS);
-    ck_assert_int_eq(small_attention(ctx, 0, "CPU-shaped attention beside a register cap"), WBCL_SUCCESS);
+    if (!nv) { /* the CPU-shaped program is built without the cap, or PoCL would refuse it (on NVIDIA
+                * both builds succeed: nothing to tell apart, and no CPU-shaped compile spent on a GPU) */
+        ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_CPU), WBCL_SUCCESS);
+        ck_assert_int_eq(small_attention(ctx, 0, "CPU-shaped attention beside a register cap"), WBCL_SUCCESS);
+    }
     ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_GPU), WBCL_SUCCESS);
     if (nv) ck_assert_int_eq(small_attention(ctx, 0, "GPU-shaped attention within 96 registers"), WBCL_SUCCESS);
     else tu_assert_status(ctx, small_attention(ctx, 0, "GPU-shaped attention"), WBCL_ERROR_BUILD, "-cl-nv-maxrregcount=96");
