@@ -178,9 +178,11 @@ void wbcl__tuning_release(wbcl_context *ctx);
 int wbcl__tuned_value(const wbcl_context *ctx, const char *key, size_t p, long *value, int *source);
 /* Adds a line to the context's tuning notes (wbcl_context_tuning_notes, shown by wbcl-info). */
 void wbcl__tuning_note(wbcl_context *ctx, const char *fmt, ...) WBCL_PRINTF(2, 3);
-/* Fused attention's parameters for head dimension p (host/ops/attention.c): v[0..7] = qb, g, vw,
- * bq, bk, tiled, vc, sp; with tuned = 0 the built-in rule only, else with the tuned values applied. */
-#define WBCL_ATT_NPARAMS 9 /* qb, g, vw, bq, bk, tiled, vc, sp, maxrreg */
+/* Fused attention's parameters for head dimension p (host/ops/attention.c): v[i] is the value of key
+ * wbcl__att_keys[i] (qb, g, vw, bq, bk, tiled, vc, sp, maxrreg); with tuned = 0 the built-in rule only,
+ * else with the tuned values applied. */
+#define WBCL_ATT_NPARAMS 9
+extern const char *const wbcl__att_keys[WBCL_ATT_NPARAMS];
 void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[WBCL_ATT_NPARAMS]);
 /* wbcl_attention_softmax_strided with the caller's op name in its messages (host/ops/attention.c): other
  * operators whose attention is the softmax one (the CPU variant's AoT step) run its kernels. */

@@ -523,18 +523,15 @@ static void resolve(const wbcl_context *ctx, const pdesc *d, size_t p, long *val
 {
     *source = WBCL_PARAM_DEFAULT;
     if (d->attention) {
-        static const char *const order[WBCL_ATT_NPARAMS] = {"attention.qb", "attention.g",     "attention.vw",
-                                                            "attention.bq", "attention.bk",    "attention.tiled",
-                                                            "attention.vc", "attention.sp",    "attention.maxrreg"};
         int v0[WBCL_ATT_NPARAMS], v1[WBCL_ATT_NPARAMS], i = 0;
-        while (i < WBCL_ATT_NPARAMS - 1 && strcmp(order[i], d->key) != 0) i++;
+        while (i < WBCL_ATT_NPARAMS - 1 && strcmp(wbcl__att_keys[i], d->key) != 0) i++;
         wbcl__attention_params(ctx, p, 0, v0);
         wbcl__attention_params(ctx, p, 1, v1);
         *dflt = v0[i];
         *value = v1[i];
         long t; /* the source only: *value is what the op uses (an unscoped bk halved to fit p) */
         /* sp, unless tuned itself, follows the QB in use: where that moved it, it came from QB's source */
-        if (!wbcl__tuned_value(ctx, d->key, p, &t, source) && i == 7 && *value != *dflt)
+        if (!wbcl__tuned_value(ctx, d->key, p, &t, source) && !strcmp(d->key, "attention.sp") && *value != *dflt)
             wbcl__tuned_value(ctx, "attention.qb", p, &t, source);
         return;
     }

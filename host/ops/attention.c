@@ -61,6 +61,10 @@ typedef struct att_params {
     int maxrreg;    /* GPU-shaped programs on NVIDIA's OpenCL: -cl-nv-maxrregcount (0: none) */
 } att_params;
 
+const char *const wbcl__att_keys[WBCL_ATT_NPARAMS] = {
+    "attention.qb", "attention.g",  "attention.vw", "attention.bq",     "attention.bk",
+    "attention.tiled", "attention.vc", "attention.sp", "attention.maxrreg"};
+
 void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[WBCL_ATT_NPARAMS])
 {
     const int vw = p <= 4 ? 4 : p <= 8 ? 8 : 16;
@@ -142,12 +146,10 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
     /* no register cap unless tuned (attention.maxrreg: NVIDIA's compiler only, the GPU-shaped programs) */
     v[8] = 0;
     if (tuned) {
-        static const char *const keys[WBCL_ATT_NPARAMS] = {"attention.qb", "attention.g",     NULL,
-                                                           "attention.bq", "attention.bk",    "attention.tiled",
-                                                           "attention.vc", NULL,              "attention.maxrreg"};
         for (int i = 0; i < WBCL_ATT_NPARAMS; i++) {
             long t;
-            if (keys[i] && wbcl__tuned_value(ctx, keys[i], p, &t, NULL)) v[i] = (int)t;
+            if (i == 2 || i == 7) continue; /* vw was applied above (the row's length depends on it), sp below */
+            if (wbcl__tuned_value(ctx, wbcl__att_keys[i], p, &t, NULL)) v[i] = (int)t;
         }
         /* a tuned VC (validated 1..16 without knowing p) that does not divide this p's NV: the largest
          * divisor below it */
