@@ -8,8 +8,11 @@
 # Exit status: 0 when every target ran its time without a finding; non-zero (and the crash input
 # left in $FUZZ_DIR/<target>-crash-*) otherwise. One exception, printed: a model-target SEGV whose
 # report has no frame of wbcl's code and whose input and corpus replay cleanly with a fresh PoCL
-# cache (a crash inside PoCL's JIT; see runtime_only below). Needs clang with libFuzzer (Debian: clang +
-# libclang-rt-dev) and, for the model target, an OpenCL device (PoCL) and the library's deps.
+# cache (a crash inside PoCL's JIT; see runtime_only below). A target still running 2 x SECONDS + 300 s
+# after it started is a finding too: its threads' stacks (gdb, where installed) go into its log, then
+# it is killed (a run that hangs must not hold CI until its time limit). Needs clang with libFuzzer
+# (Debian: clang + libclang-rt-dev) and, for the model target, an OpenCL device (PoCL) and the
+# library's deps.
 set -eu
 cd "$(dirname "$0")/.."
 SECS=${1:-25}
@@ -55,7 +58,7 @@ replay_clean() {
     for input in "$crash" "$OUT/corpus_$1"; do
         rm -rf "$OUT/pocl-cache-replay"
         ASAN_OPTIONS=$ASAN LSAN_OPTIONS=$LSAN POCL_CACHE_DIR="$OUT/pocl-cache-replay" WBCL_CACHE_DIR=off \
-            "$OUT/fuzz_$1" -runs=0 -timeout=30 -rss_limit_mb=4096 "$input" >"$OUT/replay_$1.log" 2>&1 || return 1
+            "$OUT/fuzz_$1" -runs=0 -timeout=60 -rss_limit_mb=4096 "$input" >"$OUT/replay_$1.log" 2>&1 || return 1
     done
     mv "$crash" "$crash.runtime-not-reproduced"
     return 0
@@ -66,6 +69,38 @@ replay_clean() {
 # use_sigaltstack=0: see tools/ci-hardening.sh (LLVM's per-thread alternate signal stack)
 ASAN=${ASAN_OPTIONS:-detect_leaks=1:use_sigaltstack=0}
 LSAN="suppressions=$PWD/tests/fuzz/lsan.supp"
+
+# run_guarded LOG LIMIT COMMAND...: runs COMMAND (its stderr appended to LOG); one still running
+# after LIMIT seconds gets its threads' stacks written to LOG, then SIGKILL; status: COMMAND's,
+# 137 after a kill (the file $LOG.hung tells).
+run_guarded() {
+    log=$1 limit=$2
+    shift 2
+    rm -f "$log.hung"
+    "$@" 2>>"$log" &
+    pid=$!
+    (
+        n=0
+        while kill -0 "$pid" 2>/dev/null; do
+            if [ "$n" -ge "$limit" ]; then
+                touch "$log.hung"
+                echo "== watchdog: still running after $limit s; threads' stacks:" >>"$log"
+                if command -v gdb >/dev/null 2>&1; then
+                    timeout 120 gdb -p "$pid" -batch -ex 'thread apply all bt 30' </dev/null >>"$log" 2>&1 || true
+                fi
+                kill -9 "$pid" 2>/dev/null
+                break
+            fi
+            sleep 1
+            n=$((n + 1))
+        done
+    ) </dev/null >/dev/null 2>&1 &
+    watchdog=$!
+    rc=0
+    wait "$pid" || rc=$?
+    wait "$watchdog" 2>/dev/null || true
+    return "$rc"
+}
 
 status=0
 for t in $TARGETS; do
@@ -79,15 +114,25 @@ for t in $TARGETS; do
     models) cp tests/fuzz/corpus/models/* "$corpus/"; dict="-dict=tests/fuzz/models.dict" ;;
     esac
     echo "== fuzz_$t: ${SECS} s"
-    if ! ASAN_OPTIONS=$ASAN LSAN_OPTIONS=$LSAN POCL_CACHE_DIR="$OUT/pocl-cache" WBCL_CACHE_DIR=off \
-        nice -n "$NICE" "$OUT/fuzz_$t" -max_total_time="$SECS" -timeout=30 -rss_limit_mb=4096 $dict \
-        -artifact_prefix="$OUT/$t-" -print_final_stats=1 "$corpus" 2>"$OUT/fuzz_$t.log"; then
-        if [ "$t" = models ] && runtime_only "$OUT/fuzz_$t.log" && replay_clean "$t"; then
+    # -timeout=60: each input's forward passes include PoCL's first compile of their kernels (up to 14 s
+    # seen with both cores busy, as in CI)
+    : >"$OUT/fuzz_$t.log"
+    if ! run_guarded "$OUT/fuzz_$t.log" $((2 * SECS + 300)) \
+        env ASAN_OPTIONS="$ASAN" LSAN_OPTIONS="$LSAN" POCL_CACHE_DIR="$OUT/pocl-cache" WBCL_CACHE_DIR=off \
+        nice -n "$NICE" "$OUT/fuzz_$t" -max_total_time="$SECS" -timeout=60 -rss_limit_mb=4096 $dict \
+        -artifact_prefix="$OUT/$t-" -print_final_stats=1 "$corpus"; then
+        if [ -e "$OUT/fuzz_$t.log.hung" ]; then
+            echo "== fuzz_$t: FINDING: still running after $((2 * SECS + 300)) s, killed (stacks in $OUT/fuzz_$t.log)"
+            grep -E 'ERROR: |^Thread |^#[0-9]+ ' "$OUT/fuzz_$t.log" | tail -60
+            status=1
+        elif [ "$t" = models ] && runtime_only "$OUT/fuzz_$t.log" && replay_clean "$t"; then
             # A crash report with no frame of wbcl's code (host/, tests/fuzz/) whose input and corpus
             # replay cleanly with a fresh PoCL cache: a crash inside the OpenCL runtime (seen once, a
             # SEGV in LLVM's code generator in a PoCL worker thread; PoCL's issue tracker has several
             # such sporadic JIT crashes). Shown, not counted; anything reproducible or with a wbcl
-            # frame (ASan, UBSan or LSan) fails the run.
+            # frame (ASan, UBSan or LSan) fails the run. (One cause found since: the target exited
+            # while a PoCL worker thread still compiled a kernel; fuzz_models.c now finishes its queue
+            # after every input and destroys its context at exit, see there.)
             echo "== fuzz_$t: crash inside the OpenCL runtime, not reproduced (no wbcl frame; input and corpus replay cleanly):"
             grep -E 'ERROR: AddressSanitizer|^    #[0-9]+ ' "$OUT/fuzz_$t.log" | head -16
         else
