@@ -37,7 +37,7 @@
  *                           is multiplied, so one barrier per slice instead of two
  *   WBCL_GT_VA, WBCL_GT_VB  1: A (B) is read as float4 groups of 4 consecutive
  *                           stored elements, each work-item taking whole groups
- *                           (the host sets them with gemm.tiled.db = 1 where the
+ *                           (the host sets them with gemm.tiled.v4 = 1 where the
  *                           operand is float32, its ld, offset, batch stride and
  *                           row length are multiples of 4; not 64 x 64 x 8)
  *   WBCL_GT_EPI             the linear layers' epilogue (wbcl__gemm_linear): 0 none,
@@ -54,7 +54,7 @@
  * WBCL_GT_DB.
  * Registers (tools/gpu-check.sh, ptxas sm_90, no spill or stack): 125 at 128 x 128 x 8
  * (two work-groups per SM), 150 at x 16, 197 at x 32, 57 at 64 x 64 x 8; with DB, VA and VB 118 at
- * 128 x 128 x 8, with DB alone 56 at 64 x 64 x 8.
+ * 128 x 128 x 8, with VA and VB alone 133 there, with DB alone 56 at 64 x 64 x 8.
  * OpenCL C 1.2. */
 
 /* defaults: the host's (128 x 128 x 8, no transpose), so that the family builds without options */

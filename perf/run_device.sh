@@ -40,7 +40,8 @@
 # sets and its direct/indirect threshold, checked and timed against CLBlast's own values; table written to
 # OUTDIR/clblast-tuned.txt, not the cache) (STEP_CLBLAST_TUNE, 240 s); perf/peers/gemm_matmul_paired.py
 # against cuBLAS (CLBlast with its own values, wbcl's packed kernel, wbcl's tiled kernel (WBCL_GEMM_TILED,
-# cl/gemm_tiled.cl, the GPU default) with its tile by the shape and with gemm.tiled.db = 1, gemm.tiled.tk = 16,
+# cl/gemm_tiled.cl, the GPU default) with its tile by the shape and with gemm.tiled.db = 1, gemm.tiled.v4 = 1 (each
+# alone and both), gemm.tiled.tk = 16,
 # gemm.tiled.tile = 128 and 64, gemm.tiled.maxrreg = 128 (-cl-nv-maxrregcount) alone and with tk = 16 (GEMM_PARAM_SIZES); sizes 1024^3, 2048^3, 4096^3 and CRATE-T's MLP shapes at batch 8 and 64 (GEMM_SIZES), then
 # CLBlast with the tuned table) (150 s); perf/peers/attention_sdpa_paired.py against CUDA SDPA on ATT_SHAPES (default
 # "4,12,4096,64;8,6,1024,64;4,12,4096,32;4,12,4096,128"), with the default kernels, then attention.tiled = 0
@@ -98,7 +99,7 @@ tail -n 12 "$out/clblast_tune.log" 2>/dev/null
 gemm_sizes=${GEMM_SIZES:-1024,2048,4096,1576x384x1536,1576x1536x384,12608x384x1536,12608x1536x384}
 step gemm_peer "${STEP_GEMM_PEER:-150}" gemm_peer.log sh -c "p=perf/peers/gemm_matmul_paired.py
   WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes '$gemm_sizes' --reps 20 --backends ${GEMM_BACKENDS:-auto,clblast,packed}
-  for t in 'gemm.tiled.db=1' 'gemm.tiled.tk=16' 'gemm.tiled.tile=128' 'gemm.tiled.tile=64' 'gemm.tiled.maxrreg=128' \
+  for t in 'gemm.tiled.db=1' 'gemm.tiled.v4=1' 'gemm.tiled.db=1 --param gemm.tiled.v4=1' 'gemm.tiled.tk=16' 'gemm.tiled.tile=128' 'gemm.tiled.tile=64' 'gemm.tiled.maxrreg=128' \
            'gemm.tiled.tk=16 --param gemm.tiled.maxrreg=128'; do echo \"== tiled kernel, \$t\"
     WBCL_TUNING=off '$py' \$p --torch-device cuda --sizes ${GEMM_PARAM_SIZES:-1024,2048,4096,12608x384x1536} --reps 20 --backends tiled --param \$t; done
   [ -s '$out/clblast-tuned.txt' ] && { echo '== CLBlast with the tuned table'; WBCL_TUNING='$out/clblast-tuned.txt' '$py' \$p --torch-device cuda --sizes '$gemm_sizes' --reps 20 --backends clblast; }; true"

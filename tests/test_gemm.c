@@ -465,25 +465,39 @@ START_TEST(tiled_parameters)
     /* both tiles, each slice: several row and column tiles with ragged edges, k not a multiple of
      * tk and several slices, the four transposes (the other cases run the tile by the shape: 64 x 8
      * at their sizes on a CPU's few compute units) */
-    /* {tile, tk, db}: with db = 1 (two local slices) the k = 80, m = 260 / 132, n = 140 cases also read
-     * A and B as float4 (every stored row whole float4s); the last (k = 77, no transposes) reads A with
-     * scalar loads (its rows of 77 are not whole float4s) and B as float4 (rows of n = 140) */
-    const int sets[][3] = {{64, 8, 0},  {64, 32, 0}, {128, 16, 0}, {128, 8, 0}, /* a cold compile of ~7 s each on PoCL */
-                           {128, 8, 1}, {128, 16, 1}, {64, 16, 1}, {64, 32, 1}, {128, 8, 1}};
+    /* {tile, tk, db, v4}: with v4 = 1 the k = 80, m = 260 / 132, n = 140 cases read A and B as float4
+     * (every stored row whole float4s), with db = 1 through two local slices, or one (sets 5 and 7);
+     * set 6 has two slices and scalar loads; the last (k = 77, no transposes) reads A with scalar loads
+     * (its rows of 77 are not whole float4s) and B as float4 (rows of n = 140) */
+    const int sets[][4] = {{64, 8, 0, 0},  {64, 32, 0, 0}, {128, 16, 0, 0}, {128, 8, 0, 0}, /* a cold compile of ~7 s each on PoCL */
+                           {128, 8, 1, 1}, {128, 16, 0, 1}, {64, 16, 1, 0}, {64, 32, 0, 1}, {128, 8, 1, 1}};
     for (size_t t = 0; t < sizeof sets / sizeof sets[0]; t++) {
         ctx->params.gemm_tiled = sets[t][0];
         ctx->params.gemm_tiled_k = sets[t][1];
         ctx->params.gemm_tiled_db = sets[t][2];
-        gspec s = plain(sets[t][0] == 64 ? 132 : 260, 140, sets[t][2] && t != 8 ? 80 : 77);
+        ctx->params.gemm_tiled_v4 = sets[t][3];
+        gspec s = plain(sets[t][0] == 64 ? 132 : 260, 140, t >= 4 && t != 8 ? 80 : 77);
         s.ta = (t & 1) ? WBCL_TRANS : WBCL_NO_TRANS;
         s.tb = (t & 2) ? WBCL_TRANS : WBCL_NO_TRANS;
         s.beta = 0.5f;
         s.alpha = -0.75f;
         run_dense(ctx, &s, 700 + t);
+        if (t >= 4) { /* the keys reached the kernel's build: two slices by db, float4 loads by v4 alone */
+            const int va = sets[t][3] && t != 8, vb = sets[t][3];
+            char want[160];
+            snprintf(want, sizeof want, "-DWBCL_GT_TM=%d -DWBCL_GT_TN=%d -DWBCL_GT_TK=%d -DWBCL_GT_TA=%d -DWBCL_GT_TB=%d "
+                     "-DWBCL_GT_C_HALF=0 -DWBCL_GT_DB=%d -DWBCL_GT_VA=%d -DWBCL_GT_VB=%d", sets[t][0], sets[t][0],
+                     sets[t][1], s.ta == WBCL_TRANS, s.tb == WBCL_TRANS, sets[t][2], va, vb);
+            int found = 0;
+            for (size_t i = 0; i < ctx->n_programs; i++)
+                found |= !strcmp(ctx->programs[i]->family, "gemm_tiled") && strstr(ctx->programs[i]->options, want) != NULL;
+            ck_assert_msg(found, "no gemm_tiled program built with %s", want);
+        }
     }
     ctx->params.gemm_tiled = 64;
     ctx->params.gemm_tiled_k = 8;
     ctx->params.gemm_tiled_db = 0;
+    ctx->params.gemm_tiled_v4 = 0;
     {
         /* more batch entries than one launch takes (32768): two launches, the second's
          * operands offset by its first entry (A transposed: no merge into one tall GEMM) */

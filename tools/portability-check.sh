@@ -110,9 +110,11 @@ specs() { # family variant -> one line per extra option set ("-" = none)
           for t in "64 8" "64 32" "128 8" "128 16" "128 32"; do set -- $t # tile, tk
             echo "-DWBCL_GT_TM=$1 -DWBCL_GT_TN=$1 -DWBCL_GT_TK=$2 -DWBCL_GT_TA=0 -DWBCL_GT_TB=0 -DWBCL_GT_C_HALF=0"; done
           echo "$g -DWBCL_GT_TA=1 -DWBCL_GT_TB=1 -DWBCL_GT_C_HALF=0"; echo "$g -DWBCL_GT_TA=0 -DWBCL_GT_TB=1 -DWBCL_GT_C_HALF=1"
-          # gemm.tiled.db = 1: two local slices, float4 loads of aligned operands (VA, VB), or not
+          # gemm.tiled.db = 1 (two local slices) with gemm.tiled.v4 = 1 (float4 loads of aligned operands: VA, VB) or
+          # not; gemm.tiled.v4 = 1 alone
           echo "-DWBCL_GT_TM=128 -DWBCL_GT_TN=128 -DWBCL_GT_TK=8 -DWBCL_GT_TA=0 -DWBCL_GT_TB=0 -DWBCL_GT_C_HALF=0 -DWBCL_GT_DB=1 -DWBCL_GT_VA=1 -DWBCL_GT_VB=1"
           echo "$g -DWBCL_GT_TA=1 -DWBCL_GT_TB=1 -DWBCL_GT_C_HALF=0 -DWBCL_GT_DB=1 -DWBCL_GT_VA=1 -DWBCL_GT_VB=0"
+          echo "-DWBCL_GT_TM=128 -DWBCL_GT_TN=128 -DWBCL_GT_TK=8 -DWBCL_GT_TA=0 -DWBCL_GT_TB=0 -DWBCL_GT_C_HALF=0 -DWBCL_GT_DB=0 -DWBCL_GT_VA=1 -DWBCL_GT_VB=1"
           # the linear layers' epilogue (bias + GELU in the store; wbcl__gemm_linear): X Wᵀ at both tiles
           echo "-DWBCL_GT_TM=128 -DWBCL_GT_TN=128 -DWBCL_GT_TK=8 -DWBCL_GT_TA=0 -DWBCL_GT_TB=1 -DWBCL_GT_C_HALF=0 -DWBCL_GT_EPI=2"
           echo "-DWBCL_GT_TM=64 -DWBCL_GT_TN=64 -DWBCL_GT_TK=8 -DWBCL_GT_TA=0 -DWBCL_GT_TB=1 -DWBCL_GT_C_HALF=0 -DWBCL_GT_EPI=1"

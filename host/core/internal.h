@@ -41,10 +41,11 @@ typedef struct wbcl_params {
     int gemm_tiled;   /* tiled GEMM (cl/gemm_tiled.cl): rows = columns of C per work-group, 64 or 128;
                        * 0 (the default): by the shape, wbcl__gemm_tiled_tile */
     int gemm_tiled_k; /* tiled GEMM: k per local-memory slice, 8, 16 or 32    */
-    int gemm_tiled_db; /* tiled GEMM: 1 = two local-memory slices and float4 global loads where aligned */
+    int gemm_tiled_db; /* tiled GEMM: 1 = two local-memory slices (one barrier per slice)   */
     int gemm_backend; /* the GEMM backend a context uses unless set explicitly (gemm.backend) */
     int circulant_wg; /* GPU variant, shift-invariant ReduNet: 1 = a work-group per matrix / bin (circulant.wg) */
     int gemm_tiled_maxrreg; /* tiled GEMM on NVIDIA's OpenCL: -cl-nv-maxrregcount (0: the compiler's choice) */
+    int gemm_tiled_v4; /* tiled GEMM: 1 = float4 global loads of A and B where aligned (gemm.tiled.v4) */
 } wbcl_params;
 
 /* ---- tuned parameters (host/core/tuning.c; include/wbcl/tuning.h documents keys and files) ---- */

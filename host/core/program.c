@@ -20,9 +20,9 @@ void wbcl__params_init(wbcl_context *ctx)
      * on Zen 4, and 12 x 32 measured 1.03-1.07x faster than 8 x 32 at
      * n = 1024-2048 on this project's Xeon: perf/RESULTS.md), no local
      * memory, work-groups of >= 64 items. */
-    static const wbcl_params cpu = {64, 12, 32, 16, 64, 64, 1024, 0, 8, 0, 0, 1, 0};
-    static const wbcl_params gpu = {256, 8, 32, 16, 1, 256, 1024, 0, 8, 0, 0, 1, 0};
-    static const wbcl_params acc = {64, 8, 32, 8, 1, 64, 1024, 0, 8, 0, 0, 1, 0};
+    static const wbcl_params cpu = {64, 12, 32, 16, 64, 64, 1024, 0, 8, 0, 0, 1, 0, 0};
+    static const wbcl_params gpu = {256, 8, 32, 16, 1, 256, 1024, 0, 8, 0, 0, 1, 0, 0};
+    static const wbcl_params acc = {64, 8, 32, 8, 1, 64, 1024, 0, 8, 0, 0, 1, 0, 0};
     wbcl_params p = ctx->variant == WBCL_VARIANT_CPU ? cpu
                   : ctx->info.type == WBCL_DEVICE_GPU ? gpu
                   : ctx->info.type == WBCL_DEVICE_CPU ? gpu : acc;
@@ -52,7 +52,7 @@ void wbcl__params_init(wbcl_context *ctx)
         {"reduce.wg", offsetof(wbcl_params, reduce_wg)},      {"gemm.mr", offsetof(wbcl_params, gemm_mr)},
         {"gemm.nr", offsetof(wbcl_params, gemm_nr)},          {"gemm.a_block_kib", offsetof(wbcl_params, gemm_a_block_kib)},
         {"gemm.tiled.tile", offsetof(wbcl_params, gemm_tiled)}, {"gemm.tiled.tk", offsetof(wbcl_params, gemm_tiled_k)},
-        {"gemm.tiled.db", offsetof(wbcl_params, gemm_tiled_db)},
+        {"gemm.tiled.db", offsetof(wbcl_params, gemm_tiled_db)},    {"gemm.tiled.v4", offsetof(wbcl_params, gemm_tiled_v4)},
         {"gemm.tiled.maxrreg", offsetof(wbcl_params, gemm_tiled_maxrreg)},
         {"gemm.backend", offsetof(wbcl_params, gemm_backend)},
         {"circulant.wg", offsetof(wbcl_params, circulant_wg)},

@@ -271,16 +271,19 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
                 (!quick || f->ncand < 2))
                 add_cand(f, order[i], 0, 0);
     } else if (!strcmp(f->name, "gemm tiled")) {
-        /* tile of C per work-group x k per local-memory slice x double buffering (cl/gemm_tiled.cl) */
-        static const long t[][3] = {{0, 8, 1},  {128, 8, 0},  {128, 8, 1}, {128, 16, 0}, {128, 16, 1},
-                                    {64, 8, 0}, {64, 16, 0},  {64, 16, 1}, {64, 32, 0},  {128, 32, 0}};
-        for (size_t i = 0; i < sizeof t / sizeof t[0] && (!quick || f->ncand < 2); i++)
-            add_cand(f, t[i][0], t[i][1], t[i][2]);
-        /* NVIDIA's compiler (gemm.tiled.maxrreg, the fourth key where the device takes it): the 128-tiles
+        /* tile of C per work-group x k per local-memory slice x double buffering x float4 loads
+         * (cl/gemm_tiled.cl); the two last apart as well as together, so that a table tells which helps
+         * (rows of 5: the fifth key, a register cap where there is one, 0: none) */
+        static const long t[][5] = {{0, 8, 1, 1},   {128, 8, 0, 0},  {128, 8, 1, 1},  {128, 8, 0, 1},
+                                    {128, 8, 1, 0},  {128, 16, 0, 0}, {128, 16, 1, 1}, {128, 16, 0, 1},
+                                    {64, 8, 0, 0},   {64, 16, 0, 0},  {64, 16, 1, 1},  {64, 32, 0, 0},
+                                    {128, 32, 0, 0}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0] && (!quick || f->ncand < 2); i++) add_cand_v(f, t[i]);
+        /* NVIDIA's compiler (gemm.tiled.maxrreg, the fifth key where the device takes it): the 128-tiles
          * within 128 registers, two work-groups of 256 per 64 K-register SM (ptxas here: 125 at tk 8, 150
          * at tk 16, so one work-group unless capped) */
-        static const long r[][4] = {{128, 16, 0, 128}, {128, 8, 0, 128}, {128, 16, 1, 128}};
-        for (size_t i = 0; f->nkeys > 3 && i < sizeof r / sizeof r[0] && !quick; i++) add_cand_v(f, r[i]);
+        static const long r[][5] = {{128, 16, 0, 0, 128}, {128, 8, 0, 0, 128}, {128, 16, 1, 1, 128}};
+        for (size_t i = 0; f->nkeys > 4 && i < sizeof r / sizeof r[0] && !quick; i++) add_cand_v(f, r[i]);
     } else if (!strcmp(f->name, "gemm L2 block")) {
         /* KiB of packed A panels per block (no new program: the same kernel, another launch grid order) */
         static const long t[] = {256, 512, 2048, 4096};
@@ -686,8 +689,8 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_TILED) == WBCL_SUCCESS) {
         family *f = gemm_family(fams, &nf, "gemm tiled", WBCL_GEMM_TILED);
         f->keys[0] = "gemm.tiled.tile", f->keys[1] = "gemm.tiled.tk", f->keys[2] = "gemm.tiled.db";
-        f->keys[3] = "gemm.tiled.maxrreg";
-        f->nkeys = dev->has_nv_compiler_options ? 4 : 3;
+        f->keys[3] = "gemm.tiled.v4", f->keys[4] = "gemm.tiled.maxrreg";
+        f->nkeys = dev->has_nv_compiler_options ? 5 : 4;
     } else if (o->family && !strcmp(o->family, "gemm_tiled"))
         LOG("wbcl-tune: gemm_tiled: %s\n", wbcl_context_last_error(ctx));
     wbcl_context_set_gemm_backend(ctx, own_backend);

@@ -49,7 +49,9 @@ static const pdesc registry[] = {
     {"gemm.tiled.tk", "gemm_tiled", K_SET, 0, 0, {8, 16, 32, 0}, 0, 0, 0,
      "tiled GEMM: k per local-memory slice (WBCL_GT_TK)"},
     {"gemm.tiled.db", "gemm_tiled", K_RANGE, 0, 1, {0}, 0, 0, 0,
-     "tiled GEMM: 1 = two local-memory slices, float4 global loads where aligned (WBCL_GT_DB)"},
+     "tiled GEMM: 1 = two local-memory slices, one barrier per slice (WBCL_GT_DB)"},
+    {"gemm.tiled.v4", "gemm_tiled", K_RANGE, 0, 1, {0}, 0, 0, 0,
+     "tiled GEMM: 1 = A and B read as float4 where aligned (WBCL_GT_VA, WBCL_GT_VB)"},
     {"gemm.tiled.maxrreg", "gemm_tiled", K_RANGE, 0, 255, {0}, 0, 0, 0,
      "tiled GEMM: registers per work-item at most (-cl-nv-maxrregcount; NVIDIA's OpenCL only); 0: the compiler's "
      "choice"},
@@ -555,6 +557,7 @@ static void resolve(const wbcl_context *ctx, const pdesc *d, size_t p, long *val
     else if (!strcmp(d->key, "gemm.backend")) pa = &a->gemm_backend, pb = &b->gemm_backend;
     else if (!strcmp(d->key, "gemm.tiled.tk")) pa = &a->gemm_tiled_k, pb = &b->gemm_tiled_k;
     else if (!strcmp(d->key, "gemm.tiled.db")) pa = &a->gemm_tiled_db, pb = &b->gemm_tiled_db;
+    else if (!strcmp(d->key, "gemm.tiled.v4")) pa = &a->gemm_tiled_v4, pb = &b->gemm_tiled_v4;
     else if (!strcmp(d->key, "gemm.tiled.maxrreg")) pa = &a->gemm_tiled_maxrreg, pb = &b->gemm_tiled_maxrreg;
     else if (!strcmp(d->key, "circulant.wg")) pa = &a->circulant_wg, pb = &b->circulant_wg;
     else pa = &a->gemm_a_block_kib, pb = &b->gemm_a_block_kib;

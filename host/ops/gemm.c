@@ -382,13 +382,14 @@ static wbcl_status run_tiled(wbcl_context *ctx, const char *op, const wbcl_gemm_
     if (st) return st;
     const size_t tile = (size_t)wbcl__gemm_tiled_tile(ctx, d->m, d->n, d->batch), tk = (size_t)ctx->params.gemm_tiled_k;
     const int db = ctx->params.gemm_tiled_db;
-    /* gemm.tiled.db = 1 also reads A and B as float4 where each stored row is whole float4s at
+    /* gemm.tiled.v4 = 1 reads A and B as float4 where each stored row is whole float4s at
      * 16-byte-aligned addresses: float32 storage, ld, offset and batch stride multiples of 4, the
      * row length (k or m for A, n or k for B) too, and four elements per work-item of each slice */
+    const int v4 = ctx->params.gemm_tiled_v4;
     const int ta = d->ta == WBCL_TRANS, tb = d->tb == WBCL_TRANS;
-    const int va = db && A->dtype == WBCL_F32 && tile * tk / 256 % 4 == 0 && d->lda % 4 == 0 && d->off_a % 4 == 0 &&
+    const int va = v4 && A->dtype == WBCL_F32 && tile * tk / 256 % 4 == 0 && d->lda % 4 == 0 && d->off_a % 4 == 0 &&
                    (d->batch == 1 || d->stride_a % 4 == 0) && (ta ? d->m : d->k) % 4 == 0;
-    const int vb = db && B->dtype == WBCL_F32 && tile * tk / 256 % 4 == 0 && d->ldb % 4 == 0 && d->off_b % 4 == 0 &&
+    const int vb = v4 && B->dtype == WBCL_F32 && tile * tk / 256 % 4 == 0 && d->ldb % 4 == 0 && d->off_b % 4 == 0 &&
                    (d->batch == 1 || d->stride_b % 4 == 0) && (tb ? d->k : d->n) % 4 == 0;
     const int ep = epi && epi->bias ? 1 + (epi->gelu != 0) : 0;
     char opts[256];

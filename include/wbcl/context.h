@@ -84,7 +84,7 @@ wbcl_status wbcl_variant_default(const wbcl_device_info *dev, wbcl_variant *out,
  *   TILED    our local-memory tiled kernel (cl/gemm_tiled.cl), GPU-shaped: work-groups of
  *            16 x 16 work-items over 128 x 128 tiles of C (64 x 64 where the 128-tiles would be
  *            fewer than the compute units), k in slices of 8 (gemm.tiled.tile, gemm.tiled.tk,
- *            gemm.tiled.db: double buffering and float4 loads).
+ *            gemm.tiled.db: double buffering, gemm.tiled.v4: float4 loads).
  *            Setting it fails with WBCL_ERROR_DEVICE_LIMIT on a device whose work-groups
  *            or local memory are too small for it;
  *   AUTO     the device's parameter table's gemm.backend (wbcl/tuning.h; wbcl-tune measures it),

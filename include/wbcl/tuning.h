@@ -60,9 +60,11 @@
  *   gemm.tiled.tk      tiled GEMM: k per local-memory slice (-DWBCL_GT_TK): 8 (default), 16 or 32;
  *                      4 tk (2 tile + 8) bytes of local memory, checked when the GEMM runs
  *   gemm.tiled.db      tiled GEMM: 1 = two local-memory slices (one barrier per slice instead of two;
- *                      twice the local memory) and float4 global loads of each operand whose stored
- *                      rows are whole float4s at 16-byte-aligned addresses (-DWBCL_GT_DB, _VA, _VB);
- *                      0 (default) = one slice, scalar loads
+ *                      twice the local memory; -DWBCL_GT_DB); 0 (default) = one slice
+ *   gemm.tiled.v4      tiled GEMM: 1 = float4 global loads of each operand whose stored rows are
+ *                      whole float4s at 16-byte-aligned addresses (-DWBCL_GT_VA, _VB); 0 (default) =
+ *                      scalar loads. (Before 2026-11-29 gemm.tiled.db = 1 set both; a table written
+ *                      then with db = 1 now gets the two slices alone: add gemm.tiled.v4 = 1.)
  *   gemm.tiled.maxrreg tiled GEMM on NVIDIA's OpenCL: registers per work-item at most, passed to the build
  *                      as -cl-nv-maxrregcount (0, the default: the compiler's choice; 16..255). Only on
  *                      devices whose compiler takes NVIDIA's options (wbcl_device_info
