@@ -182,6 +182,55 @@ START_TEST(cpu_pv_passes_vs_ref)
 }
 END_TEST
 
+/* The CPU kernel's default for rows longer than 4 vectors on CPUs with AVX-512's 16-float vectors
+ * (host/ops/attention.c): 4 queries per group and O += P V in passes of the largest divisor of the
+ * row's vectors up to 5 (p 80: the whole row of 5, p 96: 3, p 128 and 256: 4), where it used to be
+ * fewer queries with whole rows. The device's vector width is set here, so that every host builds
+ * this form: the rule, then p = 128 (two passes) and 96 (two passes of 3) against the double reference,
+ * causal and not, fewer queries than keys, logits up to ~100 (the stash rescaled between passes) and
+ * MSSA. Devices with narrower vectors keep their own rule (QB 6, one vector a pass). */
+START_TEST(cpu_wide_rows_vs_ref)
+{
+    wbcl_context *ctx = tu_context();
+    tu_rng rng;
+    tu_rng_seed(&rng, 19);
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_CPU), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_reset_params(ctx), WBCL_SUCCESS);
+    if (ctx->info.type != WBCL_DEVICE_CPU) {
+        wbcl_context_destroy(ctx);
+        return; /* the rule is for CPU devices; a GPU running the CPU variant keeps the general one */
+    }
+    const unsigned width = ctx->info.native_vector_width_float;
+    ctx->info.native_vector_width_float = 16;
+    const struct { const char *key; long want; } rule[] = {
+        {"attention.p64.qb", 4},  {"attention.p64.vc", 4},  {"attention.p80.qb", 4},  {"attention.p80.vc", 5},
+        {"attention.p96.qb", 4},  {"attention.p96.vc", 3},  {"attention.p128.qb", 4}, {"attention.p128.vc", 4},
+        {"attention.p256.qb", 4}, {"attention.p256.vc", 4}, {"attention.p128.sp", 2},
+    };
+    for (size_t i = 0; i < sizeof rule / sizeof rule[0]; i++) {
+        long v = 0;
+        ck_assert_int_eq(wbcl_context_param_get(ctx, rule[i].key, &v, NULL), WBCL_SUCCESS);
+        ck_assert_msg(v == rule[i].want, "%s = %ld, want %ld", rule[i].key, v, rule[i].want);
+    }
+    const heads_case cases[] = {{1, 2, 71, 71, 128}, {2, 1, 37, 100, 128}, {1, 1, 45, 45, 96}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int causal = 0; causal < 2; causal++) {
+            check_heads_case(ctx, &cases[i], causal, 0, &rng, 1.0);
+            check_heads_case(ctx, &cases[i], causal, 0, &rng, 4.0);
+        }
+    check_heads_case(ctx, &cases[0], 1, 1, &rng, 1.0);
+    /* narrower vectors: their own rule */
+    ctx->info.native_vector_width_float = 8;
+    long qb = 0, vc = 0;
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "attention.p128.qb", &qb, NULL), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_param_get(ctx, "attention.p128.vc", &vc, NULL), WBCL_SUCCESS);
+    ck_assert_int_eq(qb, 6);
+    ck_assert_int_eq(vc, 1);
+    ctx->info.native_vector_width_float = width;
+    wbcl_context_destroy(ctx);
+}
+END_TEST
+
 /* The register-tiled GPU kernel (attention.tiled = 1, p = 32 and 64) on PoCL with the GPU
  * variant, against the double reference: one query, primes and non-multiples of its 64-query
  * and 32-key tiles, several tiles each way, fewer queries than keys (causal: the last n_q),
@@ -1104,6 +1153,7 @@ int main(void)
     tcase_add_test(tc, heads_softmax_vs_ref);
     tcase_add_test(tc, heads_mssa_vs_ref);
     tcase_add_test(tc, cpu_pv_passes_vs_ref);
+    tcase_add_test(tc, cpu_wide_rows_vs_ref);
     tcase_add_test(tc, tiled_gpu_vs_ref);
     tcase_add_test(tc, tiled_gpu_p128_vs_ref);
     tcase_add_test(tc, tiled2_gpu_vs_ref);

@@ -124,6 +124,23 @@ void wbcl__attention_params(const wbcl_context *ctx, size_t p, int tuned, int v[
         v[1] = 3;
         v[6] = 1;
     }
+    /* CPU devices with AVX-512's 32 registers of 16 floats, rows longer than 4 vectors (p > 64): the
+     * register tile of p = 64 (QB 4, 4 vectors of O per query) instead of fewer queries with whole rows
+     * (QB 2 up to 8 vectors, QB 1 beyond, which left half the registers idle): 4 queries, O += P V in
+     * passes of the largest divisor of NV up to 5 vectors (at most 20 accumulators beside the 8 score
+     * vectors). Measured on 2 cores of a Zen 5 EPYC (PoCL skylake-avx512), one process, interleaved, time
+     * of the earlier default over this one (perf/RESULTS.md, fourteenth session), B1 K8 N2048 softmax /
+     * causal / MSSA: p128 (VC 4) 1.43 / 1.30 / 1.41; p96 (VC 3) 1.38 / - / 1.37; p80 (whole row of 5)
+     * 1.41 / 1.30 / -; B1 K4 N2048 p256 (VC 4) 2.69. QB 5 does better still there (1.03-1.09x QB 4 at
+     * p = 64...256): a device's table, as wbcl-tune finds it. */
+    const int wide_cpu = ctx->variant == WBCL_VARIANT_CPU && ctx->info.type == WBCL_DEVICE_CPU &&
+                         ctx->info.native_vector_width_float >= 16;
+    if (wide_cpu && nv > 4) {
+        v[0] = 4;
+        v[6] = 1;
+        for (int c = 2; c <= (int)nv && c <= 5; c++)
+            if (nv % (size_t)c == 0) v[6] = c;
+    }
     /* GPU: 64 queries per work-group (or the device's maximum), K and V tiles of BK keys
      * within half the local memory */
     size_t bq = 64;
