@@ -77,9 +77,10 @@
  *                      matrix (one matrix row; 16 lanes) per work-item. Same results bit for bit; not
  *                      tuned by wbcl-tune (the CPU variant never reads it)
  *   attention.qb       CPU fused attention: queries per register group (-DWBCL_ATT_QB), 1..16; default
- *                      4 for rows of up to 4 vectors (p <= 64), 2 up to 8, else 1; where the native
- *                      float vector is narrower than 16 (AVX2, NEON) 6 up to p = 128 (with attention.sp
- *                      1 and attention.vc 1), else at most 2
+ *                      4 (on CPU devices with 16-float vectors, AVX-512, at every p, longer rows in
+ *                      passes: attention.vc; elsewhere for rows of up to 4 vectors (p <= 64), 2 up to
+ *                      8, else 1); where the native float vector is narrower than 16 (AVX2, NEON) 6 up
+ *                      to p = 128 (with attention.sp 1 and attention.vc 1), else at most 2
  *   attention.g        CPU fused attention: register groups per work-item (-DWBCL_ATT_G), 1..16; default
  *                      4; where the native float vector is narrower than 16, 3 up to p = 128 (8 where
  *                      qb was lowered to 2)
@@ -88,7 +89,8 @@
  *                      (-DWBCL_ATT_VC), 1..16; one that does not divide the row's vectors is lowered to
  *                      the largest divisor; default the whole row, on devices whose native float vector
  *                      is narrower than 16 (AVX2, NEON) one vector a pass up to p = 128, 32 floats a
- *                      pass for longer rows
+ *                      pass for longer rows; on CPU devices with 16-float vectors rows of more than 4
+ *                      vectors in passes of the largest divisor up to 5 (p = 96: 3, p = 128: 4)
  *   attention.sp       CPU fused attention: 16-key score panels per pass of the score loop over p
  *                      (-DWBCL_ATT_SP): 2 both panels of a 32-key block (2 qb score vectors of 16 floats
  *                      live), 1 one after the other (qb live; the same results bit for bit); default,
@@ -224,13 +226,13 @@ typedef struct wbcl_tune_opts {
  * Xgemm set and threshold, the tiled GEMM's gemm.tiled.tile x gemm.tiled.tk x gemm.tiled.db (and
  * gemm.tiled.maxrreg 128 for the 128-tiles where the compiler takes NVIDIA's options),
  * then gemm.backend (each backend with those winners, on the same shapes); and
- * fused attention for head dimension 64 (attention.p64.qb, .g, .vw on the CPU variant;
- * .bq, .bk, .tiled on the GPU variant, and .maxrreg 128 with each register-tiled form where the compiler
- * takes NVIDIA's options). Each candidate is first run on a small shape and compared with
+ * fused attention for head dimensions 64 and 128, each its own family with keys scoped to it
+ * (attention.p64.qb, .g, .vw, .vc, .sp on the CPU variant; .bq, .bk, .tiled on the GPU variant, and
+ * .maxrreg 128 with each register-tiled form where the compiler takes NVIDIA's options). Each candidate is first run on a small shape and compared with
  * the double-precision reference (include/wbcl/ref.h; a wrong one is rejected and reported),
  * then timed against the default, interleaved call by call (medians of `reps` pairs), on the
  * CRATE/ToST shapes: GEMMs (8*197) x 384 -> 1536, (8*197) x 1536 -> 384 and 1024^3; attention
- * with B*K heads and N = 48 x 197, 8 x 1024, 4 x 4096. A winner must beat the default by 2%
+ * with B*K heads and N = 48 x 197, 8 x 1024, 4 x 4096 at p = 64, 8 x 1024 and 4 x 2048 at p = 128. A winner must beat the default by 2%
  * (or by the default's own spread against itself, if larger: the noise floor) on the geometric
  * mean over the shapes, and keep at least half that lead in a second measurement; otherwise the
  * default is kept. The winners of every family swept are written as the device's table
