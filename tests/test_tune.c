@@ -162,8 +162,8 @@ START_TEST(tuning_run_writes_a_table_a_context_loads)
     char path[4096];
     ck_assert_int_eq(wbcl_tune_run(&o, NULL, path, sizeof path), WBCL_SUCCESS);
     ck_assert_msg(strncmp(path, tmpdir, strlen(tmpdir)) == 0, "table written to '%s', not the cache dir", path);
-    kv p[16];
-    const size_t np = read_params(path, p, 16);
+    kv p[32];
+    const size_t np = read_params(path, p, 32);
     ck_assert_uint_ge(np, 4); /* gemm.mr, gemm.nr and the attention keys */
 
     wbcl_context *ctx = tu_context();

@@ -21,7 +21,7 @@ static void usage(FILE *f)
             "                   clblast (CLBlast's Xgemm parameters from its database entries for\n"
             "                   other devices, then its direct/indirect threshold), gemm_backend\n"
             "                   (which of the three the device's GEMM uses), attention (the\n"
-            "                   fused kernel at p = 64, then p = 128) or all\n"
+            "                   fused kernel at p = 64, then 128 and 32) or all\n"
             "                   (default: gemm and attention where the packed kernel is the\n"
             "                   device's GEMM, i.e. on CPUs; clblast, gemm_tiled, gemm_backend\n"
             "                   and attention where it is not, i.e. on GPUs)\n"

@@ -146,7 +146,7 @@ static wbcl_status gemm_run(wbcl_context *ctx, shape *s)
     return wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_TRANS, 1.0f, s->t[0], s->t[1], 0.0f, s->t[2]);
 }
 
-/* Fused attention, p = 64 (the models' head dimension) and p = 128 (the tuned keys are scoped to
+/* Fused attention, p = 64 (the models' head dimension), 128 and 32 (the tuned keys are scoped to
  * each): B 1, K 2 heads, N 45, softmax and causal, against wbcl_ref_attention_heads. Tolerance 1e-4
  * (normwise): the online softmax in float32 with its 2^x polynomial (relative error ~2e-7)
  * over 45 keys stays near 1e-6; a wrong block, mask or rescale gives O(1e-2) or more. */
@@ -188,6 +188,7 @@ static wbcl_status att_check_p(wbcl_context *ctx, size_t p, double *err)
 }
 static wbcl_status att_check64(wbcl_context *ctx, double *err) { return att_check_p(ctx, 64, err); }
 static wbcl_status att_check128(wbcl_context *ctx, double *err) { return att_check_p(ctx, 128, err); }
+static wbcl_status att_check32(wbcl_context *ctx, double *err) { return att_check_p(ctx, 32, err); }
 
 static wbcl_status att_run(wbcl_context *ctx, shape *s)
 {
@@ -303,14 +304,14 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
         /* the register-tiled kernel's two forms first (their bq, bk are unused; p = 128 has the first
          * only), then the one-query kernel's tiles */
         add_cand(f, d[0], d[1], 1);
-        if (f->p == 64) add_cand(f, d[0], d[1], 2);
+        if (f->p != 128) add_cand(f, d[0], d[1], 2);
         /* NVIDIA's compiler (attention.maxrreg, the fourth key where the device takes it): both forms
          * within 128 registers, four work-groups of 128 per SM instead of three (ptxas here: 145 and 158;
          * p = 128: 163) */
         if (f->nkeys > 3) {
             const long r1[4] = {d[0], d[1], 1, 128}, r2[4] = {d[0], d[1], 2, 128};
             add_cand_v(f, r1);
-            if (f->p == 64) add_cand_v(f, r2);
+            if (f->p != 128) add_cand_v(f, r2);
         }
         static const long t[][2] = {{64, 32}, {32, 32}, {128, 32}, {64, 16}, {128, 16}, {256, 16}, {64, 64}, {32, 64}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand(f, t[i][0], t[i][1], 0);
@@ -321,6 +322,18 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
                                     {5, 2, 16, 4, 2}, {5, 8, 16, 4, 2}, {3, 4, 16, 4, 2},  {4, 4, 16, 2, 2},
                                     {8, 4, 16, 2, 1}, {8, 8, 16, 2, 1}, {8, 2, 16, 2, 1},  {6, 4, 16, 4, 1},
                                     {6, 4, 16, 2, 1}, {12, 2, 16, 1, 1}, {2, 4, 16, 8, 2}, {4, 4, 8, 8, 2}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand_v(f, t[i]);
+    } else if (dev->native_vector_width_float >= 16 && f->p == 32) {
+        /* p = 32 (2 vectors of 16 a row): the default QB 4, more queries (QB 6 and 8: 1.07-1.14x QB 4 on
+         * Zen 5 at p = 16...48, perf/RESULTS.md, fourteenth session), other group counts */
+        static const long t[][5] = {{4, 4, 16, 2, 2}, {6, 4, 16, 2, 2}, {8, 4, 16, 2, 2}, {5, 4, 16, 2, 2},
+                                    {7, 4, 16, 2, 2}, {6, 2, 16, 2, 2}, {6, 8, 16, 2, 2}, {8, 2, 16, 2, 2},
+                                    {4, 8, 16, 2, 2}, {12, 2, 16, 2, 1}, {8, 4, 16, 2, 1}, {2, 8, 16, 2, 2}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand_v(f, t[i]);
+    } else if (f->p == 32) {
+        /* p = 32 where the native vector is narrower than 16 (the default QB 6, G 3, one vector a pass) */
+        static const long t[][5] = {{6, 3, 16, 1, 1}, {6, 3, 16, 2, 1}, {6, 2, 16, 1, 1}, {6, 4, 16, 1, 1},
+                                    {5, 3, 16, 1, 1}, {4, 4, 16, 2, 1}, {2, 8, 16, 2, 2}, {6, 3, 8, 4, 1}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand_v(f, t[i]);
     } else if (f->p == 128) {
         /* p = 128 where the native vector is narrower than 16 (the default QB 6, G 3, one vector a pass) */
@@ -366,6 +379,12 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
             add_shape(f, 1576, 1536, 384, "(8*197)x384->1536");
             add_shape(f, 1576, 384, 1536, "(8*197)x1536->384");
             add_shape(f, 1024, 1024, 1024, "1024^3");
+        }
+    } else if (f->p == 32) {
+        if (quick) add_shape(f, 2, 64, 32, "BK 2 N 64 p 32");
+        else {
+            add_shape(f, 8, 1024, 32, "BK 8 N 1024 p 32");
+            add_shape(f, 4, 4096, 32, "BK 4 N 4096 p 32");
         }
     } else if (f->p == 128) {
         if (quick) add_shape(f, 2, 64, 128, "BK 2 N 64 p 128");
@@ -682,7 +701,7 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         "  (wall-clock medians; on a machine shared with other work the figures move with its load)\n",
         dev->name, dev->vendor, dev->driver_version, wbcl_variant_name(wbcl_context_variant(ctx)), o->budget_s, reps);
 
-    family fams[8];
+    family fams[10];
     memset(fams, 0, sizeof fams);
     int nf = 0;
     /* wbcl's packed kernel: where it is the device's GEMM (CPUs), or when asked for by name (the
@@ -724,17 +743,22 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
         f->keys[0] = "gemm.backend";
         f->nkeys = 1;
     }
-    /* the fused attention at p = 64 (the models' heads), then p = 128, each with keys scoped to its p */
-    for (int pi = 0; pi < 2 && (all || !strcmp(o->family, "attention")); pi++) {
-        static const char *const gpu_keys[2][4] = {
+    /* the fused attention at p = 64 (the models' heads), then p = 128 and 32, each with keys scoped to its p */
+    for (int pi = 0; pi < 3 && (all || !strcmp(o->family, "attention")); pi++) {
+        static const char *const gpu_keys[3][4] = {
             {"attention.p64.bq", "attention.p64.bk", "attention.p64.tiled", "attention.p64.maxrreg"},
-            {"attention.p128.bq", "attention.p128.bk", "attention.p128.tiled", "attention.p128.maxrreg"}};
-        static const char *const cpu_keys[2][5] = {
+            {"attention.p128.bq", "attention.p128.bk", "attention.p128.tiled", "attention.p128.maxrreg"},
+            {"attention.p32.bq", "attention.p32.bk", "attention.p32.tiled", "attention.p32.maxrreg"}};
+        static const char *const cpu_keys[3][5] = {
             {"attention.p64.qb", "attention.p64.g", "attention.p64.vw", "attention.p64.vc", "attention.p64.sp"},
-            {"attention.p128.qb", "attention.p128.g", "attention.p128.vw", "attention.p128.vc", "attention.p128.sp"}};
+            {"attention.p128.qb", "attention.p128.g", "attention.p128.vw", "attention.p128.vc", "attention.p128.sp"},
+            {"attention.p32.qb", "attention.p32.g", "attention.p32.vw", "attention.p32.vc", "attention.p32.sp"}};
+        static const char *const names[3] = {"attention", "attention p128", "attention p32"};
+        static const size_t ps[3] = {64, 128, 32};
+        static wbcl_status (*const checks[3])(wbcl_context *, double *) = {att_check64, att_check128, att_check32};
         family *f = &fams[nf++];
-        f->name = pi ? "attention p128" : "attention";
-        f->p = pi ? 128 : 64;
+        f->name = names[pi];
+        f->p = ps[pi];
         if (wbcl_context_variant(ctx) == WBCL_VARIANT_GPU) {
             for (int k = 0; k < 4; k++) f->keys[k] = gpu_keys[pi][k];
             f->nkeys = dev->has_nv_compiler_options ? 4 : 3;
@@ -743,11 +767,11 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
             f->nkeys = 5;
         }
         f->tol = 1e-4;
-        f->check = pi ? att_check128 : att_check64;
+        f->check = checks[pi];
         f->run = att_run;
     }
     const double t0 = now_s();
-    result res[8];
+    result res[10];
     char summary[4096] = "";
     size_t sn = 0;
     int failed = 0, done = nf; /* done: the families finished (all, unless the device was lost) */

@@ -103,30 +103,34 @@ static const struct { const char *name; const char *text; } tables[] = {
     /* 2 vCPUs of an AMD EPYC of family 26 (Zen 5: AVX-512, 48 KB L1d and 1 MB L2 per core), PoCL 3.1 (Debian)
      * `pthread-skylake-avx512` (LLVM 15 predates the part), 2026-11-29 (perf/RESULTS.md, fourteenth session):
      * `wbcl-tune --budget 600 --reps 7` after the AVX-512 rule for rows over 4 vectors (host/ops/attention.c)
-     * and the p = 128 family. Four runs chose QB 5 at p = 64 (x1.02-1.06), two at p = 128 (x1.05-1.06);
-     * the GEMM tiles and blocks kept their defaults. perf/attention_params_ab.py in one process, both
-     * orders: QB 5 (or QB 6 with G 2) 1.03-1.08x QB 4 at B1 K8 N4096 p64 (softmax, causal, MSSA), level at
-     * B8 K6 N197. The name PoCL gives matches any AMD EPYC it runs as skylake-avx512 under this
-     * hypervisor's model string (Zen 4 too, unmeasured: the same 32 vector registers, on which the
-     * choice of QB rests) */
+     * and the p = 128 and p = 32 families. At p = 64 four earlier runs chose QB 5 (x1.02-1.06) and this
+     * one QB 6 with G 2 (x1.03-1.07), which tied with QB 5 in perf/attention_params_ab.py (one process,
+     * both orders: either 1.03-1.08x QB 4 at B1 K8 N4096 p64, softmax, causal and MSSA; level at B8 K6
+     * N197); p = 128 QB 5 in three runs (x1.05-1.06); p = 32 QB 6 (x1.07-1.11); the GEMM tiles and
+     * blocks kept their defaults. The name PoCL gives matches any AMD EPYC it runs as skylake-avx512
+     * under this hypervisor's model string (Zen 4 too, unmeasured: the same 32 vector registers, on which
+     * the choice of QB rests) */
     {"pocl-3.1-skylake-avx512-amd-epyc-zen5",
      "# wbcl kernel parameter table (include/wbcl/tuning.h)\n"
      "# written by wbcl-tune (budget 600 s, 7 call(s) per shape)\n"
      "# gemm: mr=12 nr=32 (default mr=12 nr=32)\n"
-     "#   (8*197)x384->1536: default 3.893 ms, tuned 3.900 ms, x0.998\n"
-     "#   (8*197)x1536->384: default 3.988 ms, tuned 4.001 ms, x0.997\n"
-     "#   1024^3: default 4.581 ms, tuned 4.564 ms, x1.004\n"
+     "#   (8*197)x384->1536: default 4.429 ms, tuned 4.475 ms, x0.990\n"
+     "#   (8*197)x1536->384: default 5.298 ms, tuned 5.130 ms, x1.033\n"
+     "#   1024^3: default 5.590 ms, tuned 5.666 ms, x0.987\n"
      "# gemm L2 block: a_block_kib=1024 (default a_block_kib=1024)\n"
-     "#   (8*197)x384->1536: default 3.923 ms, tuned 3.899 ms, x1.006\n"
-     "#   (8*197)x1536->384: default 3.992 ms, tuned 3.981 ms, x1.003\n"
-     "#   1024^3: default 4.550 ms, tuned 4.541 ms, x1.002\n"
-     "# attention: qb=5 g=4 vw=16 vc=4 sp=2 (default qb=4 g=4 vw=16 vc=4 sp=2)\n"
-     "#   BK 48 N 197 p 64: default 1.985 ms, tuned 1.946 ms, x1.020\n"
-     "#   BK 8 N 1024 p 64: default 5.981 ms, tuned 5.766 ms, x1.037\n"
-     "#   BK 4 N 4096 p 64: default 46.820 ms, tuned 44.327 ms, x1.056\n"
+     "#   (8*197)x384->1536: default 4.346 ms, tuned 4.345 ms, x1.000\n"
+     "#   (8*197)x1536->384: default 5.216 ms, tuned 5.326 ms, x0.979\n"
+     "#   1024^3: default 5.551 ms, tuned 5.646 ms, x0.983\n"
+     "# attention: qb=6 g=2 vw=16 vc=4 sp=2 (default qb=4 g=4 vw=16 vc=4 sp=2)\n"
+     "#   BK 48 N 197 p 64: default 2.219 ms, tuned 2.157 ms, x1.029\n"
+     "#   BK 8 N 1024 p 64: default 6.241 ms, tuned 5.825 ms, x1.071\n"
+     "#   BK 4 N 4096 p 64: default 45.891 ms, tuned 43.437 ms, x1.056\n"
      "# attention p128: qb=5 g=4 vw=16 vc=4 sp=2 (default qb=4 g=4 vw=16 vc=4 sp=2)\n"
-     "#   BK 8 N 1024 p 128: default 11.155 ms, tuned 10.635 ms, x1.049\n"
-     "#   BK 4 N 2048 p 128: default 22.084 ms, tuned 20.889 ms, x1.057\n"
+     "#   BK 8 N 1024 p 128: default 11.445 ms, tuned 10.931 ms, x1.047\n"
+     "#   BK 4 N 2048 p 128: default 21.962 ms, tuned 20.800 ms, x1.056\n"
+     "# attention p32: qb=6 g=4 vw=16 vc=2 sp=2 (default qb=4 g=4 vw=16 vc=2 sp=2)\n"
+     "#   BK 8 N 1024 p 32: default 3.783 ms, tuned 3.542 ms, x1.068\n"
+     "#   BK 4 N 4096 p 32: default 28.517 ms, tuned 25.807 ms, x1.105\n"
      "format = wbcl-tuning-1\n"
      "device = pthread-skylake-avx512-AMD EPYC\n"
      "vendor = AuthenticAMD\n"
@@ -136,8 +140,8 @@ static const struct { const char *name; const char *text; } tables[] = {
      "gemm.mr = 12\n"
      "gemm.nr = 32\n"
      "gemm.a_block_kib = 1024\n"
-     "attention.p64.qb = 5\n"
-     "attention.p64.g = 4\n"
+     "attention.p64.qb = 6\n"
+     "attention.p64.g = 2\n"
      "attention.p64.vw = 16\n"
      "attention.p64.vc = 4\n"
      "attention.p64.sp = 2\n"
@@ -145,7 +149,12 @@ static const struct { const char *name; const char *text; } tables[] = {
      "attention.p128.g = 4\n"
      "attention.p128.vw = 16\n"
      "attention.p128.vc = 4\n"
-     "attention.p128.sp = 2\n"},
+     "attention.p128.sp = 2\n"
+     "attention.p32.qb = 6\n"
+     "attention.p32.g = 4\n"
+     "attention.p32.vw = 16\n"
+     "attention.p32.vc = 2\n"
+     "attention.p32.sp = 2\n"},
     /* NVIDIA H200 (132 SMs), NVIDIA's OpenCL 3.0 on driver 580.159.04, the GPU variant: four runs of
      * wbcl-tune on a lent machine (perf/RESULTS.md, seventh session), one family each, merged here:
      * --op gemm_tiled and --op attention (budget 60 s; the defaults won), --op gemm_backend (25 s; the

@@ -226,13 +226,14 @@ typedef struct wbcl_tune_opts {
  * Xgemm set and threshold, the tiled GEMM's gemm.tiled.tile x gemm.tiled.tk x gemm.tiled.db (and
  * gemm.tiled.maxrreg 128 for the 128-tiles where the compiler takes NVIDIA's options),
  * then gemm.backend (each backend with those winners, on the same shapes); and
- * fused attention for head dimensions 64 and 128, each its own family with keys scoped to it
+ * fused attention for head dimensions 64, 128 and 32, each its own family with keys scoped to it
  * (attention.p64.qb, .g, .vw, .vc, .sp on the CPU variant; .bq, .bk, .tiled on the GPU variant, and
  * .maxrreg 128 with each register-tiled form where the compiler takes NVIDIA's options). Each candidate is first run on a small shape and compared with
  * the double-precision reference (include/wbcl/ref.h; a wrong one is rejected and reported),
  * then timed against the default, interleaved call by call (medians of `reps` pairs), on the
  * CRATE/ToST shapes: GEMMs (8*197) x 384 -> 1536, (8*197) x 1536 -> 384 and 1024^3; attention
- * with B*K heads and N = 48 x 197, 8 x 1024, 4 x 4096 at p = 64, 8 x 1024 and 4 x 2048 at p = 128. A winner must beat the default by 2%
+ * with B*K heads and N = 48 x 197, 8 x 1024, 4 x 4096 at p = 64, 8 x 1024 and 4 x 2048 at p = 128,
+ * 8 x 1024 and 4 x 4096 at p = 32. A winner must beat the default by 2%
  * (or by the default's own spread against itself, if larger: the noise floor) on the geometric
  * mean over the shapes, and keep at least half that lead in a second measurement; otherwise the
  * default is kept. The winners of every family swept are written as the device's table
