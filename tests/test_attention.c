@@ -144,14 +144,21 @@ END_TEST
  * both score-loop forms, and p = 67 (5 vectors: vc = 2 is lowered to 1, the largest divisor), causal and
  * not, fewer queries than keys, and logits up to ~100 (qk range 4) so that the running maximum grows
  * after the first block and the stashed accumulators are rescaled between passes. */
-START_TEST(cpu_pv_passes_vs_ref)
+/* A context on the CPU variant with no table: a shipped table's scoped attention.pP.* keys would
+ * outrank the unscoped ones the tests set, and its tuned values would hide the defaults' rules */
+static wbcl_context *cpu_context_untuned(void)
 {
     wbcl_context *ctx = tu_context();
+    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_CPU), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl_context_reset_params(ctx), WBCL_SUCCESS);
+    return ctx;
+}
+
+START_TEST(cpu_pv_passes_vs_ref)
+{
+    wbcl_context *ctx = cpu_context_untuned();
     tu_rng rng;
     tu_rng_seed(&rng, 17);
-    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_CPU), WBCL_SUCCESS);
-    /* no table: a shipped table's scoped attention.p64.* keys would outrank the unscoped ones set here */
-    ck_assert_int_eq(wbcl_context_reset_params(ctx), WBCL_SUCCESS);
     const long sets[][4] = {{2, 8, 2, 2}, {2, 8, 1, 2}, {3, 5, 2, 2}, {6, 3, 1, 1}, {5, 2, 2, 1}};
     for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
         ck_assert_int_eq(wbcl_context_set_param(ctx, "attention.qb", sets[si][0]), WBCL_SUCCESS);
@@ -191,11 +198,9 @@ END_TEST
  * MSSA. Devices with narrower vectors keep their own rule (QB 6, one vector a pass). */
 START_TEST(cpu_wide_rows_vs_ref)
 {
-    wbcl_context *ctx = tu_context();
+    wbcl_context *ctx = cpu_context_untuned();
     tu_rng rng;
     tu_rng_seed(&rng, 19);
-    ck_assert_int_eq(wbcl_context_set_variant(ctx, WBCL_VARIANT_CPU), WBCL_SUCCESS);
-    ck_assert_int_eq(wbcl_context_reset_params(ctx), WBCL_SUCCESS);
     if (ctx->info.type != WBCL_DEVICE_CPU) {
         wbcl_context_destroy(ctx);
         return; /* the rule is for CPU devices; a GPU running the CPU variant keeps the general one */
