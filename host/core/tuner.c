@@ -324,7 +324,7 @@ static void setup_family(wbcl_context *ctx, family *f, int quick)
                                     {6, 4, 16, 2, 1}, {12, 2, 16, 1, 1}, {2, 4, 16, 8, 2}, {4, 4, 8, 8, 2}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_cand_v(f, t[i]);
     } else if (dev->native_vector_width_float >= 16 && f->p == 32) {
-        /* p = 32 (2 vectors of 16 a row): the default QB 4, more queries (QB 6 and 8: 1.07-1.14x QB 4 on
+        /* p = 32 (2 vectors of 16 a row): the default QB 4, more queries (QB 6 and 8: 1.06-1.14x QB 4 on
          * Zen 5 at p = 16...48, perf/RESULTS.md, fourteenth session), other group counts */
         static const long t[][5] = {{4, 4, 16, 2, 2}, {6, 4, 16, 2, 2}, {8, 4, 16, 2, 2}, {5, 4, 16, 2, 2},
                                     {7, 4, 16, 2, 2}, {6, 2, 16, 2, 2}, {6, 8, 16, 2, 2}, {8, 2, 16, 2, 2},

@@ -11,7 +11,8 @@
  * by an atexit handler. (Before both, a kernel still being compiled by a PoCL worker thread when
  * libFuzzer exit()ed after -max_total_time crashed in LLVM during the exit handlers; ASan's report of
  * that SEGV and LeakSanitizer's exit-time check then waited on each other's locks for ever: a CI run
- * hung there, 2026-11-28.)  * Build and run: tests/fuzz/README.md, tools/fuzz-smoke.sh. */
+ * hung there, 2026-11-28.)
+ * Build and run: tests/fuzz/README.md, tools/fuzz-smoke.sh. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
