@@ -79,6 +79,29 @@ def test_explicit_library_path_is_authoritative(var, value):
     assert "ImportError" in r.stderr and "$" + var in r.stderr and "/nonexistent" in r.stderr
 
 
+def test_open_contexts_are_closed_at_exit():
+    # A script that leaves a context (and a tensor of it) open and exits: the package's atexit handler
+    # closes them before the interpreter's teardown. The script registers its own check first, so it
+    # runs after the package's handler (atexit runs last-registered first) and sees them closed.
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(wbcl.__file__)))
+    script = """
+import atexit, sys
+sys.path.insert(0, %r)
+held = {}
+def check():
+    print("context closed" if held["ctx"]._handle is None else "context open")
+    print("tensor closed" if held["t"]._handle is None else "tensor open")
+atexit.register(check)
+import numpy as np, wbcl
+held["ctx"] = wbcl.Context()
+held["t"] = held["ctx"].tensor(np.ones((64, 64)))
+held["ctx"].gemm(np.ones((64, 64)), np.ones((64, 64)))
+""" % pkg
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=dict(os.environ))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["context closed", "tensor closed"], (r.stdout, r.stderr)
+
+
 def test_tensor_round_trip(ctx, rng):
     a = rng.standard_normal((3, 5, 7))
     t = ctx.tensor(a)

@@ -12,7 +12,9 @@ Device tensors (ctx.tensor(array), Tensor.numpy()) keep data on the device betwe
 Errors: wbcl.Error (.status: the status name, e.g. "WBCL_ERROR_SHAPE"; str(): the library's message);
 TypeError for arguments of the wrong Python type or dtype. The library prints nothing.
 A Context owns everything made from it: close() (or leaving the with block) frees them, and any
-later use raises wbcl.Error, never crashes."""
+later use raises wbcl.Error, never crashes. Contexts still open when the interpreter exits are closed
+then (an atexit handler), so no work is left running on the device while the process tears down."""
+import atexit
 import ctypes
 import os
 import tempfile
@@ -184,6 +186,21 @@ class TSSAState(_Owned):
         self._ctx._call(lib.wbcl_tssa_state_reset(self._ctx._h(), self._h()))
 
 
+_open_contexts = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_contexts():
+    # Before the interpreter's teardown: each close waits for the context's queue (wbcl_context_destroy).
+    # An OpenCL runtime still running work (PoCL compiling a kernel in a worker thread) while the
+    # process's exit handlers run can crash in them.
+    for c in list(_open_contexts):
+        try:
+            c.close()
+        except Exception:
+            pass
+
+
 class Context:
     """An OpenCL device opened for wbcl. device: a selector as in C and wbcl-run (an index, P:D, a
     name substring, "cpu" or "gpu"); None: $WBCL_DEVICE, else the default. Use as a context manager,
@@ -200,6 +217,7 @@ class Context:
         if st:
             raise Error(_status_name(st), err.value.decode(errors="replace") or "cannot open a context")
         self._handle = h.value
+        _open_contexts.add(self)
 
     # ---- lifetime ------------------------------------------------------------------------------
     def _h(self):
