@@ -91,15 +91,16 @@ typedef struct family {
     double tol;
     wbcl_gemm_backend backend; /* GEMM families: the backend they tune (AUTO for the others) */
     size_t p;                  /* attention families: the head dimension their keys are scoped to */
-    wbcl_status (*check)(wbcl_context *ctx, double *err);
+    wbcl_status (*check)(wbcl_context *ctx, size_t p, double *err); /* p: the family's p (attention) */
     wbcl_status (*run)(wbcl_context *ctx, shape *s);
 } family;
 
 /* GEMM: C (m, n) = A (m, k) op(B), NN and NT (the linear layers' X Wᵀ) on 53 x 70 x 67.
  * Tolerance 1e-4 (normwise): float32 sums of 67 products of O(1) values are off by ~1e-6 of
  * the largest entry; a wrong tile, index or padding gives O(1). */
-static wbcl_status gemm_check(wbcl_context *ctx, double *err)
+static wbcl_status gemm_check(wbcl_context *ctx, size_t p, double *err)
 {
+    (void)p;
     const size_t m = 53, n = 70, k = 67;
     const size_t sa[2] = {m, k}, sbn[2] = {k, n}, sbt[2] = {n, k}, sc[2] = {m, n};
     wbcl_tensor *A = NULL, *B = NULL, *Bt = NULL, *C = NULL;
@@ -150,7 +151,7 @@ static wbcl_status gemm_run(wbcl_context *ctx, shape *s)
  * each): B 1, K 2 heads, N 45, softmax and causal, against wbcl_ref_attention_heads. Tolerance 1e-4
  * (normwise): the online softmax in float32 with its 2^x polynomial (relative error ~2e-7)
  * over 45 keys stays near 1e-6; a wrong block, mask or rescale gives O(1e-2) or more. */
-static wbcl_status att_check_p(wbcl_context *ctx, size_t p, double *err)
+static wbcl_status att_check(wbcl_context *ctx, size_t p, double *err)
 {
     const size_t B = 1, K = 2, N = 45, n = B * K * N * p;
     const size_t sh[4] = {B, K, N, p};
@@ -186,9 +187,6 @@ static wbcl_status att_check_p(wbcl_context *ctx, size_t p, double *err)
     free(d);
     return st;
 }
-static wbcl_status att_check64(wbcl_context *ctx, double *err) { return att_check_p(ctx, 64, err); }
-static wbcl_status att_check128(wbcl_context *ctx, double *err) { return att_check_p(ctx, 128, err); }
-static wbcl_status att_check32(wbcl_context *ctx, double *err) { return att_check_p(ctx, 32, err); }
 
 static wbcl_status att_run(wbcl_context *ctx, shape *s)
 {
@@ -530,7 +528,7 @@ static wbcl_status revive(session *ss, FILE *tlog)
     family *f = &ss->fams[ss->cur];
     double err = 0;
     wbcl_status st = set_cand(ss->ctx, f, f->cand[0], f->cand[0]);
-    if (!st) st = f->check(ss->ctx, &err);
+    if (!st) st = f->check(ss->ctx, f->p, &err);
     if (!st) st = wbcl_context_finish(ss->ctx);
     if (!st) return WBCL_SUCCESS;
     LOG("  the context fails since (%s): a new one on the same device\n", wbcl_context_last_error(ss->ctx));
@@ -548,7 +546,7 @@ static wbcl_status revive(session *ss, FILE *tlog)
     for (int i = 0; i < ss->cur; i++) set_cand(ss->ctx, &ss->fams[i], ss->res[i].best, ss->fams[i].cand[0]);
     wbcl_context_set_gemm_backend(ss->ctx, family_backend(f, ss->own_backend));
     ss->revived++;
-    if (!(st = set_cand(ss->ctx, f, f->cand[0], f->cand[0])) && !(st = f->check(ss->ctx, &err)))
+    if (!(st = set_cand(ss->ctx, f, f->cand[0], f->cand[0])) && !(st = f->check(ss->ctx, f->p, &err)))
         st = wbcl_context_finish(ss->ctx);
     if (st) {
         LOG("  wbcl-tune: the new context fails too: %s\n", wbcl_context_last_error(ss->ctx));
@@ -581,7 +579,7 @@ static wbcl_status sweep(session *ss, double deadline, int reps, FILE *out, resu
             continue;
         }
         double err = 0;
-        st = f->check(ctx, &err);
+        st = f->check(ctx, f->p, &err);
         if (st || !(err <= f->tol)) {
             if (st) LOG("  [%2d/%d] %-24s failed: %s\n", c + 1, f->ncand, cs, wbcl_context_last_error(ctx));
             else LOG("  [%2d/%d] %-24s WRONG RESULTS: error %.3g against the reference (bound %.1g): rejected\n",
@@ -755,7 +753,6 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
             {"attention.p32.qb", "attention.p32.g", "attention.p32.vw", "attention.p32.vc", "attention.p32.sp"}};
         static const char *const names[3] = {"attention", "attention p128", "attention p32"};
         static const size_t ps[3] = {64, 128, 32};
-        static wbcl_status (*const checks[3])(wbcl_context *, double *) = {att_check64, att_check128, att_check32};
         family *f = &fams[nf++];
         f->name = names[pi];
         f->p = ps[pi];
@@ -767,7 +764,7 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
             f->nkeys = 5;
         }
         f->tol = 1e-4;
-        f->check = checks[pi];
+        f->check = att_check;
         f->run = att_run;
     }
     const double t0 = now_s();
