@@ -9,16 +9,20 @@
 
 /* CRATE patch rearrange 'b c (h p1) (w p2) -> b (h w) (p1 p2 c)':
  * img (B, C, H, W) -> out (B, Hp*Wp, P*P*C), feature index (p1*P + p2)*C + c.
- * Range (P*P*C, Hp*Wp, B). */
+ * Range (P*P, Hp*Wp, B): one work-item per pixel (p1, p2) of a patch writes its C channels
+ * (one element per work-item, with three divisions each, took 1.45 ms for one 224 x 224
+ * image on PoCL, about 30x its memory traffic; perf/RESULTS.md). */
 __kernel void wbcl_model_patchify(__global const float *img, __global float *out, const uint C, const uint H,
                                   const uint W, const uint P)
 {
-    const uint f = get_global_id(0), t = get_global_id(1), b = get_global_id(2);
-    const uint pd = P * P * C, Wp = W / P;
-    if (f >= pd || t >= (H / P) * Wp) return;
-    const uint c = f % C, p2 = (f / C) % P, p1 = f / (C * P);
-    const uint y = (t / Wp) * P + p1, x = (t % Wp) * P + p2;
-    out[((size_t)b * (H / P) * Wp + t) * pd + f] = img[(((size_t)b * C + c) * H + y) * W + x];
+    const uint q = get_global_id(0), t = get_global_id(1), b = get_global_id(2);
+    const uint Wp = W / P;
+    if (q >= P * P || t >= (H / P) * Wp) return;
+    const uint p1 = q / P, p2 = q - p1 * P, ty = t / Wp, tx = t - ty * Wp;
+    const size_t plane = (size_t)H * W;
+    __global const float *src = img + (size_t)b * C * plane + (size_t)(ty * P + p1) * W + tx * P + p2;
+    __global float *dst = out + ((size_t)b * (H / P) * Wp + t) * (size_t)(P * P * C) + (size_t)q * C;
+    for (uint c = 0; c < C; c++) dst[c] = src[c * plane];
 }
 
 /* 3x3 convolution, padding 1, stride S, as im2col: the input element (b, c, y, x) is

@@ -312,7 +312,7 @@ wbcl_status wbcl_crate_forward(wbcl_context *ctx, wbcl_crate *m, const wbcl_tens
     WBCL_ARG(ctx, k, 3, uH);
     WBCL_ARG(ctx, k, 4, uW);
     WBCL_ARG(ctx, k, 5, uP);
-    if ((r = wbcl__model_launch(ctx, k, m->patch_dim, N, B))) return r;
+    if ((r = wbcl__model_launch(ctx, k, c->patch * c->patch, N, B))) return r;
     if ((r = wbcl_layernorm(ctx, m->P, m->pe_ln1_g, m->pe_ln1_b, c->ln_eps, m->P))) return r;
     if ((r = wbcl__model_linear(ctx, m->P, B * N, m->patch_dim, m->pe_W, d, m->pe_b, 0, m->E))) return r;
     if ((r = wbcl_layernorm(ctx, m->E, m->pe_ln2_g, m->pe_ln2_b, c->ln_eps, m->E))) return r;
