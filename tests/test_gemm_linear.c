@@ -31,6 +31,41 @@ static wbcl_tensor *tensor(wbcl_context *ctx, size_t r, size_t c, const float *d
     return t;
 }
 
+/* Y (read back) against the double reference act(x wᵀ + b) with the tolerance above; b NULL: no bias. */
+static void check_y(wbcl_context *ctx, const wbcl_tensor *Y, const float *x, const float *w, const float *b,
+                    size_t m, size_t n, size_t k, int gelu, const char *what)
+{
+    float *got = tu_guarded_alloc(m * n);
+    ck_assert_int_eq(wbcl_tensor_read(ctx, Y, got, m * n), WBCL_SUCCESS);
+    ck_assert_msg(tu_canary_ok(got, m * n), "%s: canary overwritten", what);
+    const double u = ldexp(1.0, -24);
+    double worst = 0.0;
+    size_t wi = 0;
+    double wz = 0.0;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            double z = b ? b[j] : 0.0, s = b ? fabs(b[j]) : 0.0;
+            for (size_t p = 0; p < k; p++) {
+                z += (double)x[i * k + p] * w[j * k + p];
+                s += fabs((double)x[i * k + p] * w[j * k + p]);
+            }
+            double want = z, tol = 2.0 * (double)(k + 3) * u * s + 1e-30;
+            if (gelu) {
+                wbcl_ref_gelu(1, &z, &want);
+                tol = 1.13 * tol + GELU_ABS * fmax(1.0, fabs(z));
+            }
+            const double g = got[i * n + j], e = isfinite(g) ? fabs(g - want) / tol : INFINITY;
+            if (!(e <= worst)) {
+                worst = e;
+                wi = i * n + j;
+                wz = want;
+            }
+        }
+    ck_assert_msg(worst <= 1.0, "%s: element (%zu, %zu) got %.9g want %.9g (error %.3g x tolerance)", what, wi / n,
+                  wi % n, (double)got[wi], wz, worst);
+    tu_guarded_free(got);
+}
+
 /* One case: X (m, k), W (n, k), bias (n) or none, gelu 0/1, all modes given. */
 static void run_linear(wbcl_context *ctx, size_t m, size_t n, size_t k, int has_bias, int gelu, int mode,
                        uint64_t seed)
@@ -51,36 +86,7 @@ static void run_linear(wbcl_context *ctx, size_t m, size_t n, size_t k, int has_
     ck_assert_int_eq(wbcl__gemm_set_linear_mode(ctx, mode), WBCL_SUCCESS);
     wbcl_status st = wbcl__gemm_linear(ctx, X, m, k, W, n, has_bias ? Bt : NULL, gelu, Y);
     ck_assert_msg(st == WBCL_SUCCESS, "%s: %s: %s", what, wbcl_status_name(st), wbcl_context_last_error(ctx));
-    float *got = tu_guarded_alloc(m * n);
-    ck_assert_int_eq(wbcl_tensor_read(ctx, Y, got, m * n), WBCL_SUCCESS);
-    ck_assert_msg(tu_canary_ok(got, m * n), "%s: canary overwritten", what);
-
-    const double u = ldexp(1.0, -24);
-    double worst = 0.0;
-    size_t wi = 0;
-    double wz = 0.0;
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < n; j++) {
-            double z = has_bias ? b[j] : 0.0, s = has_bias ? fabs(b[j]) : 0.0;
-            for (size_t p = 0; p < k; p++) {
-                z += (double)x[i * k + p] * w[j * k + p];
-                s += fabs((double)x[i * k + p] * w[j * k + p]);
-            }
-            double want = z, tol = 2.0 * (double)(k + 3) * u * s + 1e-30;
-            if (gelu) {
-                wbcl_ref_gelu(1, &z, &want);
-                tol = 1.13 * tol + GELU_ABS * fmax(1.0, fabs(z));
-            }
-            const double g = got[i * n + j], e = isfinite(g) ? fabs(g - want) / tol : INFINITY;
-            if (!(e <= worst)) {
-                worst = e;
-                wi = i * n + j;
-                wz = want;
-            }
-        }
-    ck_assert_msg(worst <= 1.0, "%s: element (%zu, %zu) got %.9g want %.9g (error %.3g x tolerance)", what, wi / n,
-                  wi % n, (double)got[wi], wz, worst);
-    tu_guarded_free(got);
+    check_y(ctx, Y, x, w, has_bias ? b : NULL, m, n, k, gelu, what);
     free(x);
     free(w);
     free(b);
@@ -278,6 +284,95 @@ START_TEST(bad_input)
 }
 END_TEST
 
+/* A constant weight's packed panels kept between calls (host/core/packed.c): the second call reuses
+ * them (the cache's byte count does not grow) and is still right; another view of the same tensor
+ * (W untransposed, in wbcl_gemm) or another panel width gets panels of its own; a write through the
+ * tensor API drops them (the result then follows the new values: stale panels would give the old
+ * product, far outside the tolerance); the limit is obeyed; a tensor the caller made is never kept;
+ * destroying the tensor returns the bytes, also after its context is gone (ASan, valgrind). */
+static size_t panel_bytes(size_t n, size_t k, size_t nr) { return (n + nr - 1) / nr * nr * k * sizeof(float); }
+
+START_TEST(kept_panels)
+{
+    wbcl_context *ctx = tu_context();
+    ck_assert_int_eq(wbcl_context_set_gemm_backend(ctx, WBCL_GEMM_PACKED), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl__gemm_set_linear_mode(ctx, 0), WBCL_SUCCESS);
+    const size_t m = 37, n = 40, k = 29, nr = (size_t)ctx->params.gemm_nr; /* m > WBCL_GEMV_ROWS: the GEMM */
+    tu_rng r;
+    tu_rng_seed(&r, 77);
+    float *x = tu_random_f32(&r, m * k, -1, 1), *w = tu_random_f32(&r, n * k, -1, 1);
+    float *w2 = tu_random_f32(&r, n * k, -1, 1), *x2 = tu_random_f32(&r, m * n, -1, 1);
+    wbcl_tensor *X = tensor(ctx, m, k, x), *W = tensor(ctx, n, k, w), *Y = tensor(ctx, m, n, NULL);
+    wbcl_tensor *X2 = tensor(ctx, m, n, x2), *Y2 = tensor(ctx, m, k, NULL);
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), 0);
+
+    /* a caller's tensor: packed per call, nothing kept */
+    ck_assert_int_eq(wbcl__gemm_linear(ctx, X, m, k, W, n, NULL, 0, Y), WBCL_SUCCESS);
+    check_y(ctx, Y, x, w, NULL, m, n, k, 0, "caller's W");
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), 0);
+
+    wbcl__tensor_constant(W);
+    const size_t e1 = panel_bytes(n, k, nr);
+    for (int call = 0; call < 2; call++) {
+        ck_assert_int_eq(wbcl_tensor_fill(ctx, Y, NAN), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl__gemm_linear(ctx, X, m, k, W, n, NULL, 0, Y), WBCL_SUCCESS);
+        check_y(ctx, Y, x, w, NULL, m, n, k, 0, call ? "kept panels, reused" : "kept panels, first call");
+        ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), e1);
+    }
+    /* W as an untransposed B: Y2 (m, k) = X2 (m, n) W (n, k), i.e. x2 times (Wᵀ)ᵀ: a second view */
+    float *wt = malloc(n * k * sizeof *wt);
+    for (size_t j = 0; j < n; j++)
+        for (size_t p = 0; p < k; p++) wt[p * n + j] = w[j * k + p];
+    for (int call = 0; call < 2; call++) {
+        ck_assert_int_eq(wbcl_tensor_fill(ctx, Y2, NAN), WBCL_SUCCESS);
+        ck_assert_int_eq(wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1.0f, X2, W, 0.0f, Y2), WBCL_SUCCESS);
+        check_y(ctx, Y2, x2, wt, NULL, m, k, n, 0, "second view of W");
+        ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), e1 + panel_bytes(k, n, nr));
+    }
+    /* another panel width: panels of their own, right results */
+    const int nr0 = ctx->params.gemm_nr;
+    ctx->params.gemm_nr = nr0 == 16 ? 8 : 16;
+    ck_assert_int_eq(wbcl__gemm_linear(ctx, X, m, k, W, n, NULL, 0, Y), WBCL_SUCCESS);
+    check_y(ctx, Y, x, w, NULL, m, n, k, 0, "kept panels, other NR");
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx),
+                      e1 + panel_bytes(k, n, nr) + panel_bytes(n, k, (size_t)ctx->params.gemm_nr));
+    ctx->params.gemm_nr = nr0;
+
+    /* a write drops every view's panels; the next call packs the new values */
+    ck_assert_int_eq(wbcl_tensor_write(ctx, W, w2, n * k), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl__gemm_linear(ctx, X, m, k, W, n, NULL, 0, Y), WBCL_SUCCESS);
+    check_y(ctx, Y, x, w2, NULL, m, n, k, 0, "after a write");
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), e1); /* the other views' panels went too */
+    ck_assert_int_eq(wbcl_tensor_fill(ctx, W, 0.0f), WBCL_SUCCESS);
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), 0);
+    wbcl_tensor_destroy(W);
+
+    /* the limit: one byte short keeps nothing, exactly enough keeps the panels */
+    ck_assert_int_eq(wbcl_context_set_weight_cache(ctx, e1 - 1), WBCL_SUCCESS);
+    W = tensor(ctx, n, k, w);
+    wbcl__tensor_constant(W);
+    ck_assert_int_eq(wbcl__gemm_linear(ctx, X, m, k, W, n, NULL, 0, Y), WBCL_SUCCESS);
+    check_y(ctx, Y, x, w, NULL, m, n, k, 0, "over the limit");
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), 0);
+    ck_assert_int_eq(wbcl_context_set_weight_cache(ctx, e1), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl__gemm_linear(ctx, X, m, k, W, n, NULL, 0, Y), WBCL_SUCCESS);
+    check_y(ctx, Y, x, w, NULL, m, n, k, 0, "at the limit");
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), e1);
+    ck_assert_int_eq(wbcl_context_set_weight_cache(NULL, 1), WBCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(NULL), 0);
+
+    wbcl_tensor *ts[] = {X, Y, X2, Y2};
+    for (int i = 0; i < 4; i++) wbcl_tensor_destroy(ts[i]);
+    wbcl_context_destroy(ctx);
+    wbcl_tensor_destroy(W); /* its panels outlived the context: their bookkeeping must too */
+    free(x);
+    free(w);
+    free(w2);
+    free(x2);
+    free(wt);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("gemm_linear");
@@ -290,6 +385,7 @@ static Suite *suite(void)
     tcase_add_test(tc, tiled);
     tcase_add_test(tc, gelu_accuracy);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, kept_panels);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -223,6 +223,8 @@ START_TEST(crate_golden)
     gc.stages = 0;
     s = wbcl_crate_forward(ctx, m, img, WBCL_MODEL_LOGITS, out, &o);
     ck_assert_msg(s == WBCL_SUCCESS && gc.stages == 6, "second forward: %s", wbcl_context_last_error(ctx));
+    /* ... on the weights' panels kept from the first (host/core/packed.c) */
+    if (wbcl_context_gemm_backend(ctx) == WBCL_GEMM_PACKED) ck_assert_uint_gt(wbcl_context_weight_cache_bytes(ctx), 0);
 
     /* diagnostics against a host double computation on the golden activations:
      * Rc(z½ | U) = sum_k 1/2 logdet(I + p/(N eps2) G_k), G_k = (Z U_k^T)^T (Z U_k^T); sparsity */
@@ -314,6 +316,7 @@ START_TEST(crate_golden)
     wbcl_tensor_destroy(out);
     wbcl_tensor_destroy(img);
     wbcl_crate_destroy(m);
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), 0); /* the panels went with the model */
     wbcl_crate_destroy(NULL);
     wbcl_safetensors_close(gold);
     wbcl_context_destroy(ctx);
@@ -346,6 +349,8 @@ static void tost_golden_run(int which, const char *wname, const char *gname, siz
     gc.stages = 0;
     ck_assert(!wbcl_tost_forward(ctx, m, img, WBCL_MODEL_LOGITS, out, &o));
     ck_assert_int_eq(gc.stages, stages);
+    /* that second forward ran on the weights' panels kept from the first (host/core/packed.c) */
+    if (wbcl_context_gemm_backend(ctx) == WBCL_GEMM_PACKED) ck_assert_uint_gt(wbcl_context_weight_cache_bytes(ctx), 0);
     /* the positions alone (traced "patch" and "embed" differ by exactly them) */
     size_t sf[2] = {B, cfg.dim};
     wbcl_tensor *feat = NULL;
@@ -358,6 +363,7 @@ static void tost_golden_run(int which, const char *wname, const char *gname, siz
     wbcl_tensor_destroy(out);
     wbcl_tensor_destroy(img);
     wbcl_tost_destroy(m);
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), 0); /* the panels went with the model */
     wbcl_tost_destroy(NULL);
     wbcl_safetensors_close(gold);
     wbcl_context_destroy(ctx);

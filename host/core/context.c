@@ -166,7 +166,8 @@ wbcl_status wbcl_context_create(const char *selector, wbcl_context **out, char *
     if (kd && *kd) ctx->kernel_dir = dup_str(kd);
     const char *bl = getenv("WBCL_BUILD_LOG");
     ctx->build_log = bl && *bl && strcmp(bl, "0") != 0;
-    if (!ctx->last_error || (bd && *bd && !ctx->binary_dir) || (kd && *kd && !ctx->kernel_dir)) {
+    if (!ctx->last_error || (bd && *bd && !ctx->binary_dir) || (kd && *kd && !ctx->kernel_dir) ||
+        wbcl__pack_pool_create(ctx)) {
         wbcl_context_destroy(ctx);
         wbcl__msg(err, errlen, "out of host memory creating a context");
         return WBCL_ERROR_OUT_OF_MEMORY;
@@ -188,6 +189,7 @@ void wbcl_context_destroy(wbcl_context *ctx)
     if (ctx->queue) clReleaseCommandQueue(ctx->queue);
     if (ctx->cl) clReleaseContext(ctx->cl);
     wbcl__tuning_release(ctx);
+    wbcl__pack_pool_release(ctx);
     free(ctx->cache_dir);
     free(ctx->binary_dir);
     free(ctx->kernel_dir);

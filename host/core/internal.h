@@ -119,6 +119,7 @@ struct wbcl_context {
     char *tuning_origin;            /* its path or name (heap; NULL: none) */
     int clblast_noted;              /* a note about this context's clblast.* keys was left (blas.c) */
     char *tuning_notes;             /* rejected tables and keys, one per line (heap; NULL: none) */
+    struct wbcl__pack_pool *pack_pool; /* kept weight panels: bytes and limit (host/core/packed.c) */
     int build_log;                  /* WBCL_BUILD_LOG set: each program built from source prints its build log
                                        to stderr (NVIDIA: with -cl-nv-verbose, ptxas's registers and spills) */
 };
@@ -130,7 +131,30 @@ struct wbcl_tensor {
     size_t shape[WBCL_MAX_DIMS];
     size_t numel;
     wbcl_dtype dtype;
+    int constant;                 /* wbcl__tensor_constant: owned by a module, never written after it is made */
+    struct wbcl__packed *packed;  /* its packed GEMM panels kept between calls (host/core/packed.c) */
 };
+
+/* ---- packed copies of constant weights (host/core/packed.c) ------------------ */
+/* Marks a tensor that a module or model owns and never writes after making it (NULL: no-op): the packed
+ * GEMM may keep its B panels between calls. Never for a tensor a caller can reach. */
+void wbcl__tensor_constant(wbcl_tensor *t);
+/* Frees the tensor's kept panels (its destroy, and every write through the tensor API). */
+void wbcl__tensor_drop_packed(wbcl_tensor *t);
+/* The view of B the panels were packed from, and the panel width. */
+typedef struct wbcl__packed_key {
+    int tb;
+    size_t off, ld, n, k, nr;
+} wbcl__packed_key;
+/* For a constant t: 1 with *mem = panels packed earlier for key; 0 with *mem = a new buffer of bytes to
+ * pack into (then wbcl__packed_done), or 0 with *mem = NULL: keep nothing (not constant, over the
+ * context's limit, too many views, no memory), pack into scratch as usual. Records no error. */
+int wbcl__packed_get(wbcl_context *ctx, wbcl_tensor *t, const wbcl__packed_key *key, size_t bytes, cl_mem *mem);
+/* After packing into a buffer wbcl__packed_get gave: ok 1 keeps it, 0 (the launch failed) frees it. */
+void wbcl__packed_done(wbcl_tensor *t, const wbcl__packed_key *key, int ok);
+/* The context's byte count and limit (wbcl_context_set_weight_cache), shared with the entries. */
+wbcl_status wbcl__pack_pool_create(wbcl_context *ctx);
+void wbcl__pack_pool_release(wbcl_context *ctx);
 
 /* ---- errors ------------------------------------------------------------- */
 /* Records a formatted message in ctx (ctx may be NULL) and returns status. */

@@ -101,6 +101,7 @@ wbcl_status wbcl_tensor_create(wbcl_context *ctx, int ndim, const size_t *shape,
 void wbcl_tensor_destroy(wbcl_tensor *t)
 {
     if (!t) return;
+    wbcl__tensor_drop_packed(t);
     if (t->mem) clReleaseMemObject(t->mem);
     free(t);
 }
@@ -138,6 +139,7 @@ wbcl_status wbcl_tensor_write(wbcl_context *ctx, wbcl_tensor *t, const float *sr
 {
     wbcl_status st = transfer_check(ctx, t, src, count, "wbcl_tensor_write");
     if (st) return st;
+    wbcl__tensor_drop_packed(t);
     if (t->dtype == WBCL_F16) {
         uint16_t *h = to_halves(src, count);
         if (!h) return wbcl__fail(ctx, WBCL_ERROR_OUT_OF_MEMORY, "wbcl_tensor_write: out of host memory");
@@ -154,6 +156,7 @@ wbcl_status wbcl_tensor_fill(wbcl_context *ctx, wbcl_tensor *t, float value)
     if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
     wbcl_status st = wbcl__check_tensor_any(ctx, t, "wbcl_tensor_fill", "t");
     if (st) return st;
+    wbcl__tensor_drop_packed(t);
     const uint16_t h = wbcl_f32_to_f16(value);
     const size_t es = wbcl__dtype_size(t->dtype);
     const void *pattern = t->dtype == WBCL_F16 ? (const void *)&h : (const void *)&value;
@@ -171,6 +174,7 @@ wbcl_status wbcl_tensor_copy(wbcl_context *ctx, const wbcl_tensor *src, wbcl_ten
         return wbcl__fail(ctx, WBCL_ERROR_SHAPE, "wbcl_tensor_copy: src has %zu elements, dst %zu", src->numel,
                           dst->numel);
     if (src == dst || src->mem == dst->mem) return WBCL_SUCCESS;
+    wbcl__tensor_drop_packed(dst);
     return wbcl__convert(ctx, "wbcl_tensor_copy", src->mem, src->dtype, 0, dst->mem, dst->dtype, 0, src->numel);
 }
 
@@ -206,6 +210,7 @@ wbcl_status wbcl__tensor_store_f16(wbcl_context *ctx, wbcl_tensor **t)
         wbcl_tensor_destroy(h);
         return st;
     }
+    h->constant = (*t)->constant;
     wbcl_tensor_destroy(*t);
     *t = h;
     return WBCL_SUCCESS;

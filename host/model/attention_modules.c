@@ -151,6 +151,8 @@ wbcl_status wbcl_mha_create(wbcl_context *ctx, size_t dim, size_t heads, int cau
         wbcl_mha_destroy(m);
         return st;
     }
+    wbcl__tensor_constant(m->Wqkv); /* the packed GEMM may keep their panels (host/core/packed.c) */
+    wbcl__tensor_constant(m->Wo);
     *out = m;
     return WBCL_SUCCESS;
 }
@@ -175,6 +177,8 @@ wbcl_status wbcl_mha_load(wbcl_context *ctx, const wbcl_safetensors *stf, const 
         wbcl_mha_destroy(m);
         return st;
     }
+    wbcl__tensor_constant(m->Wqkv); /* the packed GEMM may keep their panels (host/core/packed.c) */
+    wbcl__tensor_constant(m->Wo);
     *out = m;
     return WBCL_SUCCESS;
 }
@@ -296,6 +300,8 @@ wbcl_status wbcl_mssa_create(wbcl_context *ctx, size_t dim, size_t heads, size_t
         wbcl_mssa_destroy(m);
         return st;
     }
+    wbcl__tensor_constant(m->U); /* the packed GEMM may keep their panels (host/core/packed.c) */
+    wbcl__tensor_constant(m->Wo);
     *out = m;
     return WBCL_SUCCESS;
 }
@@ -327,6 +333,8 @@ wbcl_status wbcl_mssa_load(wbcl_context *ctx, const wbcl_safetensors *stf, const
         wbcl_mssa_destroy(m);
         return st;
     }
+    wbcl__tensor_constant(m->U); /* the packed GEMM may keep their panels (host/core/packed.c) */
+    wbcl__tensor_constant(m->Wo);
     *out = m;
     return WBCL_SUCCESS;
 }

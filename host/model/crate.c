@@ -227,6 +227,11 @@ wbcl_status wbcl_crate_load(wbcl_context *ctx, const wbcl_safetensors *st, const
         if (wbcl_safetensors_has(st, key))
             r = wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: has '%s' but the config says depth %zu", file, key, cfg->depth);
     }
+    if (!r) { /* the packed GEMM may keep their panels (host/core/packed.c) */
+        wbcl__tensor_constant(m->pe_W);
+        wbcl__tensor_constant(m->head_W);
+        for (size_t i = 0; i < cfg->depth; i++) wbcl__tensor_constant(m->layers[i].U);
+    }
     if (!r && cfg->weight_dtype == WBCL_F16) { /* the GEMM operands (models.h) */
         r = wbcl__tensor_store_f16(ctx, &m->pe_W);
         if (!r) r = wbcl__tensor_store_f16(ctx, &m->head_W);

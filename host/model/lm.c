@@ -95,7 +95,9 @@ static wbcl_status load_w(wbcl_context *ctx, const wbcl_safetensors *st, const c
                           const char *name, size_t r0, size_t r1, int required, wbcl_tensor **out)
 {
     size_t s[2] = {r0, r1};
-    return wbcl_weight_load(ctx, st, file, pre, name, r1 ? 2 : 1, s, required, out);
+    wbcl_status r = wbcl_weight_load(ctx, st, file, pre, name, r1 ? 2 : 1, s, required, out);
+    if (!r) wbcl__tensor_constant(*out); /* the model's own: the packed GEMM may keep its panels */
+    return r;
 }
 
 /* LayerNorm: weight required, bias optional (nanoGPT's bias flag) */

@@ -342,6 +342,21 @@ wbcl_status wbcl_tost_load(wbcl_context *ctx, const wbcl_safetensors *st, const 
             r = wbcl__fail(ctx, WBCL_ERROR_SHAPE, "%s: 'blocks.0.mlp.fc1.weight' has 0 rows", file);
     }
     if (!r) r = tost_load_body(ctx, st, file, m);
+    if (!r) { /* the GEMM operands: the packed GEMM may keep their panels (host/core/packed.c) */
+        for (size_t j = 0; j < m->nconv; j++) wbcl__tensor_constant(m->conv[j].W);
+        for (size_t i = 0; i < cfg->depth; i++) {
+            wbcl__tensor_constant(m->blocks[i].mlp.W1);
+            wbcl__tensor_constant(m->blocks[i].mlp.W2);
+        }
+        for (size_t i = 0; i < cfg->cls_layers; i++) {
+            tost_cab *b = &m->cabs[i];
+            wbcl__tensor_constant(b->qkv_W);
+            wbcl__tensor_constant(b->proj_W);
+            wbcl__tensor_constant(b->mlp.W1);
+            wbcl__tensor_constant(b->mlp.W2);
+        }
+        wbcl__tensor_constant(m->head_W);
+    }
     if (!r && cfg->weight_dtype == WBCL_F16) { /* the GEMM operands (models.h) */
         for (size_t j = 0; j < m->nconv && !r; j++) r = wbcl__tensor_store_f16(ctx, &m->conv[j].W);
         for (size_t i = 0; i < cfg->depth && !r; i++) {

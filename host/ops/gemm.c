@@ -255,10 +255,19 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
     if (!st) st = wbcl__kernel(ctx, "gemm", xb, tb ? "wbcl_gemm_pack_b_p" : "wbcl_gemm_pack_b_x", &kpb);
     if (!st) st = wbcl__kernel(ctx, "gemm", opts[0] ? opts : NULL, "wbcl_gemm_packed", &kmm);
     if (st) return st;
-    cl_mem ap = NULL, bp;
+    cl_mem ap = NULL, bp = NULL;
+    /* a constant B (a module's weight) keeps its panels between calls (host/core/packed.c); the
+     * cache changes B's bookkeeping only, never its data */
+    wbcl__packed_key key = {tb, d->off_b, d->ldb, n, k, NR};
+    wbcl_tensor *Bk = (wbcl_tensor *)B;
+    const int b_kept = !b_batched && wbcl__packed_get(ctx, Bk, &key, eb * sizeof(float), &bp);
+    const int b_keep = !b_batched && !b_kept && bp; /* pack into the kept buffer this time */
     if (!a_rows) st = wbcl__scratch(ctx, SCRATCH_A, ea * (a_batched ? chunk : 1) * sizeof(float), &ap);
-    if (!st) st = wbcl__scratch(ctx, SCRATCH_B, eb * (b_batched ? chunk : 1) * sizeof(float), &bp);
-    if (st) return st;
+    if (!st && !bp) st = wbcl__scratch(ctx, SCRATCH_B, eb * (b_batched ? chunk : 1) * sizeof(float), &bp);
+    if (st) {
+        if (b_keep) wbcl__packed_done(Bk, &key, 0);
+        return st;
+    }
 
     if (a_rows) {
         cl_ulong off_a = d->off_a, lda = d->lda;
@@ -272,7 +281,10 @@ static wbcl_status run_packed(wbcl_context *ctx, const char *op, const wbcl_gemm
         WBCL_ARG(ctx, kmm, a_rows ? 17 : 15, epi->bias->mem);
     }
     if (!a_batched && !a_rows) st = pack(ctx, kpa, A->mem, d->off_a, 0, a_sx, a_sp, m, k, pa, 1, ap);
-    if (!st && !b_batched) st = pack(ctx, kpb, B->mem, d->off_b, 0, b_sx, b_sp, n, k, pb, 1, bp);
+    if (!st && !b_batched && !b_kept) {
+        st = pack(ctx, kpb, B->mem, d->off_b, 0, b_sx, b_sp, n, k, pb, 1, bp);
+        if (b_keep) wbcl__packed_done(Bk, &key, !st);
+    }
     for (size_t b0 = 0; !st && b0 < batch; b0 += chunk) {
         const size_t nb = batch - b0 < chunk ? batch - b0 : chunk;
         if (a_batched) st = pack(ctx, kpa, A->mem, d->off_a + b0 * d->stride_a, d->stride_a, a_sx, a_sp, m, k, pa, nb, ap);

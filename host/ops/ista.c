@@ -310,6 +310,7 @@ wbcl_status wbcl_ista_layer_create(wbcl_context *ctx, const wbcl_tensor *W, floa
         wbcl_ista_layer_destroy(l);
         return st;
     }
+    wbcl__tensor_constant(l->W); /* written above only: the packed GEMM may keep its panels */
     *out = l;
     return WBCL_SUCCESS;
 }

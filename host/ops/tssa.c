@@ -794,6 +794,8 @@ wbcl_status wbcl_tssa_layer_create(wbcl_context *ctx, size_t d, size_t heads, co
         wbcl_tssa_layer_destroy(L);
         return st;
     }
+    wbcl__tensor_constant(L->W); /* the packed GEMM may keep their panels (host/core/packed.c) */
+    wbcl__tensor_constant(L->Wo);
     *out = L;
     return WBCL_SUCCESS;
 }
@@ -822,6 +824,8 @@ wbcl_status wbcl_tssa_layer_load(wbcl_context *ctx, const wbcl_safetensors *stf,
         wbcl_tssa_layer_destroy(L);
         return st;
     }
+    wbcl__tensor_constant(L->W); /* the packed GEMM may keep their panels (host/core/packed.c) */
+    wbcl__tensor_constant(L->Wo);
     *out = L;
     return WBCL_SUCCESS;
 }
@@ -888,6 +892,8 @@ wbcl_status wbcl_tssa_causal_layer_create(wbcl_context *ctx, size_t d, size_t he
         wbcl_tssa_causal_layer_destroy(L);
         return st;
     }
+    wbcl__tensor_constant(L->W); /* the packed GEMM may keep their panels (host/core/packed.c) */
+    wbcl__tensor_constant(L->Wo);
     *out = L;
     return WBCL_SUCCESS;
 }
@@ -935,6 +941,8 @@ wbcl_status wbcl_tssa_causal_layer_load(wbcl_context *ctx, const wbcl_safetensor
         wbcl_tssa_causal_layer_destroy(L);
         return st;
     }
+    wbcl__tensor_constant(L->W); /* the packed GEMM may keep their panels (host/core/packed.c) */
+    wbcl__tensor_constant(L->Wo);
     *out = L;
     return WBCL_SUCCESS;
 }

@@ -283,6 +283,8 @@ wbcl_status wbcl_xca_layer_create(wbcl_context *ctx, size_t d, size_t heads, con
         wbcl_xca_layer_destroy(L);
         return st;
     }
+    wbcl__tensor_constant(L->Wqkv); /* the packed GEMM may keep their panels (host/core/packed.c) */
+    wbcl__tensor_constant(L->Wp);
     *out = L;
     return WBCL_SUCCESS;
 }
@@ -311,6 +313,8 @@ wbcl_status wbcl_xca_layer_load(wbcl_context *ctx, const wbcl_safetensors *stf, 
         wbcl_xca_layer_destroy(L);
         return st;
     }
+    wbcl__tensor_constant(L->Wqkv); /* the packed GEMM may keep their panels (host/core/packed.c) */
+    wbcl__tensor_constant(L->Wp);
     *out = L;
     return WBCL_SUCCESS;
 }

@@ -102,6 +102,18 @@ typedef enum wbcl_gemm_backend {
 wbcl_status wbcl_context_set_gemm_backend(wbcl_context *ctx, wbcl_gemm_backend backend);
 wbcl_gemm_backend wbcl_context_gemm_backend(const wbcl_context *ctx); /* resolved: never AUTO */
 
+/* Packed weights kept between calls. On the packed GEMM backend, the weight matrices that modules
+ * and models own (MSSA, ISTA, TSSA, XCA and MHA layers, CRATE, ToST, the LMs) are packed into the
+ * GEMM's panels at their first use and the panels are kept until the module is destroyed, instead of
+ * being packed again on every call (ToST-T at batch 1 on a CPU: a quarter of its time). Tensors the
+ * caller creates are never kept. The panels take about the weights' size again (twice for float16
+ * weights); they count against this context's limit, by default a quarter of the device's global
+ * memory. A weight whose panels would pass the limit is packed per call, as without the cache.
+ * Setting the limit applies to weights packed from then on (0: keep none); panels already kept stay
+ * until their module goes. The results are the same either way. */
+wbcl_status wbcl_context_set_weight_cache(wbcl_context *ctx, size_t max_bytes);
+size_t wbcl_context_weight_cache_bytes(const wbcl_context *ctx); /* bytes of panels kept now */
+
 /* Device timing for benchmarks. While enabled, every kernel the context
  * enqueues is waited for and its profiled duration added to a counter. */
 wbcl_status wbcl_context_set_timing(wbcl_context *ctx, int enabled);

@@ -13,10 +13,12 @@ the same network on the same images; the max-abs difference of the logits is pri
 
 --base-lib: a second build of wbcl (e.g. the main branch) loaded into the same process (its own
 context) and timed in the same rounds, for A/B comparisons of a change; "base/wbcl" > 1 means
---lib is faster.
+--lib is faster. The two builds take turns at running first in a round (odd rounds: the base
+first): the first call after a torch call is slowed by torch's spin-waiting threads, which
+favoured the base build by 7-45 % when --lib always went first. Use an even --reps.
 
-Timing: per (model, batch), one warm-up call each, then `reps` rounds of (wbcl call, then one torch
-call per thread count in --threads), each timed with time.perf_counter around the whole forward
+Timing: per (model, batch), one warm-up call each, then `reps` rounds of (wbcl call [and base call],
+then one torch call per thread count in --threads), each timed with time.perf_counter around the whole forward
 (wbcl: the images are already on the device; the call ends with clFinish). For wbcl (and the base
 build) the process CPU time of the call (all threads, time.process_time) is printed too: unlike
 wall time it does not grow when other jobs take a share of the shared machine. Reported: median and
@@ -247,16 +249,15 @@ def main():
             diff = float(np.max(np.abs(w.read(y, (B, 1000)) - ref.cpu().numpy())))
             tw, tb, tt = [], [], {th: [] for th in threads}
             cw, cb = [], []  # process CPU time (all threads) per call
-            for _ in range(a.reps):
-                c0, t0 = time.process_time(), time.perf_counter()
-                run_wbcl()
-                tw.append(time.perf_counter() - t0)
-                cw.append(time.process_time() - c0)
-                if wb:
+            timed = [(run_wbcl, tw, cw)] + ([(run_base, tb, cb)] if wb else [])
+            for rep in range(a.reps):
+                # The call right after a torch call shares the cores with torch's spin-waiting OpenMP
+                # threads (7-45 % slower at batch 1, perf/RESULTS.md): the two builds take turns in it.
+                for run, t_list, c_list in (timed if rep % 2 == 0 else timed[::-1]):
                     c0, t0 = time.process_time(), time.perf_counter()
-                    run_base()
-                    tb.append(time.perf_counter() - t0)
-                    cb.append(time.process_time() - c0)
+                    run()
+                    t_list.append(time.perf_counter() - t0)
+                    c_list.append(time.process_time() - c0)
                 for th in threads:
                     torch.set_num_threads(th)
                     t0 = time.perf_counter()

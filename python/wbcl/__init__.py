@@ -286,6 +286,19 @@ class Context:
         what is wrong). Kernels built afterwards use it."""
         self._call(lib.wbcl_context_set_param(self._h(), key.encode(), int(value)))
 
+    def set_weight_cache(self, max_bytes):
+        """Limits the packed copies of models' weights this context keeps between calls (the packed
+        GEMM backend; default a quarter of the device's memory; 0 keeps none from now on). The
+        results are the same either way (include/wbcl/context.h)."""
+        if int(max_bytes) < 0:
+            raise ValueError("set_weight_cache: max_bytes must be >= 0, not %r" % (max_bytes,))
+        self._call(lib.wbcl_context_set_weight_cache(self._h(), int(max_bytes)))
+
+    @property
+    def weight_cache_bytes(self):
+        """Bytes of packed weight copies kept now (set_weight_cache)."""
+        return lib.wbcl_context_weight_cache_bytes(self._h())
+
     def finish(self):
         """Waits for the device's queued work."""
         self._call(lib.wbcl_context_finish(self._h()))
