@@ -40,24 +40,13 @@ static wbcl_status check_xy(wbcl_context *ctx, const char *op, const wbcl_tensor
     return wbcl__check_same_shape(ctx, x, y, op, "x", "y");
 }
 
-/* C (rows, n) = A (rows, k) Wᵀ, W (n, k); all row-major, contiguous from offset 0 (A, W) / off_c. */
+/* C (rows, n) = A (rows, k) Wᵀ (+ bias (n)), W (n, k); all row-major, contiguous from offset 0. The
+ * linear-layer GEMM (host/ops/gemm.c): the bias in its epilogue, A read in place, a few rows (a decode
+ * step) through the GEMV. */
 static wbcl_status linear(wbcl_context *ctx, const wbcl_tensor *A, size_t rows, size_t k, const wbcl_tensor *W,
-                          size_t n, wbcl_tensor *C)
+                          size_t n, const wbcl_tensor *bias, wbcl_tensor *C)
 {
-    wbcl_gemm_desc g;
-    memset(&g, 0, sizeof g);
-    g.ta = WBCL_NO_TRANS;
-    g.tb = WBCL_TRANS;
-    g.m = rows;
-    g.n = n;
-    g.k = k;
-    g.batch = 1;
-    g.alpha = 1.0f;
-    g.beta = 0.0f;
-    g.lda = k;
-    g.ldb = k;
-    g.ldc = n;
-    return wbcl_gemm_strided(ctx, &g, A, W, C);
+    return wbcl__gemm_linear(ctx, A, rows, k, W, n, bias, 0, C);
 }
 
 /* (Re)creates *t with the given shape unless it already has it. */
@@ -196,8 +185,7 @@ wbcl_status wbcl_mha_forward(wbcl_context *ctx, wbcl_mha *m, const wbcl_tensor *
     size_t s3[3] = {B, N, 3 * d}, s1[3] = {B, N, d};
     if ((st = workspace(ctx, &m->qkv, 3, s3))) return st;
     if ((st = workspace(ctx, &m->o, 3, s1))) return st;
-    if ((st = linear(ctx, x, B * N, d, m->Wqkv, 3 * d, m->qkv))) return st;
-    if (m->bqkv && (st = wbcl_add(ctx, m->qkv, m->bqkv, m->qkv))) return st;
+    if ((st = linear(ctx, x, B * N, d, m->Wqkv, 3 * d, m->bqkv, m->qkv))) return st;
     wbcl_attention_desc a;
     memset(&a, 0, sizeof a);
     a.batch = B;
@@ -217,8 +205,7 @@ wbcl_status wbcl_mha_forward(wbcl_context *ctx, wbcl_mha *m, const wbcl_tensor *
     a.sh_o = p;
     a.sn_o = d;
     if ((st = wbcl_attention_softmax_strided(ctx, &a, m->qkv, m->qkv, m->qkv, m->o))) return st;
-    if ((st = linear(ctx, m->o, B * N, d, m->Wo, d, y))) return st;
-    return wbcl_add(ctx, y, m->bo, y);
+    return linear(ctx, m->o, B * N, d, m->Wo, d, m->bo, y);
 }
 
 size_t wbcl_mha_dim(const wbcl_mha *m) { return m ? m->d : 0; }
@@ -372,15 +359,14 @@ wbcl_status wbcl_mssa_forward(wbcl_context *ctx, wbcl_mssa *m, const wbcl_tensor
     size_t sw[3] = {B, N, m->inner};
     if ((st = workspace(ctx, &m->w, 3, sw))) return st;
     if (m->Wo && (st = workspace(ctx, &m->o, 3, sw))) return st;
-    if ((st = linear(ctx, x, B * N, m->d, m->U, m->inner, m->w))) return st;
+    if ((st = linear(ctx, x, B * N, m->d, m->U, m->inner, NULL, m->w))) return st;
     wbcl_attention_desc a;
     mssa_desc(m, B, N, N, N * m->inner, 0, N * m->inner, m->causal, &a);
     /* identity output (heads == 1, dim_head == d): attention writes y directly */
     wbcl_tensor *o = m->Wo ? m->o : y;
     if ((st = wbcl_attention_softmax_strided(ctx, &a, m->w, m->w, m->w, o))) return st;
     if (!m->Wo) return WBCL_SUCCESS;
-    if ((st = linear(ctx, m->o, B * N, m->inner, m->Wo, m->d, y))) return st;
-    return wbcl_add(ctx, y, m->bo, y);
+    return linear(ctx, m->o, B * N, m->inner, m->Wo, m->d, m->bo, y);
 }
 
 size_t wbcl_mssa_dim(const wbcl_mssa *m) { return m ? m->d : 0; }
@@ -517,8 +503,7 @@ wbcl_status wbcl_mssa_decode_step(wbcl_context *ctx, wbcl_mssa_cache *c, const w
     wbcl_tensor *o = m->Wo ? c->o : y_t;
     if ((st = wbcl_attention_softmax_strided(ctx, &a, c->w, c->w, c->w, o))) return st;
     if (m->Wo) {
-        if ((st = linear(ctx, c->o, c->B, inner, m->Wo, m->d, y_t))) return st;
-        if ((st = wbcl_add(ctx, y_t, m->bo, y_t))) return st;
+        if ((st = linear(ctx, c->o, c->B, inner, m->Wo, m->d, m->bo, y_t))) return st;
     }
     /* the token counts only once the whole step succeeded: a failed step leaves
      * the cache's length as it was (row t is rewritten by the next attempt) */
