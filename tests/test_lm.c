@@ -449,6 +449,9 @@ START_TEST(golden)
     for (size_t i = 0; i < B * T0; i++) pv[i] = ((const int64_t *)prompt.data)[i];
     for (size_t i = 0; i < B * Tn; i++) gv[i] = ((const int64_t *)gids.data)[i];
     check_decode(ctx, m, B, T0, pv, Tn - T0, 0.0, gv, kinds[kind]);
+    /* an LM keeps no packed panels of its weights (wbcl/context.h): c0's 32 rows ran the packed GEMM */
+    ck_assert_msg(wbcl_context_weight_cache_bytes(ctx) == 0, "%s keeps %zu bytes of panels", kinds[kind],
+                  wbcl_context_weight_cache_bytes(ctx));
     free(pv);
     free(gv);
     wbcl_array_free(&prompt);

@@ -141,6 +141,14 @@ struct wbcl_tensor {
 void wbcl__tensor_constant(wbcl_tensor *t);
 /* Frees the tensor's kept panels (its destroy, and every write through the tensor API). */
 void wbcl__tensor_drop_packed(wbcl_tensor *t);
+/* Undoes wbcl__tensor_constant and frees the panels (NULL: no-op): for an owner that keeps none, the LMs,
+ * whose decode steps read the weights in place and whose memory the panels would nearly double. The same
+ * for the layers an LM makes (their creators mark their weights constant). */
+void wbcl__tensor_transient(wbcl_tensor *t);
+struct wbcl_tssa_causal_layer;
+struct wbcl_ista_layer;
+void wbcl__tssa_causal_layer_transient(struct wbcl_tssa_causal_layer *L);
+void wbcl__ista_layer_transient(struct wbcl_ista_layer *l);
 /* The view of B the panels were packed from, and the panel width. */
 typedef struct wbcl__packed_key {
     int tb;

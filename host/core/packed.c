@@ -1,7 +1,7 @@
 /* Packed copies of constant weights (the GEMM's B panels), kept between calls.
  *
  * The models and modules own weight tensors that nothing writes after they are made (CRATE's U,
- * the ISTA dictionary, ToST's projections, the LMs' matrices). They mark them constant
+ * the ISTA dictionary, ToST's projections). They mark them constant
  * (wbcl__tensor_constant). On the packed GEMM backend such a tensor used as B is packed into NR-column
  * panels once, and the panels are reused by every later call with the same view of it (transpose,
  * offset, leading dimension, n, k, NR): host/ops/gemm.c. Before this, each linear layer packed its
@@ -71,6 +71,13 @@ size_t wbcl_context_weight_cache_bytes(const wbcl_context *ctx) { return ctx ? c
 void wbcl__tensor_constant(wbcl_tensor *t)
 {
     if (t) t->constant = 1;
+}
+
+void wbcl__tensor_transient(wbcl_tensor *t)
+{
+    if (!t) return;
+    t->constant = 0;
+    wbcl__tensor_drop_packed(t);
 }
 
 void wbcl__tensor_drop_packed(wbcl_tensor *t)

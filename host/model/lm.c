@@ -95,9 +95,7 @@ static wbcl_status load_w(wbcl_context *ctx, const wbcl_safetensors *st, const c
                           const char *name, size_t r0, size_t r1, int required, wbcl_tensor **out)
 {
     size_t s[2] = {r0, r1};
-    wbcl_status r = wbcl_weight_load(ctx, st, file, pre, name, r1 ? 2 : 1, s, required, out);
-    if (!r) wbcl__tensor_constant(*out); /* the model's own: the packed GEMM may keep its panels */
-    return r;
+    return wbcl_weight_load(ctx, st, file, pre, name, r1 ? 2 : 1, s, required, out);
 }
 
 /* LayerNorm: weight required, bias optional (nanoGPT's bias flag) */
@@ -131,6 +129,7 @@ static wbcl_status load_block(wbcl_context *ctx, const wbcl_safetensors *st, con
         break;
     case WBCL_LM_TOST:
         if ((r = wbcl_tssa_causal_layer_load(ctx, st, file, pre, d, in->heads, &b->tssa))) return r;
+        wbcl__tssa_causal_layer_transient(b->tssa); /* no kept panels in an LM (host/core/internal.h) */
         if (wbcl_tssa_causal_layer_tmax(b->tssa) != in->block_size)
             return wbcl__fail(ctx, WBCL_ERROR_SHAPE,
                               "%s: '%sdenom_bias' covers %zu positions but 'transformer.wpe.weight' has block_size %zu",
@@ -153,6 +152,7 @@ static wbcl_status load_block(wbcl_context *ctx, const wbcl_safetensors *st, con
         if ((r = load_w(ctx, st, file, pre, "weight", d, d, 1, &W))) return r;
         r = wbcl_ista_layer_create(ctx, W, LM_ISTA_ETA, LM_ISTA_LAMBDA, WBCL_THRESHOLD_RELU, WBCL_ISTA_AUTO, &b->ista);
         wbcl_tensor_destroy(W);
+        if (!r) wbcl__ista_layer_transient(b->ista); /* no kept panels in an LM (host/core/internal.h) */
         return r;
     }
     snprintf(pre, sizeof pre, "transformer.h.%zu.mlp.", i);

@@ -653,6 +653,11 @@ done:
     return st;
 }
 
+void wbcl__ista_layer_transient(wbcl_ista_layer *l)
+{
+    if (l) wbcl__tensor_transient(l->W);
+}
+
 wbcl_status wbcl__ista_layer_store_f16(wbcl_context *ctx, wbcl_ista_layer *l)
 {
     return wbcl__tensor_store_f16(ctx, &l->W); /* used only as a GEMM operand by the forward pass */

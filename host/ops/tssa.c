@@ -978,6 +978,13 @@ wbcl_status wbcl_tssa_causal_layer_forward(wbcl_context *ctx, wbcl_tssa_causal_l
     return wbcl__linear(ctx, L->y, L->Wo, L->bo, out);
 }
 
+void wbcl__tssa_causal_layer_transient(wbcl_tssa_causal_layer *L)
+{
+    if (!L) return;
+    wbcl__tensor_transient(L->W);
+    wbcl__tensor_transient(L->Wo);
+}
+
 wbcl_status wbcl__tssa_layer_store_f16(wbcl_context *ctx, wbcl_tssa_layer *l)
 {
     /* both projections go only through wbcl__linear (a GEMM) */

@@ -103,10 +103,11 @@ wbcl_status wbcl_context_set_gemm_backend(wbcl_context *ctx, wbcl_gemm_backend b
 wbcl_gemm_backend wbcl_context_gemm_backend(const wbcl_context *ctx); /* resolved: never AUTO */
 
 /* Packed weights kept between calls. On the packed GEMM backend, the weight matrices that modules
- * and models own (MSSA, ISTA, TSSA, XCA and MHA layers, CRATE, ToST, the LMs) are packed into the
- * GEMM's panels at their first use and the panels are kept until the module is destroyed, instead of
- * being packed again on every call (ToST-T at batch 1 on a CPU: a quarter of its time). Tensors the
- * caller creates are never kept. The panels take about the weights' size again (twice for float16
+ * and models own (the MSSA, ISTA, TSSA, XCA and MHA layers, CRATE, ToST) are packed into the GEMM's
+ * panels at their first use and the panels are kept until the module is destroyed, instead of being
+ * packed again on every call (ToST-T at batch 1 on a CPU: a quarter of its time). Tensors the caller
+ * creates are never kept, nor are the language models' weights (wbcl/lm.h: their decode steps read
+ * the weights in place, so the panels would nearly double their memory for the prefill alone). The panels take about the weights' size again (twice for float16
  * weights); they count against this context's limit, by default a quarter of the device's global
  * memory. A weight whose panels would pass the limit is packed per call, as without the cache.
  * Setting the limit applies to weights packed from then on (0: keep none); panels already kept stay
