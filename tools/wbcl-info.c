@@ -156,6 +156,10 @@ int main(int argc, char **argv)
                from, d->type == WBCL_DEVICE_CPU   ? "wbcl packed register-tile kernel"
                      : d->type == WBCL_DEVICE_GPU ? "wbcl tiled kernel (CLBlast where the device cannot take it)"
                                                   : "CLBlast");
+        if (d->type == WBCL_DEVICE_CPU) /* the packed backend: models keep their weights' panels (context.h) */
+            printf("    models' packed weight panels kept between calls: up to %.0f MiB by default (a quarter of the "
+                   "global memory; wbcl_context_set_weight_cache)\n",
+                   mib(d->global_mem_size / 4));
     }
     int rc = bad_variant;
     if (!bad_variant && n) show_params(chosen);
