@@ -39,16 +39,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "golden"))
 
 
-class CrateConfig(C.Structure):
+class CrateConfig(C.Structure):  # wbcl_crate_config (include/wbcl/models.h): every field, or the preset writes past it
     _fields_ = [("dim", C.c_size_t), ("depth", C.c_size_t), ("heads", C.c_size_t), ("dim_head", C.c_size_t),
                 ("patch", C.c_size_t), ("channels", C.c_size_t), ("num_classes", C.c_size_t),
-                ("eta", C.c_float), ("lambd", C.c_float), ("ln_eps", C.c_float)]
+                ("eta", C.c_float), ("lambd", C.c_float), ("ln_eps", C.c_float), ("weight_dtype", C.c_int)]
 
 
-class TostConfig(C.Structure):
+class TostConfig(C.Structure):  # wbcl_tost_config (include/wbcl/models.h), likewise
     _fields_ = [("dim", C.c_size_t), ("depth", C.c_size_t), ("heads", C.c_size_t), ("mlp_hidden", C.c_size_t),
                 ("patch", C.c_size_t), ("cls_layers", C.c_size_t), ("num_classes", C.c_size_t),
-                ("ln_eps", C.c_float), ("bn_eps", C.c_float)]
+                ("ln_eps", C.c_float), ("bn_eps", C.c_float), ("weight_dtype", C.c_int)]
 
 
 class Wbcl:
