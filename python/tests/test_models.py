@@ -145,19 +145,32 @@ def test_shift_invariant_redunet(ctx, rng, tmp_path):
 
 
 def test_weight_cache():
-    # Language models keep no packed panels of their weights (include/wbcl/context.h: the decode steps
-    # read them in place); the limit's setter checks its argument. A context of its own: the session's
-    # keeps its settings.
+    # A vision model keeps its weights' packed panels between forwards (packed backend) and gives the
+    # same logits bit for bit with the cache off; closing it returns the bytes. Language models keep none
+    # (include/wbcl/context.h: their decode steps read the weights in place). A context of its own: the
+    # session's keeps its settings.
+    g = read_safetensors(repo_path("tests", "golden", "crate_golden.safetensors"))
     w = repo_path("tests", "golden", "lm_gpt2.safetensors")
-    g = read_safetensors(repo_path("tests", "golden", "lm_gpt2_golden.safetensors"))
+    gl = read_safetensors(repo_path("tests", "golden", "lm_gpt2_golden.safetensors"))
     with wbcl.Context() as ctx:
         ctx.gemm_backend = "packed"
         assert ctx.weight_cache_bytes == 0
+        m = wbcl.CRATE(ctx, repo_path("tests", "golden", "crate.safetensors"), heads=4)
+        kept = m.forward(g["image"])
+        assert ctx.weight_cache_bytes > 0
+        assert np.array_equal(m.forward(g["image"]), kept)  # on the kept panels
+        assert np.abs(kept - g["logits"]).max() < 2e-5
+        m.close()
+        assert ctx.weight_cache_bytes == 0
+        ctx.set_weight_cache(0)
+        m = wbcl.CRATE(ctx, repo_path("tests", "golden", "crate.safetensors"), heads=4)
+        assert np.array_equal(m.forward(g["image"]), kept)
+        assert ctx.weight_cache_bytes == 0
+        m.close()
+        ctx.set_weight_cache(1 << 30)
         lm = wbcl.LM(ctx, "gpt2", w, heads=3)
-        assert np.abs(lm.forward(g["c0.ids"]) - g["c0.logits"]).max() < 2e-5  # 32 rows: the packed GEMM
+        assert np.abs(lm.forward(gl["c0.ids"]) - gl["c0.logits"]).max() < 2e-5  # 32 rows: the packed GEMM
         assert ctx.weight_cache_bytes == 0
         lm.close()
-        ctx.set_weight_cache(0)
-        ctx.set_weight_cache(1 << 30)
         with pytest.raises(ValueError):
             ctx.set_weight_cache(-1)
