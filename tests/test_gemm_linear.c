@@ -288,7 +288,8 @@ END_TEST
  * them (the cache's byte count does not grow) and is still right; another view of the same tensor
  * (W untransposed, in wbcl_gemm) or another panel width gets panels of its own; a write through the
  * tensor API drops them (the result then follows the new values: stale panels would give the old
- * product, far outside the tolerance); the limit is obeyed; a tensor the caller made is never kept;
+ * product, far outside the tolerance); the limit is obeyed, and lowering it frees panels, the newest
+ * first; a tensor the caller made is never kept;
  * destroying the tensor returns the bytes, also after its context is gone (ASan, valgrind). */
 static size_t panel_bytes(size_t n, size_t k, size_t nr) { return (n + nr - 1) / nr * nr * k * sizeof(float); }
 
@@ -358,6 +359,28 @@ START_TEST(kept_panels)
     ck_assert_int_eq(wbcl__gemm_linear(ctx, X, m, k, W, n, NULL, 0, Y), WBCL_SUCCESS);
     check_y(ctx, Y, x, w, NULL, m, n, k, 0, "at the limit");
     ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), e1);
+    /* lowering the limit frees panels, the newest first, until it holds; both weights stay right */
+    ck_assert_int_eq(wbcl_context_set_weight_cache(ctx, SIZE_MAX), WBCL_SUCCESS);
+    wbcl_tensor *W2 = tensor(ctx, n, k, w2);
+    wbcl__tensor_constant(W2);
+    ck_assert_int_eq(wbcl__gemm_linear(ctx, X, m, k, W2, n, NULL, 0, Y), WBCL_SUCCESS);
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), 2 * e1);
+    ck_assert_int_eq(wbcl_context_set_weight_cache(ctx, e1), WBCL_SUCCESS);
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), e1);
+    ck_assert_ptr_null(W2->packed); /* the newest went */
+    ck_assert_ptr_nonnull(W->packed);
+    ck_assert_int_eq(wbcl__gemm_linear(ctx, X, m, k, W2, n, NULL, 0, Y), WBCL_SUCCESS);
+    check_y(ctx, Y, x, w2, NULL, m, n, k, 0, "after its panels were freed");
+    ck_assert_int_eq(wbcl_context_set_weight_cache(ctx, 0), WBCL_SUCCESS);
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), 0);
+    ck_assert_ptr_null(W->packed);
+    ck_assert_int_eq(wbcl__gemm_linear(ctx, X, m, k, W, n, NULL, 0, Y), WBCL_SUCCESS);
+    check_y(ctx, Y, x, w, NULL, m, n, k, 0, "limit 0");
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), 0);
+    wbcl_tensor_destroy(W2);
+    ck_assert_int_eq(wbcl_context_set_weight_cache(ctx, SIZE_MAX), WBCL_SUCCESS);
+    ck_assert_int_eq(wbcl__gemm_linear(ctx, X, m, k, W, n, NULL, 0, Y), WBCL_SUCCESS);
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), e1); /* kept again, to outlive the context */
     ck_assert_int_eq(wbcl_context_set_weight_cache(NULL, 1), WBCL_ERROR_INVALID_ARGUMENT);
     ck_assert_uint_eq(wbcl_context_weight_cache_bytes(NULL), 0);
 

@@ -9,8 +9,9 @@
  *
  * Memory: the panels hold NR-padded float copies, about the weight's size again (twice a float16
  * weight's). They count against a per-context limit, wbcl_context_set_weight_cache (default: a
- * quarter of the device's global memory). A weight whose panels do not fit is packed per call as
- * before, and so is any weight when the buffer cannot be allocated: the cache only ever saves work.
+ * quarter of the device's global memory); lowering the limit frees kept panels, the newest first,
+ * until it holds. A weight whose panels do not fit is packed per call as before, and so is any weight
+ * when the buffer cannot be allocated: the cache only ever saves work.
  *
  * Lifetime: the panels belong to the tensor and go with it (wbcl_tensor_destroy), and with any write
  * through the tensor API (wbcl_tensor_write, fill, copy into it). The byte count lives in a small
@@ -26,11 +27,14 @@
 
 struct wbcl__pack_pool {
     size_t bytes, limit;
-    unsigned refs;
+    unsigned refs;              /* the context and each entry */
+    struct wbcl__packed *first; /* every entry, the newest first (to free them when the limit drops) */
 };
 
 struct wbcl__packed {
-    struct wbcl__packed *next;
+    struct wbcl__packed *next;                  /* the owner's entries */
+    struct wbcl__packed *pool_prev, *pool_next; /* the pool's */
+    wbcl_tensor *owner;
     wbcl__packed_key key;
     cl_mem mem;
     size_t bytes;
@@ -41,6 +45,30 @@ struct wbcl__packed {
 static void pool_release(struct wbcl__pack_pool *p)
 {
     if (p && --p->refs == 0) free(p);
+}
+
+/* Frees an entry already unlinked from its owner's list. */
+static void entry_free(struct wbcl__packed *e)
+{
+    struct wbcl__pack_pool *p = e->pool;
+    if (e->pool_prev) e->pool_prev->pool_next = e->pool_next;
+    else p->first = e->pool_next;
+    if (e->pool_next) e->pool_next->pool_prev = e->pool_prev;
+    if (e->mem) clReleaseMemObject(e->mem); /* the runtime keeps it until queued work is done */
+    p->bytes -= e->bytes;
+    pool_release(p);
+    free(e);
+}
+
+/* Unlinks e from its owner's list and frees it. */
+static void entry_drop(struct wbcl__packed *e)
+{
+    for (struct wbcl__packed **pe = &e->owner->packed; *pe; pe = &(*pe)->next)
+        if (*pe == e) {
+            *pe = e->next;
+            break;
+        }
+    entry_free(e);
 }
 
 wbcl_status wbcl__pack_pool_create(wbcl_context *ctx)
@@ -62,7 +90,9 @@ void wbcl__pack_pool_release(wbcl_context *ctx)
 wbcl_status wbcl_context_set_weight_cache(wbcl_context *ctx, size_t max_bytes)
 {
     if (!ctx) return WBCL_ERROR_INVALID_ARGUMENT;
-    ctx->pack_pool->limit = max_bytes; /* entries already made stay until their tensors go */
+    struct wbcl__pack_pool *p = ctx->pack_pool;
+    p->limit = max_bytes;
+    while (p->bytes > p->limit && p->first) entry_drop(p->first); /* the newest first */
     return WBCL_SUCCESS;
 }
 
@@ -86,10 +116,7 @@ void wbcl__tensor_drop_packed(wbcl_tensor *t)
     while (t->packed) {
         struct wbcl__packed *e = t->packed;
         t->packed = e->next;
-        if (e->mem) clReleaseMemObject(e->mem); /* the runtime keeps it until queued work is done */
-        e->pool->bytes -= e->bytes;
-        pool_release(e->pool);
-        free(e);
+        entry_free(e);
     }
 }
 
@@ -121,10 +148,14 @@ int wbcl__packed_get(wbcl_context *ctx, wbcl_tensor *t, const wbcl__packed_key *
     e->key = *key;
     e->bytes = bytes;
     e->pool = pool;
+    e->owner = t;
     pool->refs++;
     pool->bytes += bytes;
     e->next = t->packed;
     t->packed = e;
+    e->pool_next = pool->first;
+    if (pool->first) pool->first->pool_prev = e;
+    pool->first = e;
     *mem = e->mem;
     return 0;
 }
@@ -139,10 +170,7 @@ void wbcl__packed_done(wbcl_tensor *t, const wbcl__packed_key *key, int ok)
                 return;
             }
             *pe = e->next; /* the pack launch failed: the panels hold nothing */
-            clReleaseMemObject(e->mem);
-            e->pool->bytes -= e->bytes;
-            pool_release(e->pool);
-            free(e);
+            entry_free(e);
             return;
         }
 }

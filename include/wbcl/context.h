@@ -110,8 +110,8 @@ wbcl_gemm_backend wbcl_context_gemm_backend(const wbcl_context *ctx); /* resolve
  * the weights in place, so the panels would nearly double their memory for the prefill alone). The panels take about the weights' size again (twice for float16
  * weights); they count against this context's limit, by default a quarter of the device's global
  * memory. A weight whose panels would pass the limit is packed per call, as without the cache.
- * Setting the limit applies to weights packed from then on (0: keep none); panels already kept stay
- * until their module goes. The results are the same either way. */
+ * Lowering the limit frees kept panels (the most recent first) until it holds; 0 frees them all and
+ * keeps none from then on. The results are the same either way. */
 wbcl_status wbcl_context_set_weight_cache(wbcl_context *ctx, size_t max_bytes);
 size_t wbcl_context_weight_cache_bytes(const wbcl_context *ctx); /* bytes of panels kept now */
 

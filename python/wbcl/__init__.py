@@ -288,8 +288,8 @@ class Context:
 
     def set_weight_cache(self, max_bytes):
         """Limits the packed copies of models' weights this context keeps between calls (the packed
-        GEMM backend; default a quarter of the device's memory; 0 keeps none from now on). The
-        results are the same either way (include/wbcl/context.h)."""
+        GEMM backend; default a quarter of the device's memory). Lowering it frees kept copies until
+        it holds; 0 frees them all. The results are the same either way (include/wbcl/context.h)."""
         if int(max_bytes) < 0:
             raise ValueError("set_weight_cache: max_bytes must be >= 0, not %r" % (max_bytes,))
         self._call(lib.wbcl_context_set_weight_cache(self._h(), int(max_bytes)))
