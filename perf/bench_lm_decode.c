@@ -249,6 +249,7 @@ int main(int argc, char **argv)
                     (double)B / med, wbcl_lm_state_bytes(s), rss_bytes());
             fflush(out);
             if (profile) {
+                wbcl_context_reset_kernel_ns(ctx); /* this point's steps only (the counters accumulate) */
                 wbcl_context_set_timing(ctx, 1);
                 for (size_t j = 0; j < steps && !rc; j++)
                     if (wbcl_lm_step(ctx, s, tok, lg) || wbcl_tensor_read(ctx, lg, host, B * V)) {
