@@ -288,7 +288,7 @@ END_TEST
  * them (the cache's byte count does not grow) and is still right; another view of the same tensor
  * (W untransposed, in wbcl_gemm) or another panel width gets panels of its own; a write through the
  * tensor API drops them (the result then follows the new values: stale panels would give the old
- * product, far outside the tolerance); the limit is obeyed, and lowering it frees panels, the newest
+ * product, far outside the tolerance); a new panel width frees the other width's; the limit is obeyed, and lowering it frees panels, the newest
  * first; a tensor the caller made is never kept;
  * destroying the tensor returns the bytes, also after its context is gone (ASan, valgrind). */
 static size_t panel_bytes(size_t n, size_t k, size_t nr) { return (n + nr - 1) / nr * nr * k * sizeof(float); }
@@ -330,20 +330,25 @@ START_TEST(kept_panels)
         check_y(ctx, Y2, x2, wt, NULL, m, k, n, 0, "second view of W");
         ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), e1 + panel_bytes(k, n, nr));
     }
-    /* another panel width: panels of their own, right results */
+    /* another panel width: panels of their own, right results; the other width's panels (both views)
+     * are freed, and come back when the width does */
     const int nr0 = ctx->params.gemm_nr;
     ctx->params.gemm_nr = nr0 == 16 ? 8 : 16;
     ck_assert_int_eq(wbcl__gemm_linear(ctx, X, m, k, W, n, NULL, 0, Y), WBCL_SUCCESS);
     check_y(ctx, Y, x, w, NULL, m, n, k, 0, "kept panels, other NR");
-    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx),
-                      e1 + panel_bytes(k, n, nr) + panel_bytes(n, k, (size_t)ctx->params.gemm_nr));
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), panel_bytes(n, k, (size_t)ctx->params.gemm_nr));
     ctx->params.gemm_nr = nr0;
+    ck_assert_int_eq(wbcl__gemm_linear(ctx, X, m, k, W, n, NULL, 0, Y), WBCL_SUCCESS);
+    check_y(ctx, Y, x, w, NULL, m, n, k, 0, "kept panels, NR restored");
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), e1);
+    ck_assert_int_eq(wbcl_gemm(ctx, WBCL_NO_TRANS, WBCL_NO_TRANS, 1.0f, X2, W, 0.0f, Y2), WBCL_SUCCESS);
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), e1 + panel_bytes(k, n, nr));
 
     /* a write drops every view's panels; the next call packs the new values */
     ck_assert_int_eq(wbcl_tensor_write(ctx, W, w2, n * k), WBCL_SUCCESS);
     ck_assert_int_eq(wbcl__gemm_linear(ctx, X, m, k, W, n, NULL, 0, Y), WBCL_SUCCESS);
     check_y(ctx, Y, x, w2, NULL, m, n, k, 0, "after a write");
-    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), e1); /* the other views' panels went too */
+    ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), e1); /* this view again; the other went */
     ck_assert_int_eq(wbcl_tensor_fill(ctx, W, 0.0f), WBCL_SUCCESS);
     ck_assert_uint_eq(wbcl_context_weight_cache_bytes(ctx), 0);
     wbcl_tensor_destroy(W);

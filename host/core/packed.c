@@ -4,7 +4,8 @@
  * the ISTA dictionary, ToST's projections). They mark them constant
  * (wbcl__tensor_constant). On the packed GEMM backend such a tensor used as B is packed into NR-column
  * panels once, and the panels are reused by every later call with the same view of it (transpose,
- * offset, leading dimension, n, k, NR): host/ops/gemm.c. Before this, each linear layer packed its
+ * offset, leading dimension, n, k, NR): host/ops/gemm.c. Packing for a new NR (a parameter change)
+ * frees the tensor's panels of the other width. Before this, each linear layer packed its
  * weight again on every call: 24 % of ToST-T's device time at batch 1 on PoCL (perf/RESULTS.md).
  *
  * Memory: the panels hold NR-padded float copies, about the weight's size again (twice a float16
@@ -135,6 +136,14 @@ int wbcl__packed_get(wbcl_context *ctx, wbcl_tensor *t, const wbcl__packed_key *
             *mem = e->mem;
             return e->ready ? 1 : 0;
         }
+    /* panels of another width are of no use while this one is in force (a parameter change) */
+    for (struct wbcl__packed *e = t->packed, *nx; e; e = nx) {
+        nx = e->next;
+        if (e->key.nr != key->nr) {
+            entry_drop(e);
+            count--;
+        }
+    }
     struct wbcl__pack_pool *pool = ctx->pack_pool;
     if (count >= MAX_ENTRIES || bytes == 0 || bytes > pool->limit || pool->bytes > pool->limit - bytes) return 0;
     struct wbcl__packed *e = calloc(1, sizeof *e);
