@@ -91,6 +91,7 @@ typedef struct family {
     double tol;
     wbcl_gemm_backend backend; /* GEMM families: the backend they tune (AUTO for the others) */
     size_t p;                  /* attention families: the head dimension their keys are scoped to */
+    char scoped[MAX_KEYS][32]; /* attention families: the storage of their keys, "attention.pP.NAME" */
     wbcl_status (*check)(wbcl_context *ctx, size_t p, double *err); /* p: the family's p (attention) */
     wbcl_status (*run)(wbcl_context *ctx, shape *s);
 } family;
@@ -743,25 +744,18 @@ wbcl_status wbcl_tune_run(const wbcl_tune_opts *o, FILE *tlog, char *path_out, s
     }
     /* the fused attention at p = 64 (the models' heads), then p = 128 and 32, each with keys scoped to its p */
     for (int pi = 0; pi < 3 && (all || !strcmp(o->family, "attention")); pi++) {
-        static const char *const gpu_keys[3][4] = {
-            {"attention.p64.bq", "attention.p64.bk", "attention.p64.tiled", "attention.p64.maxrreg"},
-            {"attention.p128.bq", "attention.p128.bk", "attention.p128.tiled", "attention.p128.maxrreg"},
-            {"attention.p32.bq", "attention.p32.bk", "attention.p32.tiled", "attention.p32.maxrreg"}};
-        static const char *const cpu_keys[3][5] = {
-            {"attention.p64.qb", "attention.p64.g", "attention.p64.vw", "attention.p64.vc", "attention.p64.sp"},
-            {"attention.p128.qb", "attention.p128.g", "attention.p128.vw", "attention.p128.vc", "attention.p128.sp"},
-            {"attention.p32.qb", "attention.p32.g", "attention.p32.vw", "attention.p32.vc", "attention.p32.sp"}};
+        static const char *const gpu_names[4] = {"bq", "bk", "tiled", "maxrreg"};
+        static const char *const cpu_names[5] = {"qb", "g", "vw", "vc", "sp"};
         static const char *const names[3] = {"attention", "attention p128", "attention p32"};
         static const size_t ps[3] = {64, 128, 32};
         family *f = &fams[nf++];
         f->name = names[pi];
         f->p = ps[pi];
-        if (wbcl_context_variant(ctx) == WBCL_VARIANT_GPU) {
-            for (int k = 0; k < 4; k++) f->keys[k] = gpu_keys[pi][k];
-            f->nkeys = dev->has_nv_compiler_options ? 4 : 3;
-        } else {
-            for (int k = 0; k < 5; k++) f->keys[k] = cpu_keys[pi][k];
-            f->nkeys = 5;
+        const int gpu = wbcl_context_variant(ctx) == WBCL_VARIANT_GPU;
+        f->nkeys = gpu ? (dev->has_nv_compiler_options ? 4 : 3) : 5;
+        for (int k = 0; k < (gpu ? 4 : 5); k++) {
+            snprintf(f->scoped[k], sizeof f->scoped[k], "attention.p%zu.%s", f->p, gpu ? gpu_names[k] : cpu_names[k]);
+            f->keys[k] = f->scoped[k];
         }
         f->tol = 1e-4;
         f->check = att_check;
