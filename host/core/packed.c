@@ -137,12 +137,15 @@ int wbcl__packed_get(wbcl_context *ctx, wbcl_tensor *t, const wbcl__packed_key *
             return e->ready ? 1 : 0;
         }
     /* panels of another width are of no use while this one is in force (a parameter change) */
-    for (struct wbcl__packed *e = t->packed, *nx; e; e = nx) {
-        nx = e->next;
-        if (e->key.nr != key->nr) {
-            entry_drop(e);
-            count--;
+    for (struct wbcl__packed **pe = &t->packed; *pe;) {
+        struct wbcl__packed *e = *pe;
+        if (e->key.nr == key->nr) {
+            pe = &e->next;
+            continue;
         }
+        *pe = e->next;
+        entry_free(e);
+        count--;
     }
     struct wbcl__pack_pool *pool = ctx->pack_pool;
     if (count >= MAX_ENTRIES || bytes == 0 || bytes > pool->limit || pool->bytes > pool->limit - bytes) return 0;
@@ -171,15 +174,10 @@ int wbcl__packed_get(wbcl_context *ctx, wbcl_tensor *t, const wbcl__packed_key *
 
 void wbcl__packed_done(wbcl_tensor *t, const wbcl__packed_key *key, int ok)
 {
-    for (struct wbcl__packed **pe = &t->packed; *pe; pe = &(*pe)->next)
-        if (same_key(&(*pe)->key, key)) {
-            struct wbcl__packed *e = *pe;
-            if (ok) {
-                e->ready = 1;
-                return;
-            }
-            *pe = e->next; /* the pack launch failed: the panels hold nothing */
-            entry_free(e);
+    for (struct wbcl__packed *e = t->packed; e; e = e->next)
+        if (same_key(&e->key, key)) {
+            if (ok) e->ready = 1;
+            else entry_drop(e); /* the pack launch failed: the panels hold nothing */
             return;
         }
 }
